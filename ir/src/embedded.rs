@@ -1,0 +1,64 @@
+//! Model files and device profiles compiled into the binary, so that mkc runs its main job
+//! with no files at hand. A command-line argument names either a file or an embedded entry.
+
+use crate::device::DeviceProfile;
+use crate::error::InputError;
+use crate::model::Model;
+
+/// Embedded model files: (name, RON text).
+pub const MODELS: &[(&str, &str)] = &[
+    ("llama1b", include_str!("../../models/llama1b.ron")),
+    ("llama3b", include_str!("../../models/llama3b.ron")),
+    ("llama8b", include_str!("../../models/llama8b.ron")),
+    ("tiny", include_str!("../../models/tiny.ron")),
+];
+
+/// Embedded device profiles: (name, RON text).
+pub const DEVICES: &[(&str, &str)] = &[("h200", include_str!("../../devices/h200.ron"))];
+
+/// The model used when none is named.
+pub const DEFAULT_MODEL: &str = "llama1b";
+
+/// Loads `arg` as a model file path if such a file exists, else as an embedded model name.
+pub fn resolve_model(arg: &str) -> Result<Model, InputError> {
+    let path = std::path::Path::new(arg);
+    if path.exists() {
+        return Model::load(path);
+    }
+    match MODELS.iter().find(|(name, _)| *name == arg) {
+        Some((name, text)) => Model::parse(&format!("<embedded {name}>"), text),
+        None => Err(InputError::Io {
+            file: arg.to_string(),
+            reason: format!(
+                "no such file, and not an embedded model (embedded: {})",
+                names(MODELS)
+            ),
+        }),
+    }
+}
+
+/// Loads `arg` as a device profile file if such a file exists, else as an embedded name.
+pub fn resolve_device(arg: &str) -> Result<DeviceProfile, InputError> {
+    let path = std::path::Path::new(arg);
+    if path.exists() {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| InputError::Io {
+            file: file.clone(),
+            reason: e.to_string(),
+        })?;
+        return DeviceProfile::parse(&file, &text);
+    }
+    match DEVICES.iter().find(|(name, _)| *name == arg) {
+        Some((name, text)) => DeviceProfile::parse(&format!("<embedded {name}>"), text),
+        None => Err(InputError::invalid(
+            "<command line>",
+            "--device",
+            format!("`{arg}` is neither a device profile file nor a known device"),
+            format!("use one of {} or a profile RON file", names(DEVICES)),
+        )),
+    }
+}
+
+fn names(list: &[(&str, &str)]) -> String {
+    list.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+}

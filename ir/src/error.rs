@@ -1,0 +1,98 @@
+//! The error a user sees when a model or device file is wrong.
+
+use std::fmt;
+
+/// A user error in an input file: which file, which field, what is wrong and how to fix it.
+///
+/// Every variant is a user error (bad input), never an internal bug; the CLI prints it as one
+/// paragraph and exits with code 2.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InputError {
+    /// The file could not be read at all.
+    Io {
+        /// Path (or embedded name) of the file.
+        file: String,
+        /// The operating system's reason.
+        reason: String,
+    },
+    /// The file is not valid RON for the expected structure.
+    Syntax {
+        /// Path of the file.
+        file: String,
+        /// 1-based line of the problem.
+        line: usize,
+        /// 1-based column of the problem.
+        column: usize,
+        /// What the parser expected or found.
+        message: String,
+    },
+    /// The file parsed, but a field's value is impossible.
+    Invalid {
+        /// Path of the file.
+        file: String,
+        /// Dotted path of the offending field, e.g. `geometry.kv_heads`.
+        field: String,
+        /// What is wrong with the value.
+        problem: String,
+        /// How to make it right.
+        fix: String,
+    },
+}
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InputError::Io { file, reason } => {
+                write!(
+                    f,
+                    "cannot read `{file}`: {reason}. Check the path and permissions."
+                )
+            }
+            InputError::Syntax {
+                file,
+                line,
+                column,
+                message,
+            } => write!(
+                f,
+                "{file}:{line}:{column}: malformed RON: {message}. Fix the file at that position; \
+                 README.md (section \"Model file format\") lists every field."
+            ),
+            InputError::Invalid {
+                file,
+                field,
+                problem,
+                fix,
+            } => write!(f, "{file}: field `{field}`: {problem}. Fix: {fix}."),
+        }
+    }
+}
+
+impl std::error::Error for InputError {}
+
+impl InputError {
+    /// Builds an [`InputError::Invalid`] without spelling out the field names at call sites.
+    pub fn invalid(
+        file: &str,
+        field: impl Into<String>,
+        problem: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
+        InputError::Invalid {
+            file: file.to_string(),
+            field: field.into(),
+            problem: problem.into(),
+            fix: fix.into(),
+        }
+    }
+
+    /// Converts a RON parse error into a positioned syntax error for `file`.
+    pub fn from_ron(file: &str, err: &ron::error::SpannedError) -> Self {
+        InputError::Syntax {
+            file: file.to_string(),
+            line: err.position.line,
+            column: err.position.col,
+            message: err.code.to_string(),
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! mkc's intermediate representation: model files, device profiles and the tiled task DAG.
+//!
+//! Start at [`model::Model::parse`] (a RON model file, validated) and [`lower::lower`] (the
+//! model becomes a [`graph::TaskGraph`] of one decode step). Everything downstream (scheduler,
+//! simulator, backend) consumes the task graph and nothing else from the model.
+
+pub mod device;
+pub mod embedded;
+pub mod error;
+pub mod graph;
+pub mod ids;
+pub mod lower;
+pub mod model;
+mod validate;
+
+pub use error::InputError;
+pub use graph::{Access, Counter, Edge, OpKind, Operator, Rows, Task, TaskCost, TaskGraph, Tensor};
+pub use ids::{CounterId, EdgeId, KernelId, OpId, SmId, TaskId, TensorId};
+pub use model::Model;

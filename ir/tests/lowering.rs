@@ -1,0 +1,77 @@
+//! Lowering of the embedded Llama-3.2-1B: the shapes the anchors describe, tile by tile.
+
+use mkc_ir::embedded::resolve_model;
+use mkc_ir::lower::lower;
+use mkc_ir::OpKind;
+
+#[test]
+fn llama1b_weight_bytes_match_the_anchor_figure() {
+    let m = resolve_model("llama1b").unwrap();
+    // anchors.md: 2,471,628,800 B (matrices and RMSNorm weights, bf16).
+    assert_eq!(m.weight_bytes(), 2_471_628_800);
+    assert_eq!(lower(&m).task_weight_bytes(), 2_471_628_800);
+}
+
+#[test]
+fn llama1b_has_81_operators_in_layer_order() {
+    let g = lower(&resolve_model("llama1b").unwrap());
+    assert_eq!(g.ops.len(), 81);
+    let kinds = [
+        OpKind::QkvRope,
+        OpKind::Attention,
+        OpKind::OProj,
+        OpKind::UpGate,
+        OpKind::Down,
+    ];
+    for (i, op) in g.ops[..80].iter().enumerate() {
+        assert_eq!(op.kind, kinds[i % 5]);
+        assert_eq!(op.layer, Some(i as u32 / 5));
+        assert_eq!(op.embed_fused, i == 0);
+    }
+    assert_eq!(g.ops[80].kind, OpKind::LmHead);
+}
+
+#[test]
+fn vtp_shards_on_the_mlp_edge_split_down_by_k() {
+    let g = lower(&resolve_model("llama1b").unwrap());
+    let down = g.ops.iter().find(|o| o.kind == OpKind::Down).unwrap();
+    assert_eq!(down.k_split, 4);
+    assert_eq!(down.tasks, 4 * 2048 / 16);
+    let edge = g
+        .edges
+        .iter()
+        .find(|e| e.consumer == down.id && !e.implied())
+        .unwrap();
+    assert_eq!(edge.shards, 4);
+    for (shard, &c) in edge.counters.iter().enumerate() {
+        let counter = g.counter(c);
+        // 8192 / 4 = 2048 rows per shard = 128 up/gate tiles of 16 rows.
+        assert_eq!(counter.signals_per_step, 128);
+        assert_eq!(counter.access.rows.start, shard as u32 * 2048);
+    }
+    for t in g.tasks_of(down.id) {
+        // A down tile waits for its own K chunk only (64 KiB of weights: 16 x 2048 bf16).
+        assert_eq!(t.waits, vec![edge.counters[t.k_chunk as usize]]);
+        assert_eq!(t.cost.weight_bytes, 16 * 2048 * 2);
+    }
+}
+
+#[test]
+fn whole_tensor_edges_wait_for_every_producer_tile() {
+    let g = lower(&resolve_model("llama1b").unwrap());
+    let qkv1 = g
+        .ops
+        .iter()
+        .find(|o| o.kind == OpKind::QkvRope && o.layer == Some(1))
+        .unwrap();
+    for t in g.tasks_of(qkv1.id) {
+        assert_eq!(t.waits.len(), 1);
+        // All 512 split-K down tiles of layer 0 write the residual stream.
+        assert_eq!(g.counter(t.waits[0]).signals_per_step, 512);
+    }
+    let attention = g.ops.iter().find(|o| o.kind == OpKind::Attention).unwrap();
+    assert_eq!(attention.tasks, 8, "one task per KV head");
+    for t in g.tasks_of(attention.id) {
+        assert_eq!(t.cost.kv_bytes_per_token, 2 * 64 * 2);
+    }
+}

@@ -1,0 +1,169 @@
+//! The scheduler's cost model: a per-task duration from bytes over per-SM bandwidth, a
+//! makespan evaluator for SM assignments, and a lower bound every schedule is compared to.
+//!
+//! This is deliberately simpler than the simulator: it is what the policies optimise, fast
+//! enough to call inside a search. The simulator is what predicts the GPU.
+
+use mkc_ir::device::DeviceProfile;
+use mkc_ir::{TaskGraph, TaskId};
+
+use crate::assignment::Assignment;
+
+/// Per-task durations and dependency latency, in nanoseconds.
+#[derive(Clone, Debug)]
+pub struct CostModel {
+    /// Duration of each task (indexed by task id).
+    pub task_ns: Vec<f64>,
+    /// Latency from a signal to a waiting consumer seeing it.
+    pub signal_ns: f64,
+}
+
+impl CostModel {
+    /// Costs for `graph` on `device` at the graph's typical KV length: each task streams its
+    /// bytes at an equal share of the read bandwidth, plus a fixed instruction overhead.
+    pub fn new(graph: &TaskGraph, device: &DeviceProfile) -> CostModel {
+        let bw = device.per_sm_bytes_per_ns();
+        let overhead = device.latencies.instruction_overhead_ns;
+        let kv = graph.typical_kv_len;
+        CostModel {
+            task_ns: graph
+                .tasks
+                .iter()
+                .map(|t| overhead + t.cost.bytes_at(kv) as f64 / bw)
+                .collect(),
+            signal_ns: device.latencies.signal_visible_ns,
+        }
+    }
+
+    /// Duration of task `t`.
+    pub fn ns(&self, t: TaskId) -> f64 {
+        self.task_ns[t.index()]
+    }
+}
+
+/// The outcome of evaluating an assignment under the cost model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Estimate {
+    /// Time at which the last task ends.
+    pub makespan_ns: f64,
+    /// Busy time of each SM.
+    pub busy_ns: Vec<f64>,
+}
+
+/// Start and end time of every task, and each SM's free time, from an assignment.
+pub struct Timing {
+    /// Start of each task (by task id).
+    pub start_ns: Vec<f64>,
+    /// End of each task (by task id).
+    pub end_ns: Vec<f64>,
+    /// When each SM finishes its last task.
+    pub sm_free_ns: Vec<f64>,
+    /// When each counter has received its last signal (NaN if never signalled).
+    pub counter_done_ns: Vec<f64>,
+}
+
+/// Times tasks that are already placed, in the assignment's global order: each starts when its
+/// SM is free and every counter it waits on is complete (plus the signal latency).
+pub fn time(graph: &TaskGraph, cost: &CostModel, a: &Assignment, sms: usize) -> Timing {
+    let mut t = Timing {
+        start_ns: vec![f64::NAN; graph.tasks.len()],
+        end_ns: vec![f64::NAN; graph.tasks.len()],
+        sm_free_ns: vec![0.0; sms],
+        counter_done_ns: vec![0.0; graph.counters.len()],
+    };
+    for &task in &a.order {
+        let sm = a.sm[task.index()].index();
+        let ready = graph
+            .task(task)
+            .waits
+            .iter()
+            .map(|c| t.counter_done_ns[c.index()] + cost.signal_ns)
+            .fold(t.sm_free_ns[sm], f64::max);
+        let end = ready + cost.ns(task);
+        t.start_ns[task.index()] = ready;
+        t.end_ns[task.index()] = end;
+        t.sm_free_ns[sm] = end;
+        for c in &graph.task(task).signals {
+            let done = &mut t.counter_done_ns[c.index()];
+            *done = done.max(end);
+        }
+    }
+    t
+}
+
+/// Evaluates a complete assignment.
+pub fn evaluate(graph: &TaskGraph, cost: &CostModel, a: &Assignment, sms: usize) -> Estimate {
+    let timing = time(graph, cost, a, sms);
+    let mut busy_ns = vec![0.0; sms];
+    for &task in &a.order {
+        busy_ns[a.sm[task.index()].index()] += cost.ns(task);
+    }
+    Estimate {
+        makespan_ns: timing.sm_free_ns.iter().cloned().fold(0.0, f64::max),
+        busy_ns,
+    }
+}
+
+/// A lower bound on any persistent schedule's makespan under the cost model.
+///
+/// The operator chain is cut into *segments* at barrier edges (edges where every consumer task
+/// waits on every shard, so no consumer starts before the whole producer ends). A segment takes
+/// at least the larger of its work spread evenly over the SMs (the LP relaxation of the
+/// assignment problem) and its longest dependency path; segments are sequential and separated
+/// by one signal latency.
+pub fn lower_bound(graph: &TaskGraph, cost: &CostModel, sms: usize) -> f64 {
+    let mut path_ns = vec![0.0f64; graph.tasks.len()];
+    let mut counter_path = vec![0.0f64; graph.counters.len()];
+    let mut total = 0.0;
+    let mut seg_work = 0.0;
+    let mut seg_path: f64 = 0.0;
+    for op in &graph.ops {
+        if starts_segment(graph, op.id) {
+            total += seg_bound(seg_work, seg_path, sms) + cost.signal_ns;
+            seg_work = 0.0;
+            seg_path = 0.0;
+            counter_path.iter_mut().for_each(|c| *c = 0.0);
+        }
+        for t in op.task_ids() {
+            let task = graph.task(t);
+            let start = task
+                .waits
+                .iter()
+                .map(|c| counter_path[c.index()])
+                .fold(0.0, f64::max);
+            let end = start + cost.ns(t);
+            path_ns[t.index()] = end;
+            seg_work += cost.ns(t);
+            seg_path = seg_path.max(end);
+            for c in &task.signals {
+                let cp = &mut counter_path[c.index()];
+                *cp = cp.max(end + cost.signal_ns);
+            }
+        }
+    }
+    total + seg_bound(seg_work, seg_path, sms)
+}
+
+fn seg_bound(work: f64, path: f64, sms: usize) -> f64 {
+    (work / sms as f64).max(path)
+}
+
+/// Whether operator `op` starts a new segment: it is not the first operator, and every one of
+/// its tasks waits on every counter of a synchronised edge from the immediately preceding
+/// operator (a barrier).
+fn starts_segment(graph: &TaskGraph, op: mkc_ir::OpId) -> bool {
+    if op.index() == 0 {
+        return false;
+    }
+    let prev = mkc_ir::OpId::from_index(op.index() - 1);
+    let operator = graph.op(op);
+    graph
+        .edges
+        .iter()
+        .filter(|e| e.consumer == op && e.producer == prev && !e.implied())
+        .any(|e| {
+            operator
+                .task_ids()
+                .all(|t| e.counters.iter().all(|c| graph.task(t).waits.contains(c)))
+        })
+}

@@ -1,0 +1,202 @@
+//! The schedule artifact: what `mkc compile` writes and the simulator and backend read.
+//!
+//! It embeds the task graph (so a consumer needs nothing else) and one plan: per-SM
+//! instruction streams for the persistent target, or a chain of grids for `pdl` and `graph`.
+
+use serde::{Deserialize, Serialize};
+
+use mkc_ir::device::DeviceProfile;
+use mkc_ir::{CounterId, KernelId, OpId, TaskGraph, TaskId, TensorId};
+
+/// How the decode step is executed on the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Target {
+    /// One resident CTA per SM interpreting a per-SM instruction stream.
+    Persistent,
+    /// One grid per operator, linked by Programmatic Dependent Launch.
+    Pdl,
+    /// One grid per operator with ordinary (full-completion) graph edges.
+    Graph,
+}
+
+impl Target {
+    /// Name as spelled on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Persistent => "persistent",
+            Target::Pdl => "pdl",
+            Target::Graph => "graph",
+        }
+    }
+}
+
+/// How tasks are assigned to SMs for the persistent target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Policy {
+    /// Deal tasks round-robin over SMs in topological order (the anchors' baseline).
+    RoundRobin,
+    /// Readiness-aware list scheduling with critical-path priority.
+    List,
+    /// Per-operator integer programs over SM assignment (good_lp + microlp).
+    Ilp,
+}
+
+impl Policy {
+    /// Name as spelled on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::RoundRobin => "round-robin",
+            Policy::List => "list",
+            Policy::Ilp => "ilp",
+        }
+    }
+}
+
+/// Where a producer grid calls `griddepcontrol.launch_dependents`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    /// Right after the CTA has issued its independent (weight) loads.
+    Early,
+    /// At the end of the CTA (equivalent to the implicit trigger at exit).
+    Late,
+}
+
+/// A load a grid may issue before `griddepcontrol.wait`: it reads nothing the step produces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IndependentLoad {
+    /// The operator's weight tile.
+    Weights,
+    /// KV-cache entries of earlier positions.
+    KvHistory,
+}
+
+/// One wait of a persistent instruction: spin until `counter >= target_per_step * step`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Wait {
+    /// The counter.
+    pub counter: CounterId,
+    /// Signals the counter receives per decode step.
+    pub target_per_step: u32,
+}
+
+/// One instruction of a persistent stream.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Instruction {
+    /// The task executed.
+    pub task: TaskId,
+    /// Position in the schedule's global topological order.
+    pub seq: u32,
+    /// Counters waited on before the first dependent read.
+    pub waits: Vec<Wait>,
+    /// Counters signalled after the writes are visible.
+    pub signals: Vec<CounterId>,
+}
+
+/// The persistent target's plan: one stream per SM.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PersistentPlan {
+    /// `streams[sm]` is the instruction list of SM `sm`, in execution order.
+    pub streams: Vec<Vec<Instruction>>,
+}
+
+/// How a grid in a chain is linked to its predecessor grid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EdgeSync {
+    /// Ordinary graph edge: the grid starts after the predecessor completes.
+    Full,
+    /// Programmatic edge: admitted once every predecessor CTA has triggered.
+    Programmatic,
+}
+
+/// Where a chain grid waits for its predecessors.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GridWait {
+    /// Loads issued before `griddepcontrol.wait`.
+    pub early_loads: Vec<IndependentLoad>,
+    /// Tensors first read after the wait (the dependent reads).
+    pub dependent_reads: Vec<TensorId>,
+}
+
+/// One grid of a chain target.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Kernel {
+    /// Its id (position in the chain).
+    pub id: KernelId,
+    /// The operator it runs.
+    pub op: OpId,
+    /// Name such as `L3.up_gate`.
+    pub name: String,
+    /// CTAs (one per task).
+    pub ctas: u32,
+    /// Threads per CTA.
+    pub threads: u32,
+    /// Registers per thread (declared until the backend reports compiled values).
+    pub registers: u32,
+    /// Dynamic shared memory per CTA in bytes.
+    pub dynamic_smem_bytes: u32,
+    /// Link to the previous grid (`None` for the first grid of the step).
+    pub incoming: Option<EdgeSync>,
+    /// Whether the launch carries the programmatic-serialization attribute.
+    pub pdl_attribute: bool,
+    /// The in-kernel wait, if the grid calls `griddepcontrol.wait`.
+    pub wait: Option<GridWait>,
+    /// Where the grid triggers its successor, if it does.
+    pub trigger: Option<Trigger>,
+}
+
+/// The chain targets' plan: grids in launch order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChainPlan {
+    /// Grids in launch order, one per operator.
+    pub kernels: Vec<Kernel>,
+}
+
+/// A plan for one target.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Plan {
+    /// Per-SM instruction streams.
+    Persistent(PersistentPlan),
+    /// A chain of grids (`pdl` or `graph`).
+    Chain(ChainPlan),
+}
+
+/// A compiled schedule: the task graph, the device it was built for, and the plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Schedule {
+    /// Version of mkc that wrote it.
+    pub mkc_version: String,
+    /// The target.
+    pub target: Target,
+    /// The policy (persistent target only).
+    pub policy: Option<Policy>,
+    /// The device profile it was built for (after any `--sms` override).
+    pub device: DeviceProfile,
+    /// The task DAG of one decode step.
+    pub graph: TaskGraph,
+    /// The plan.
+    pub plan: Plan,
+}
+
+impl Schedule {
+    /// The persistent plan, if this is one.
+    pub fn persistent(&self) -> Option<&PersistentPlan> {
+        match &self.plan {
+            Plan::Persistent(p) => Some(p),
+            Plan::Chain(_) => None,
+        }
+    }
+
+    /// The chain plan, if this is one.
+    pub fn chain(&self) -> Option<&ChainPlan> {
+        match &self.plan {
+            Plan::Chain(c) => Some(c),
+            Plan::Persistent(_) => None,
+        }
+    }
+}

@@ -1,0 +1,45 @@
+//! Subcommand implementations and the error type they share.
+
+mod compile;
+
+use crate::cli::{Cli, Command};
+
+/// Why a command failed, and which exit code says so.
+#[derive(Debug)]
+pub enum CommandError {
+    /// Bad input from the user (exit code 2).
+    Input(String),
+    /// The tool found a fault in its own output (exit code 1).
+    Internal(String),
+}
+
+impl CommandError {
+    /// The process exit code.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CommandError::Input(_) => 2,
+            CommandError::Internal(_) => 1,
+        }
+    }
+}
+
+impl std::fmt::Display for CommandError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CommandError::Input(m) | CommandError::Internal(m) => f.write_str(m),
+        }
+    }
+}
+
+impl From<mkc_ir::InputError> for CommandError {
+    fn from(e: mkc_ir::InputError) -> Self {
+        CommandError::Input(e.to_string())
+    }
+}
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> Result<(), CommandError> {
+    match cli.command {
+        Command::Compile(args) => compile::run(args),
+    }
+}

@@ -1,0 +1,241 @@
+//! End-to-end tests of the `mkc` binary: the summary contract, determinism, and bad input.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn mkc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mkc"))
+        .args(args)
+        .output()
+        .expect("mkc runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn summary(args: &[&str]) -> serde_json::Value {
+    let o = mkc(args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).expect("one JSON object")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mkc-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+#[test]
+fn llama1b_summary_has_the_anchors_shape() {
+    let s = summary(&[
+        "compile",
+        "models/llama1b.ron",
+        "--target",
+        "persistent",
+        "--summary-json",
+    ]);
+    assert_eq!(s["target"], "persistent");
+    assert_eq!(s["operators"], 81);
+    assert_eq!(s["kernels"], 1);
+    assert_eq!(s["sms"], 132);
+    assert_eq!(s["weight_bytes"], 2_471_628_800u64);
+    assert_eq!(s["vtp_shards"], 16 * 8);
+    // 192 QKV + 8 attention + 128 O-proj + 512 up/gate + 512 down per layer, 4008 LM-head tiles.
+    assert_eq!(s["tasks"], 16 * (192 + 8 + 128 + 512 + 512) + 4008);
+    let (min, max) = (
+        s["instructions_per_sm"]["min"].as_u64().unwrap(),
+        s["instructions_per_sm"]["max"].as_u64().unwrap(),
+    );
+    assert!(min <= max && min * 132 <= 25640 && max * 132 >= 25640);
+    assert_eq!(s["edges"]["programmatic"], 0);
+}
+
+#[test]
+fn chain_targets_count_their_edges() {
+    let pdl = summary(&["compile", "llama1b", "--target", "pdl", "--summary-json"]);
+    assert_eq!(pdl["kernels"], 81);
+    assert_eq!(pdl["edges"]["programmatic"], 80);
+    assert_eq!(pdl["edges"]["full"], 0);
+    assert!(pdl.get("instructions_per_sm").is_none());
+    let graph = summary(&["compile", "llama1b", "--target", "graph", "--summary-json"]);
+    assert_eq!(graph["edges"]["programmatic"], 0);
+    assert_eq!(graph["edges"]["full"], 80);
+}
+
+#[test]
+fn sms_override_and_other_models() {
+    let s = summary(&[
+        "compile",
+        "llama8b",
+        "--sms",
+        "100",
+        "--policy",
+        "list",
+        "--summary-json",
+    ]);
+    assert_eq!(s["sms"], 100);
+    assert_eq!(s["operators"], 32 * 5 + 1);
+    // Llama-3.1-8B: untied head, 4096 hidden, 14336 intermediate, 8 KV heads of 128.
+    let per_layer: u64 = 4096 * (4096 + 2 * 1024) + 4096 * 4096 + 3 * 4096 * 14336 + 2 * 4096;
+    assert_eq!(
+        s["weight_bytes"],
+        2 * (32 * per_layer + 128256 * 4096 + 4096)
+    );
+}
+
+#[test]
+fn output_is_byte_identical_run_to_run() {
+    for (target, ext) in [("persistent", "ron"), ("pdl", "json"), ("graph", "ron")] {
+        let mut files = Vec::new();
+        for run in 0..2 {
+            let path = scratch(&format!("{target}{run}.{ext}"));
+            let o = mkc(&[
+                "compile",
+                "tiny",
+                "--target",
+                target,
+                "--policy",
+                "list",
+                "-o",
+                path.to_str().unwrap(),
+            ]);
+            assert!(o.status.success(), "{}", stderr(&o));
+            files.push((std::fs::read(&path).unwrap(), stdout(&o)));
+        }
+        assert_eq!(files[0], files[1], "{target} differs between runs");
+        assert!(!files[0].0.is_empty());
+    }
+}
+
+#[test]
+fn verify_flag_reports_success() {
+    let o = mkc(&["compile", "tiny", "--policy", "ilp", "--verify"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("verified"));
+    assert!(stdout(&o).contains("proven optimal"));
+}
+
+/// Writes `text` as a model file, runs `mkc compile` on it, and returns stderr after checking
+/// for exit code 2 and no panic.
+fn bad_model(name: &str, text: &str) -> String {
+    let path = scratch(name);
+    std::fs::write(&path, text).unwrap();
+    let o = mkc(&["compile", path.to_str().unwrap()]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        err.contains(path.to_str().unwrap()),
+        "names the file: {err}"
+    );
+    err
+}
+
+fn tiny_with(from: &str, to: &str) -> String {
+    let text = std::fs::read_to_string("models/tiny.ron").unwrap();
+    assert!(text.contains(from), "tiny.ron lacks {from}");
+    text.replace(from, to)
+}
+
+#[test]
+fn malformed_ron_names_line_and_column() {
+    let text = tiny_with("layers: 2,", "layers: two,");
+    let line = 1 + text
+        .lines()
+        .position(|l| l.contains("layers: two"))
+        .unwrap();
+    let column = 1 + text.lines().nth(line - 1).unwrap().find("two").unwrap();
+    let err = bad_model("syntax.ron", &text);
+    assert!(
+        err.contains(&format!(":{line}:{column}:")),
+        "line {line}, column {column}: {err}"
+    );
+    assert!(err.contains("malformed RON"), "{err}");
+    let err = bad_model("unknown.ron", &tiny_with("layers: 2,", "layerz: 2,"));
+    assert!(err.contains("layerz"), "{err}");
+}
+
+#[test]
+fn impossible_geometry_names_the_field_and_fix() {
+    let err = bad_model("heads.ron", &tiny_with("heads: 4,", "heads: 3,"));
+    assert!(
+        err.contains("geometry.heads") && err.contains("does not divide"),
+        "{err}"
+    );
+    assert!(err.contains("Fix:"), "{err}");
+    let err = bad_model("kv.ron", &tiny_with("kv_heads: 2,", "kv_heads: 3,"));
+    assert!(err.contains("geometry.kv_heads"), "{err}");
+}
+
+#[test]
+fn tiles_and_shards_that_do_not_divide_are_refused() {
+    let err = bad_model(
+        "tile.ron",
+        &tiny_with("matvec_tile_rows: 8,", "matvec_tile_rows: 6,"),
+    );
+    assert!(err.contains("lowering.matvec_tile_rows"), "{err}");
+    let err = bad_model(
+        "lm.ron",
+        &tiny_with("lm_head_tile_rows: 32,", "lm_head_tile_rows: 24,"),
+    );
+    assert!(err.contains("lowering.lm_head_tile_rows"), "{err}");
+    let err = bad_model(
+        "shard.ron",
+        &tiny_with("up_gate_down: 4", "up_gate_down: 3"),
+    );
+    assert!(err.contains("lowering.vtp_shards.up_gate_down"), "{err}");
+    // 128 rows / 32 shards = 4-row shards, smaller than an 8-row producer tile.
+    let err = bad_model(
+        "small.ron",
+        &tiny_with("up_gate_down: 4", "up_gate_down: 32"),
+    );
+    assert!(err.contains("whole producer tiles"), "{err}");
+}
+
+#[test]
+fn unknown_target_device_and_model_exit_2() {
+    for args in [
+        vec!["compile", "tiny", "--target", "megakernel"],
+        vec!["compile", "tiny", "--device", "h900"],
+        vec!["compile", "no-such-model.ron"],
+        vec!["compile", "tiny", "--sms", "0"],
+    ] {
+        let o = mkc(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let o = mkc(&["compile", "tiny", "--device", "h900"]);
+    assert!(stderr(&o).contains("--device") && stderr(&o).contains("h200"));
+    let o = mkc(&["compile", "tiny", "--target", "megakernel"]);
+    assert!(stderr(&o).contains("persistent"), "lists the valid targets");
+}
+
+#[test]
+fn schedule_files_round_trip() {
+    for (ext, target) in [("ron", "persistent"), ("json", "pdl")] {
+        let path = scratch(&format!("roundtrip.{ext}"));
+        let o = mkc(&[
+            "compile",
+            "tiny",
+            "--target",
+            target,
+            "-o",
+            path.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let s: mkc_scheduler::Schedule = if ext == "ron" {
+            ron::from_str(&text).expect("RON parses back")
+        } else {
+            serde_json::from_str(&text).expect("JSON parses back")
+        };
+        assert!(mkc_scheduler::check::check(&s).is_empty());
+        assert_eq!(s.target.name(), target);
+    }
+}

@@ -1,0 +1,154 @@
+//! Property tests: every schedule invariant, over random valid geometries, tilings, shard
+//! counts, SM counts, targets and policies; and proof that the checker catches violations.
+
+mod common;
+
+use common::{arb_model, device};
+use mkc_ir::lower::lower;
+use mkc_scheduler::check::{check, check_graph};
+use mkc_scheduler::{compile, CompileOptions, Plan, Policy, Target, Trigger};
+use proptest::prelude::*;
+
+fn options(target: Target, policy: Policy) -> CompileOptions {
+    CompileOptions {
+        target,
+        policy,
+        trigger: Trigger::Early,
+        ..CompileOptions::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Every valid model lowers to a graph that passes the checker, and the figures the
+    /// checker does not see directly hold too.
+    #[test]
+    fn lowered_graphs_are_valid(model in arb_model()) {
+        prop_assert!(model.validate("random").is_ok(), "{:?}", model.validate("random"));
+        let g = lower(&model);
+        let v = check_graph(&g);
+        prop_assert!(v.is_empty(), "{v}");
+        prop_assert_eq!(g.task_weight_bytes(), model.weight_bytes());
+        prop_assert_eq!(g.tasks.len() as u64, mkc_ir::lower::task_count(&model));
+        prop_assert_eq!(g.ops.len() as u32, 5 * model.geometry.layers + 1);
+        // Every counter receives at least one signal and guards a reader.
+        let waiters = g.waiters();
+        for c in &g.counters {
+            prop_assert!(c.signals_per_step > 0);
+            prop_assert!(!waiters[c.id.index()].is_empty());
+        }
+    }
+
+    /// Persistent schedules of every heuristic policy pass the checker on any SM count.
+    #[test]
+    fn persistent_schedules_are_valid(
+        model in arb_model(),
+        sms in 1u32..40,
+        policy in prop::sample::select(vec![Policy::RoundRobin, Policy::List]),
+    ) {
+        let c = compile(&model, &device(sms), &options(Target::Persistent, policy));
+        let v = check(&c.schedule);
+        prop_assert!(v.is_empty(), "{v}");
+        let Plan::Persistent(p) = &c.schedule.plan else { panic!("not persistent") };
+        let scheduled: usize = p.streams.iter().map(Vec::len).sum();
+        prop_assert_eq!(scheduled, c.schedule.graph.tasks.len());
+        // The cost-model makespan never beats the lower bound.
+        for e in &c.summary.estimates {
+            prop_assert!(e.gap >= -1e-9, "{} beats the bound by {}", e.policy, e.gap);
+        }
+    }
+
+    /// Chain targets: the checker's PDL rules, and the edge counts.
+    #[test]
+    fn chain_schedules_are_valid(model in arb_model(), pdl in any::<bool>()) {
+        let target = if pdl { Target::Pdl } else { Target::Graph };
+        let c = compile(&model, &device(132), &options(target, Policy::RoundRobin));
+        let v = check(&c.schedule);
+        prop_assert!(v.is_empty(), "{v}");
+        let edges = &c.summary.edges;
+        prop_assert_eq!(edges.programmatic + edges.full, c.schedule.graph.ops.len() as u32 - 1);
+        prop_assert_eq!(edges.programmatic == 0, !pdl);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    /// The ILP policy's schedules pass the checker too.
+    #[test]
+    fn ilp_schedules_are_valid(model in arb_model(), sms in 1u32..20) {
+        let c = compile(&model, &device(sms), &options(Target::Persistent, Policy::Ilp));
+        let v = check(&c.schedule);
+        prop_assert!(v.is_empty(), "{v}");
+        let r = c.ilp.expect("ilp report");
+        prop_assert_eq!(r.ops, c.schedule.graph.ops.len());
+    }
+
+    /// A schedule with one wait removed is caught.
+    #[test]
+    fn checker_catches_a_missing_wait(model in arb_model(), pick in any::<usize>()) {
+        let mut c = compile(&model, &device(8), &options(Target::Persistent, Policy::List));
+        let g = &mut c.schedule.graph;
+        let waiting: Vec<usize> = (0..g.tasks.len()).filter(|&i| !g.tasks[i].waits.is_empty()).collect();
+        let t = waiting[pick % waiting.len()];
+        g.tasks[t].waits.pop();
+        prop_assert!(!check(&c.schedule).is_empty());
+    }
+
+    /// A stream not in topological order, or a wrong counter target, is caught.
+    #[test]
+    fn checker_catches_bad_streams(model in arb_model(), wrong_target in any::<bool>()) {
+        let mut c = compile(&model, &device(1), &options(Target::Persistent, Policy::RoundRobin));
+        let Plan::Persistent(p) = &mut c.schedule.plan else { panic!("not persistent") };
+        let stream = &mut p.streams[0];
+        if wrong_target {
+            let ins = stream.iter_mut().find(|i| !i.waits.is_empty()).expect("a waiting instruction");
+            ins.waits[0].target_per_step += 1;
+        } else {
+            stream.reverse();
+        }
+        prop_assert!(!check(&c.schedule).is_empty());
+    }
+}
+
+/// A PDL grid stripped of its wait (but keeping its dependent reads) is caught, and so is a
+/// non-waiting grid that keeps the PDL attribute.
+#[test]
+fn checker_catches_bad_pdl_grids() {
+    let model = mkc_ir::embedded::resolve_model("tiny").unwrap();
+    let base = compile(
+        &model,
+        &device(8),
+        &options(Target::Pdl, Policy::RoundRobin),
+    );
+    assert!(check(&base.schedule).is_empty());
+
+    let mut no_wait = base.schedule.clone();
+    let Plan::Chain(c) = &mut no_wait.plan else {
+        panic!()
+    };
+    c.kernels[3].wait = None;
+    assert!(!check(&no_wait).is_empty());
+
+    let mut attr_only = base.schedule.clone();
+    let Plan::Chain(c) = &mut attr_only.plan else {
+        panic!()
+    };
+    c.kernels[0].pdl_attribute = true;
+    assert!(!check(&attr_only).is_empty());
+}
+
+/// Counters whose shards overlap or leave a gap are caught.
+#[test]
+fn checker_catches_bad_shards() {
+    let model = mkc_ir::embedded::resolve_model("tiny").unwrap();
+    let mut g = lower(&model);
+    let c = g
+        .counters
+        .iter()
+        .position(|c| c.shard == 1)
+        .expect("a sharded edge");
+    g.counters[c].access.rows.start += 1;
+    assert!(!check_graph(&g).is_empty());
+}
