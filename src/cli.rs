@@ -18,6 +18,96 @@ pub struct Cli {
 pub enum Command {
     /// Lower a model to a tiled task DAG and schedule it for a target.
     Compile(CompileArgs),
+    /// Predict a decode step's timeline, bubbles and occupancy for one or all targets.
+    Simulate(SimulateArgs),
+    /// How many CTAs of a kernel fit on one SM, and which resource binds.
+    Occupancy(OccupancyArgs),
+}
+
+/// Target of `mkc simulate` (`all` runs the three side by side).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SimTargetArg {
+    /// Persistent megakernel.
+    Persistent,
+    /// PDL-linked grids.
+    Pdl,
+    /// Grids with ordinary edges.
+    Graph,
+    /// All three, side by side.
+    All,
+}
+
+/// Arguments of `mkc simulate`.
+#[derive(Parser, Debug)]
+pub struct SimulateArgs {
+    /// Model file (RON) or embedded model name.
+    #[arg(default_value = "llama1b")]
+    pub model: String,
+    /// Target, or `all`.
+    #[arg(long, value_enum, default_value_t = SimTargetArg::All)]
+    pub target: SimTargetArg,
+    /// Persistent assignment policy.
+    #[arg(long, value_enum, default_value_t = PolicyArg::RoundRobin)]
+    pub policy: PolicyArg,
+    /// Device profile: embedded name (h200, h100, a100, b200) or a profile RON file.
+    #[arg(long, default_value = "h200")]
+    pub device: String,
+    /// Override the device's SM count.
+    #[arg(long)]
+    pub sms: Option<u32>,
+    /// Override the device's read bandwidth, GB/s.
+    #[arg(long)]
+    pub bandwidth: Option<f64>,
+    /// PDL trigger placement.
+    #[arg(long, value_enum, default_value_t = TriggerArg::Early)]
+    pub trigger: TriggerArg,
+    /// Allow successor CTAs to co-reside with predecessor CTAs.
+    #[arg(long)]
+    pub coresidency: bool,
+    /// Phase-scoped resource release (a CTA frees its slot once its loads are done).
+    #[arg(long)]
+    pub phase_release: bool,
+    /// Also simulate every decode step of the workload (KV length growing).
+    #[arg(long)]
+    pub trajectory: bool,
+    /// Print one JSON object (an array of them for `--target all`).
+    #[arg(long)]
+    pub json: bool,
+    /// Write a Chrome/Perfetto trace of the step (single target only).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Run a what-if sweep from this RON spec instead (see the README).
+    #[arg(long)]
+    pub sweep: Option<PathBuf>,
+    /// Where the sweep's CSV goes (default: stdout).
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+}
+
+/// Arguments of `mkc occupancy`.
+#[derive(Parser, Debug)]
+pub struct OccupancyArgs {
+    /// Architecture: sm_80, sm_86, sm_89, sm_90, sm_100, sm_120.
+    #[arg(long)]
+    pub arch: String,
+    /// Threads per CTA.
+    #[arg(long)]
+    pub threads: u32,
+    /// Registers per thread.
+    #[arg(long)]
+    pub regs: u32,
+    /// Static shared memory per CTA, bytes.
+    #[arg(long, default_value_t = 0)]
+    pub static_smem: u32,
+    /// Dynamic shared memory per CTA, bytes (the kernel opts in to the per-block maximum).
+    #[arg(long, default_value_t = 0)]
+    pub dyn_smem: u32,
+    /// Preferred shared-memory carveout, percent (default: the driver's, full capacity).
+    #[arg(long)]
+    pub carveout: Option<u32>,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Execution target.

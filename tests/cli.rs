@@ -239,3 +239,108 @@ fn schedule_files_round_trip() {
         assert_eq!(s.target.name(), target);
     }
 }
+
+#[test]
+fn simulate_json_reports_every_target() {
+    let o = mkc(&["simulate", "tiny", "--target", "all", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let reports = v.as_array().expect("an array for --target all");
+    let names: Vec<&str> = reports
+        .iter()
+        .map(|r| r["target"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["persistent", "pdl", "graph"]);
+    for r in reports {
+        assert_eq!(r["device"], "h200");
+        let (step, floor) = (
+            r["step_us"].as_f64().unwrap(),
+            r["floor_us"].as_f64().unwrap(),
+        );
+        assert!(step >= floor && floor > 0.0, "{step} {floor}");
+        assert!(r["boundaries"].as_array().unwrap().len() == 2 * 5);
+        assert!(r["occupancy"][0]["blocks_per_sm"].as_u64().unwrap() >= 1);
+    }
+}
+
+#[test]
+fn simulate_writes_a_perfetto_trace_and_a_sweep_csv() {
+    let trace = scratch("trace.json");
+    let o = mkc(&[
+        "simulate",
+        "tiny",
+        "--target",
+        "pdl",
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let events = v["traceEvents"].as_array().unwrap();
+    assert!(events.iter().any(|e| e["ph"] == "X"));
+    assert!(
+        events.iter().any(|e| e["ph"] == "s"),
+        "flow arrows for waits"
+    );
+
+    let spec = scratch("sweep.ron");
+    std::fs::write(
+        &spec,
+        "Sweep(targets: [persistent, graph], sms: [4, 8], phase_release: [false, true])",
+    )
+    .unwrap();
+    let o = mkc(&["simulate", "tiny", "--sweep", spec.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let csv = stdout(&o);
+    assert_eq!(csv.lines().count(), 1 + 2 * 2 * 2);
+    assert!(csv.starts_with("target,policy,sms"));
+    std::fs::write(&spec, "Sweep(targetz: [])").unwrap();
+    let o = mkc(&["simulate", "tiny", "--sweep", spec.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("targetz"));
+}
+
+#[test]
+fn occupancy_json_and_errors() {
+    let o = mkc(&[
+        "occupancy",
+        "--arch",
+        "sm_90",
+        "--threads",
+        "128",
+        "--regs",
+        "32",
+        "--dyn-smem",
+        "115712",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["blocks_per_sm"], 2);
+    assert_eq!(v["limiter"], "shared_memory");
+    for key in ["registers", "shared_memory", "warps", "blocks"] {
+        assert!(v["limits"][key].is_u64(), "{key}");
+    }
+    let o = mkc(&[
+        "occupancy",
+        "--arch",
+        "sm_90",
+        "--threads",
+        "1024",
+        "--regs",
+        "65",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("cannot launch"), "{}", stderr(&o));
+    let o = mkc(&[
+        "occupancy",
+        "--arch",
+        "sm_75",
+        "--threads",
+        "128",
+        "--regs",
+        "32",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -106,6 +106,8 @@ pub struct DeviceProfile {
     pub sm_clock_mhz: u32,
     /// Sustained streaming read bandwidth in GB/s (10^9 bytes per second).
     pub read_bandwidth_gbps: f64,
+    /// Most one SM can stream on its own, GB/s (bounds a lone SM's share of the bandwidth).
+    pub sm_read_bandwidth_gbps: f64,
     /// Resource limits.
     pub limits: Limits,
     /// Latencies.
@@ -135,6 +137,17 @@ impl DeviceProfile {
                 "read_bandwidth_gbps",
                 format!("{} is not a positive bandwidth", self.read_bandwidth_gbps),
                 "give the measured streaming read bandwidth in GB/s, e.g. 4500.0",
+            ));
+        }
+        if !(self.sm_read_bandwidth_gbps.is_finite() && self.sm_read_bandwidth_gbps > 0.0) {
+            return Err(InputError::invalid(
+                file,
+                "sm_read_bandwidth_gbps",
+                format!(
+                    "{} is not a positive bandwidth",
+                    self.sm_read_bandwidth_gbps
+                ),
+                "give what one SM streams alone in GB/s, e.g. 68.0",
             ));
         }
         let l = &self.latencies;

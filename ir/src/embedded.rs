@@ -14,7 +14,12 @@ pub const MODELS: &[(&str, &str)] = &[
 ];
 
 /// Embedded device profiles: (name, RON text).
-pub const DEVICES: &[(&str, &str)] = &[("h200", include_str!("../../devices/h200.ron"))];
+pub const DEVICES: &[(&str, &str)] = &[
+    ("h200", include_str!("../../devices/h200.ron")),
+    ("h100", include_str!("../../devices/h100.ron")),
+    ("a100", include_str!("../../devices/a100.ron")),
+    ("b200", include_str!("../../devices/b200.ron")),
+];
 
 /// The model used when none is named.
 pub const DEFAULT_MODEL: &str = "llama1b";

@@ -1,6 +1,7 @@
 //! An SM assignment: the common output of every persistent policy, turned into streams by one
 //! function so that every policy obeys the same stream invariants.
 
+use mkc_ir::model::KernelResources;
 use mkc_ir::{SmId, TaskGraph, TaskId};
 
 use crate::schedule::{Instruction, PersistentPlan, Wait};
@@ -19,7 +20,12 @@ pub struct Assignment {
 
 impl Assignment {
     /// Builds the per-SM instruction streams.
-    pub fn to_plan(&self, graph: &TaskGraph, sms: usize) -> PersistentPlan {
+    pub fn to_plan(
+        &self,
+        graph: &TaskGraph,
+        sms: usize,
+        resources: &KernelResources,
+    ) -> PersistentPlan {
         let mut streams: Vec<Vec<Instruction>> = vec![Vec::new(); sms];
         for (seq, &task) in self.order.iter().enumerate() {
             let t = graph.task(task);
@@ -37,7 +43,10 @@ impl Assignment {
                 signals: t.signals.clone(),
             });
         }
-        PersistentPlan { streams }
+        PersistentPlan {
+            streams,
+            resources: resources.clone(),
+        }
     }
 
     /// Recovers the assignment a plan encodes (for evaluating a schedule read from a file).

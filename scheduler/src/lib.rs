@@ -106,7 +106,7 @@ pub fn schedule_graph(
             bound = Some(lb);
             (
                 Some(options.policy),
-                Plan::Persistent(assignment.to_plan(&graph, sms)),
+                Plan::Persistent(assignment.to_plan(&graph, sms, &model.lowering.kernel)),
             )
         }
         Target::Pdl => (

@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use mkc_ir::device::DeviceProfile;
+use mkc_ir::model::KernelResources;
 use mkc_ir::{CounterId, KernelId, OpId, TaskGraph, TaskId, TensorId};
 
 /// How the decode step is executed on the GPU.
@@ -101,6 +102,8 @@ pub struct Instruction {
 pub struct PersistentPlan {
     /// `streams[sm]` is the instruction list of SM `sm`, in execution order.
     pub streams: Vec<Vec<Instruction>>,
+    /// The persistent kernel's CTA resources (declared until compiled values exist).
+    pub resources: KernelResources,
 }
 
 /// How a grid in a chain is linked to its predecessor grid.

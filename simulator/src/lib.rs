@@ -1,4 +1,200 @@
-//! mkc's simulator: occupancy/admission rules and a discrete-event timeline of a schedule.
+//! mkc's simulator: occupancy and admission rules, and a discrete-event timeline of a decode
+//! step under each target, so that a schedule's step time, bubbles and occupancy are predicted
+//! before anyone touches a GPU.
 //!
-//! Its own issue (simulator) fills this crate; until then it holds nothing, and the scheduler's
-//! cost model (`mkc_scheduler::cost`) is the only timing mkc has.
+//! Entry points: [`occupancy::occupancy`] (the `cuda_occupancy.h` rule), [`simulate_step`]
+//! (one step at a KV length), [`simulate`] (a report with occupancy and, optionally, the whole
+//! workload trajectory), [`trace::chrome_trace`] and [`sweep`].
+
+pub mod chain;
+pub mod engine;
+pub mod occupancy;
+pub mod persistent;
+pub mod report;
+pub mod sweep;
+pub mod timeline;
+pub mod trace;
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use mkc_ir::device::{Arch, DeviceProfile};
+use mkc_scheduler::{Schedule, Target};
+
+use crate::occupancy::{occupancy, ArchRules, CannotLaunch, CtaResources};
+pub use crate::report::StepReport;
+pub use crate::timeline::{SimOptions, StepTimeline};
+
+/// Why a schedule cannot be simulated on a device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SimError {
+    /// PDL needs sm_90 or newer.
+    NoPdl(String),
+    /// A kernel cannot launch at all.
+    CannotLaunch(String, CannotLaunch),
+}
+
+impl std::fmt::Display for SimError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SimError::NoPdl(d) => write!(
+                f,
+                "device {d} has no Programmatic Dependent Launch (it needs sm_90 or newer); \
+                 simulate --target graph or persistent there"
+            ),
+            SimError::CannotLaunch(k, why) => write!(f, "kernel {k} cannot launch: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for SimError {}
+
+/// Occupancy of one kernel, as reported.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct KernelOccupancy {
+    /// Kernel name.
+    pub kernel: String,
+    /// CTAs per SM.
+    pub blocks_per_sm: u32,
+    /// Binding resource.
+    pub limiter: String,
+}
+
+/// A simulation report of one schedule.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SimReport {
+    /// Target.
+    pub target: String,
+    /// Device.
+    pub device: String,
+    /// KV length of the simulated step.
+    pub kv_len: u32,
+    /// The step's figures (flattened into this object).
+    #[serde(flatten)]
+    pub step: StepReport,
+    /// Occupancy per distinct kernel resource declaration.
+    pub occupancy: Vec<KernelOccupancy>,
+    /// The whole workload, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trajectory: Option<Trajectory>,
+}
+
+/// Every decode step of the workload.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Trajectory {
+    /// Decode steps simulated.
+    pub steps: u32,
+    /// Mean step time, µs.
+    pub mean_step_us: f64,
+    /// First and last step times, µs.
+    pub first_step_us: f64,
+    /// Last step time, µs.
+    pub last_step_us: f64,
+    /// Sum of all steps, ms.
+    pub total_ms: f64,
+}
+
+/// Checks the schedule can run on the device and returns its kernels' occupancy.
+pub fn kernel_occupancy(
+    s: &Schedule,
+    device: &DeviceProfile,
+    options: &SimOptions,
+) -> Result<Vec<KernelOccupancy>, SimError> {
+    if s.target == Target::Pdl && matches!(device.arch, Arch::Sm80 | Arch::Sm86 | Arch::Sm89) {
+        return Err(SimError::NoPdl(device.name.clone()));
+    }
+    let rules = ArchRules::of(device.arch);
+    let mut decls: Vec<(String, CtaResources)> = match (&s.persistent(), &s.chain()) {
+        (Some(p), _) => vec![(
+            "persistent".to_string(),
+            CtaResources {
+                threads: p.resources.threads,
+                registers: p.resources.registers,
+                static_smem: 0,
+                dynamic_smem: p.resources.dynamic_smem_bytes,
+            },
+        )],
+        (_, Some(c)) => c
+            .kernels
+            .iter()
+            .map(|k| {
+                (
+                    k.name.clone(),
+                    CtaResources {
+                        threads: k.threads,
+                        registers: k.registers,
+                        static_smem: 0,
+                        dynamic_smem: k.dynamic_smem_bytes,
+                    },
+                )
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    // Grids sharing one declaration are reported once, under the first one's name.
+    decls.dedup_by(|a, b| a.1 == b.1);
+    decls
+        .into_iter()
+        .map(|(name, r)| {
+            let o = occupancy(&rules, &r, options.carveout_pct)
+                .map_err(|e| SimError::CannotLaunch(name.clone(), e))?;
+            Ok(KernelOccupancy {
+                kernel: name,
+                blocks_per_sm: o.blocks_per_sm,
+                limiter: o.limiter.name().to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Simulates one decode step with `kv_len` tokens in the cache.
+pub fn simulate_step(
+    s: &Schedule,
+    device: &DeviceProfile,
+    options: &SimOptions,
+    kv_len: u32,
+) -> StepTimeline {
+    match s.target {
+        Target::Persistent => persistent::simulate(s, device, options, kv_len),
+        Target::Pdl | Target::Graph => chain::simulate(s, device, options, kv_len),
+    }
+}
+
+/// Simulates the schedule's typical step; with `trajectory`, also every decode step of the
+/// workload (positions `prompt_len .. prompt_len + generate`, in parallel).
+pub fn simulate(
+    s: &Schedule,
+    device: &DeviceProfile,
+    options: &SimOptions,
+    workload: Option<(u32, u32)>,
+) -> Result<(SimReport, StepTimeline), SimError> {
+    let occupancy = kernel_occupancy(s, device, options)?;
+    let kv_len = s.graph.typical_kv_len;
+    let timeline = simulate_step(s, device, options, kv_len);
+    let step = report::summarize(s, device, &timeline, kv_len);
+    let trajectory = workload.map(|(prompt, generate)| {
+        let steps: Vec<f64> = (prompt..prompt + generate)
+            .into_par_iter()
+            .map(|pos| simulate_step(s, device, options, pos + 1).step_ns / 1e3)
+            .collect();
+        let total: f64 = steps.iter().sum();
+        Trajectory {
+            steps: generate,
+            mean_step_us: total / generate as f64,
+            first_step_us: steps[0],
+            last_step_us: *steps.last().expect("one step at least"),
+            total_ms: total / 1e3,
+        }
+    });
+    Ok((
+        SimReport {
+            target: s.target.name().to_string(),
+            device: device.name.clone(),
+            kv_len,
+            step,
+            occupancy,
+            trajectory,
+        },
+        timeline,
+    ))
+}

@@ -1,6 +1,8 @@
 //! Subcommand implementations and the error type they share.
 
 mod compile;
+mod occupancy;
+mod simulate;
 
 use crate::cli::{Cli, Command};
 
@@ -41,5 +43,7 @@ impl From<mkc_ir::InputError> for CommandError {
 pub fn run(cli: Cli) -> Result<(), CommandError> {
     match cli.command {
         Command::Compile(args) => compile::run(args),
+        Command::Simulate(args) => simulate::run(args),
+        Command::Occupancy(args) => occupancy::run(args),
     }
 }

@@ -1,0 +1,235 @@
+//! Timeline of the chain targets (`pdl`, `graph`): grids of CTAs admitted onto SM slots.
+//!
+//! `graph`: a grid is admitted once its predecessor has completed, plus the launch gap.
+//! `pdl`: a grid with the PDL attribute is admitted once every CTA of its predecessor has
+//! triggered (early: right after issuing its independent loads; late: at exit); its CTAs issue
+//! their independent loads at once and wait before their dependent reads until the predecessor
+//! completes, plus the wait-release latency. CTAs enter an SM `cta_admission_ns` after a slot
+//! frees. Without co-residency an SM holds CTAs of one grid at a time (the measured "rolling
+//! tail wave"); with phase-scoped release a CTA frees its slot when its loads are done.
+
+use mkc_ir::device::DeviceProfile;
+use mkc_scheduler::schedule::EdgeSync;
+use mkc_scheduler::{Schedule, Target, Trigger};
+
+use crate::engine::{next, EventQueue, Next, Pool};
+use crate::occupancy::{occupancy, ArchRules, CtaResources};
+use crate::timeline::{
+    bandwidths, dependent_bytes, independent_bytes, SimOptions, Span, StepTimeline,
+};
+
+enum Event {
+    /// A grid becomes admissible.
+    Admissible(usize),
+    /// A CTA of grid `k` starts on `sm` (task index within the grid).
+    Start(usize, u32, usize),
+    /// Grid `k`'s wait is released.
+    Release(usize),
+    /// A CTA's dependent phase ends.
+    Exit(usize, u32, usize),
+    /// A slot of grid `k` on `sm` frees.
+    Free(usize, usize),
+}
+
+#[derive(Default)]
+struct Grid {
+    admissible: bool,
+    next_cta: u32,
+    triggered: u32,
+    exited: u32,
+    released: bool,
+    /// CTAs whose loads are done, waiting for the release: (cta, sm).
+    parked: Vec<(u32, usize)>,
+}
+
+/// CTA slots per SM for a chain schedule's kernels (the first kernel's occupancy; all of
+/// mkc's grids share one resource declaration). At least 1.
+pub fn slots_per_sm(s: &Schedule, device: &DeviceProfile, options: &SimOptions) -> u32 {
+    let rules = ArchRules::of(device.arch);
+    s.chain()
+        .and_then(|c| c.kernels.first())
+        .and_then(|k| {
+            occupancy(
+                &rules,
+                &CtaResources {
+                    threads: k.threads,
+                    registers: k.registers,
+                    static_smem: 0,
+                    dynamic_smem: k.dynamic_smem_bytes,
+                },
+                options.carveout_pct,
+            )
+            .ok()
+        })
+        .map_or(1, |o| o.blocks_per_sm.max(1))
+}
+
+/// Simulates one step at KV length `kv_len`.
+pub fn simulate(
+    s: &Schedule,
+    device: &DeviceProfile,
+    options: &SimOptions,
+    kv_len: u32,
+) -> StepTimeline {
+    let plan = s.chain().expect("a chain schedule");
+    let g = &s.graph;
+    let lat = &device.latencies;
+    let pdl = s.target == Target::Pdl;
+    let (bw, cap) = bandwidths(device);
+    let slots = slots_per_sm(s, device, options);
+    let n_sms = device.sms as usize;
+    let mut pool: Pool<(usize, u32, usize)> = Pool::new(bw, cap);
+    let mut queue: EventQueue<Event> = EventQueue::default();
+    let mut grids: Vec<Grid> = plan.kernels.iter().map(|_| Grid::default()).collect();
+    let mut used = vec![0u32; n_sms];
+    // Grid occupying each SM (for the no-co-residency rule) and how many of its CTAs are there.
+    let mut owner: Vec<Option<(usize, u32)>> = vec![None; n_sms];
+    let mut spans = vec![
+        Span {
+            task: mkc_ir::TaskId(0),
+            sm: 0,
+            load_start: f64::NAN,
+            start: f64::NAN,
+            end: f64::NAN,
+        };
+        g.tasks.len()
+    ];
+    let task_of = |k: usize, cta: u32| g.op(plan.kernels[k].op).first_task.0 + cta;
+    let trigger = |k: usize| {
+        plan.kernels[k]
+            .trigger
+            .map(|t| options.trigger.unwrap_or(t))
+    };
+    let mut end = 0.0f64;
+    queue.push(0.0, Event::Admissible(0));
+
+    // Admits CTAs of the lowest grid with CTAs left, if admissible, onto free slots.
+    let admit = |now: f64,
+                 grids: &mut Vec<Grid>,
+                 used: &mut Vec<u32>,
+                 owner: &mut Vec<Option<(usize, u32)>>,
+                 queue: &mut EventQueue<Event>,
+                 delay: f64| {
+        let Some(k) = (0..grids.len()).find(|&k| grids[k].next_cta < plan.kernels[k].ctas) else {
+            return;
+        };
+        if !grids[k].admissible {
+            return;
+        }
+        for sm in 0..used.len() {
+            while used[sm] < slots && grids[k].next_cta < plan.kernels[k].ctas {
+                if !options.coresidency {
+                    if let Some((o, count)) = owner[sm] {
+                        if o != k && count > 0 {
+                            break;
+                        }
+                    }
+                }
+                used[sm] += 1;
+                owner[sm] = match owner[sm] {
+                    Some((o, c)) if o == k => Some((k, c + 1)),
+                    _ => Some((k, 1)),
+                };
+                let cta = grids[k].next_cta;
+                grids[k].next_cta += 1;
+                queue.push(now + delay, Event::Start(k, cta, sm));
+            }
+        }
+    };
+
+    while let Some(item) = next(&mut queue, &mut pool) {
+        match item {
+            Next::Event(now, Event::Admissible(k)) => {
+                grids[k].admissible = true;
+                if !pdl || plan.kernels[k].wait.is_none() {
+                    grids[k].released = true;
+                }
+                admit(now, &mut grids, &mut used, &mut owner, &mut queue, 0.0);
+            }
+            Next::Event(now, Event::Start(k, cta, sm)) => {
+                let t = task_of(k, cta) as usize;
+                spans[t].task = mkc_ir::TaskId(t as u32);
+                spans[t].sm = sm as u32;
+                spans[t].load_start = now;
+                pool.start(now, independent_bytes(&g.tasks[t], kv_len), (k, cta, sm));
+                if trigger(k) == Some(Trigger::Early) {
+                    grids[k].triggered += 1;
+                    if grids[k].triggered == plan.kernels[k].ctas
+                        && k + 1 < grids.len()
+                        && plan.kernels[k + 1].incoming == Some(EdgeSync::Programmatic)
+                    {
+                        queue.push(now, Event::Admissible(k + 1));
+                    }
+                }
+            }
+            Next::Flow(now, (k, cta, sm)) => {
+                if options.phase_release {
+                    queue.push(now, Event::Free(k, sm));
+                }
+                if grids[k].released {
+                    let t = &g.tasks[task_of(k, cta) as usize];
+                    let d = lat.instruction_overhead_ns + dependent_bytes(t) / cap;
+                    spans[t.id.index()].start = now;
+                    queue.push(now + d, Event::Exit(k, cta, sm));
+                } else {
+                    grids[k].parked.push((cta, sm));
+                }
+            }
+            Next::Event(now, Event::Release(k)) => {
+                grids[k].released = true;
+                for (cta, sm) in std::mem::take(&mut grids[k].parked) {
+                    let t = &g.tasks[task_of(k, cta) as usize];
+                    let d = lat.instruction_overhead_ns + dependent_bytes(t) / cap;
+                    spans[t.id.index()].start = now;
+                    queue.push(now + d, Event::Exit(k, cta, sm));
+                }
+            }
+            Next::Event(now, Event::Exit(k, cta, sm)) => {
+                let t = task_of(k, cta) as usize;
+                spans[t].end = now;
+                end = end.max(now);
+                if !options.phase_release {
+                    queue.push(now, Event::Free(k, sm));
+                }
+                grids[k].exited += 1;
+                if trigger(k) == Some(Trigger::Late) {
+                    grids[k].triggered += 1;
+                    if grids[k].triggered == plan.kernels[k].ctas
+                        && k + 1 < grids.len()
+                        && plan.kernels[k + 1].incoming == Some(EdgeSync::Programmatic)
+                    {
+                        queue.push(now, Event::Admissible(k + 1));
+                    }
+                }
+                if grids[k].exited == plan.kernels[k].ctas && k + 1 < grids.len() {
+                    match plan.kernels[k + 1].incoming {
+                        Some(EdgeSync::Programmatic) => {
+                            queue.push(now + lat.pdl_wait_release_ns, Event::Release(k + 1))
+                        }
+                        _ => queue.push(now + lat.launch_gap_ns, Event::Admissible(k + 1)),
+                    }
+                }
+            }
+            Next::Event(now, Event::Free(k, sm)) => {
+                used[sm] -= 1;
+                if let Some((o, c)) = owner[sm] {
+                    if o == k {
+                        owner[sm] = Some((k, c - 1));
+                    }
+                }
+                admit(
+                    now,
+                    &mut grids,
+                    &mut used,
+                    &mut owner,
+                    &mut queue,
+                    lat.cta_admission_ns,
+                );
+            }
+        }
+    }
+    StepTimeline {
+        step_ns: end + lat.launch_gap_ns,
+        spans,
+    }
+}

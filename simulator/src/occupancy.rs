@@ -1,0 +1,347 @@
+//! CUDA occupancy: how many CTAs of a kernel fit on one SM, which resource binds, and whether
+//! CTAs of two kernels can share an SM.
+//!
+//! The rule is `cuda_occupancy.h`'s, as written down and checked against the driver in
+//! `shared/docs/gpu.md` (554,576 queries matched on sm_90): warps, registers allocated per warp
+//! in units of 256 within four sub-partitions, shared memory in 128-byte units plus the 1 KiB
+//! the driver reserves per CTA, against a carveout rounded up to a supported size.
+
+use serde::Serialize;
+
+use mkc_ir::device::Arch;
+
+/// Per-architecture occupancy constants (CUDA programming guide's compute-capability table).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArchRules {
+    /// Architecture.
+    pub arch: Arch,
+    /// Resident warps per SM.
+    pub warps_per_sm: u32,
+    /// Resident CTAs per SM.
+    pub ctas_per_sm: u32,
+    /// 32-bit registers per SM.
+    pub registers_per_sm: u32,
+    /// Registers per thread.
+    pub registers_per_thread: u32,
+    /// Threads per block.
+    pub threads_per_block: u32,
+    /// Shared memory a block may opt in to.
+    pub smem_per_block_optin: u32,
+    /// Shared memory reserved by the driver per CTA.
+    pub smem_reserved_per_cta: u32,
+    /// Supported carveouts (shared-memory capacities per SM), in KiB, ascending.
+    pub carveouts_kib: &'static [u32],
+}
+
+/// Register allocation unit (registers per warp are rounded up to this).
+const REG_ALLOC_UNIT: u32 = 256;
+/// Register-file sub-partitions per SM.
+const SUB_PARTITIONS: u32 = 4;
+/// Shared-memory allocation granularity in bytes.
+const SMEM_UNIT: u32 = 128;
+
+impl ArchRules {
+    /// The rules of `arch`.
+    pub fn of(arch: Arch) -> ArchRules {
+        const HOPPER: &[u32] = &[0, 8, 16, 32, 64, 100, 132, 164, 196, 228];
+        let (warps, ctas, optin_kib, carveouts): (u32, u32, u32, &'static [u32]) = match arch {
+            Arch::Sm80 => (64, 32, 163, &[0, 8, 16, 32, 64, 100, 132, 164]),
+            Arch::Sm86 => (48, 16, 99, &[0, 8, 16, 32, 64, 100]),
+            Arch::Sm89 => (48, 24, 99, &[0, 8, 16, 32, 64, 100]),
+            Arch::Sm90 | Arch::Sm100 => (64, 32, 227, HOPPER),
+            Arch::Sm120 => (48, 32, 99, &[0, 8, 16, 32, 64, 100, 128]),
+        };
+        ArchRules {
+            arch,
+            warps_per_sm: warps,
+            ctas_per_sm: ctas,
+            registers_per_sm: 65536,
+            registers_per_thread: 255,
+            threads_per_block: 1024,
+            smem_per_block_optin: optin_kib * 1024,
+            smem_reserved_per_cta: 1024,
+            carveouts_kib: carveouts,
+        }
+    }
+
+    /// Largest shared-memory capacity per SM.
+    pub fn smem_per_sm(&self) -> u32 {
+        self.carveouts_kib.last().copied().unwrap_or(0) * 1024
+    }
+
+    /// The SM's shared-memory capacity for a carveout preference in percent (`None`: the
+    /// default preference, which is the full capacity).
+    pub fn smem_capacity(&self, carveout_pct: Option<u32>) -> u32 {
+        let Some(pct) = carveout_pct else {
+            return self.smem_per_sm();
+        };
+        let wanted = self.smem_per_sm() as u64 * pct.min(100) as u64 / 100;
+        self.carveouts_kib
+            .iter()
+            .map(|k| k * 1024)
+            .find(|&c| c as u64 >= wanted)
+            .unwrap_or(self.smem_per_sm())
+    }
+}
+
+/// A kernel's per-CTA resources.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct CtaResources {
+    /// Threads per CTA.
+    pub threads: u32,
+    /// Registers per thread.
+    pub registers: u32,
+    /// Static shared memory per CTA in bytes.
+    pub static_smem: u32,
+    /// Dynamic shared memory per CTA in bytes (the kernel opts in to the per-block maximum).
+    pub dynamic_smem: u32,
+}
+
+/// The resource that limits occupancy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Limiter {
+    /// Register file.
+    Registers,
+    /// Shared memory.
+    SharedMemory,
+    /// Resident warps.
+    Warps,
+    /// Resident CTAs.
+    Blocks,
+}
+
+impl Limiter {
+    /// The JSON spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Limiter::Registers => "registers",
+            Limiter::SharedMemory => "shared_memory",
+            Limiter::Warps => "warps",
+            Limiter::Blocks => "blocks",
+        }
+    }
+}
+
+/// The CTA limit from each resource.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ResourceLimits {
+    /// From the register file.
+    pub registers: u32,
+    /// From shared memory.
+    pub shared_memory: u32,
+    /// From resident warps.
+    pub warps: u32,
+    /// From resident CTAs.
+    pub blocks: u32,
+}
+
+/// How many CTAs fit on one SM and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Occupancy {
+    /// CTAs per SM.
+    pub blocks_per_sm: u32,
+    /// The binding resource (the first of registers, shared memory, warps, blocks to bind).
+    pub limiter: Limiter,
+    /// The limit from each resource.
+    pub limits: ResourceLimits,
+}
+
+/// Why a kernel cannot launch at all.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CannotLaunch {
+    /// Zero or more threads than a block may hold.
+    Threads {
+        /// Requested threads.
+        threads: u32,
+        /// The architecture's maximum.
+        max: u32,
+    },
+    /// More registers per thread than the architecture allows, or zero.
+    RegistersPerThread {
+        /// Requested.
+        registers: u32,
+        /// Maximum.
+        max: u32,
+    },
+    /// The CTA's registers do not fit in the register file.
+    RegistersPerBlock {
+        /// Registers the CTA needs after allocation rounding.
+        needed: u32,
+        /// Register file size.
+        available: u32,
+    },
+    /// More shared memory than a block may opt in to.
+    SharedMemory {
+        /// Requested static + dynamic bytes.
+        requested: u32,
+        /// Per-block opt-in maximum.
+        max: u32,
+    },
+    /// The carveout leaves less shared memory than one CTA needs.
+    Carveout {
+        /// Bytes one CTA allocates.
+        needed: u32,
+        /// Capacity under the carveout.
+        capacity: u32,
+    },
+}
+
+impl std::fmt::Display for CannotLaunch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CannotLaunch::Threads { threads, max } => {
+                write!(f, "{threads} threads per block: a block holds 1 to {max}")
+            }
+            CannotLaunch::RegistersPerThread { registers, max } => {
+                write!(
+                    f,
+                    "{registers} registers per thread: the limit is 1 to {max}"
+                )
+            }
+            CannotLaunch::RegistersPerBlock { needed, available } => write!(
+                f,
+                "the CTA needs {needed} registers after allocation rounding, the SM has \
+                 {available}; use fewer threads or registers"
+            ),
+            CannotLaunch::SharedMemory { requested, max } => write!(
+                f,
+                "{requested} bytes of shared memory per block exceed the opt-in maximum of {max}"
+            ),
+            CannotLaunch::Carveout { needed, capacity } => write!(
+                f,
+                "one CTA allocates {needed} bytes of shared memory but the carveout leaves \
+                 {capacity}; raise the carveout"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CannotLaunch {}
+
+fn round_up(x: u32, unit: u32) -> u32 {
+    x.div_ceil(unit) * unit
+}
+
+/// Warps per CTA.
+fn warps(threads: u32) -> u32 {
+    threads.div_ceil(32)
+}
+
+/// Registers allocated per warp.
+fn registers_per_warp(registers: u32) -> u32 {
+    round_up(registers * 32, REG_ALLOC_UNIT)
+}
+
+/// Shared memory one CTA allocates (with the driver's reservation).
+pub fn smem_allocation(rules: &ArchRules, k: &CtaResources) -> u32 {
+    round_up(
+        k.static_smem + k.dynamic_smem + rules.smem_reserved_per_cta,
+        SMEM_UNIT,
+    )
+}
+
+/// Occupancy of one kernel alone on an SM.
+pub fn occupancy(
+    rules: &ArchRules,
+    k: &CtaResources,
+    carveout_pct: Option<u32>,
+) -> Result<Occupancy, CannotLaunch> {
+    if k.threads == 0 || k.threads > rules.threads_per_block {
+        return Err(CannotLaunch::Threads {
+            threads: k.threads,
+            max: rules.threads_per_block,
+        });
+    }
+    if k.registers == 0 || k.registers > rules.registers_per_thread {
+        return Err(CannotLaunch::RegistersPerThread {
+            registers: k.registers,
+            max: rules.registers_per_thread,
+        });
+    }
+    let w = warps(k.threads);
+    let rpw = registers_per_warp(k.registers);
+    let block_regs = rpw * round_up(w, SUB_PARTITIONS);
+    if block_regs > rules.registers_per_sm {
+        return Err(CannotLaunch::RegistersPerBlock {
+            needed: block_regs,
+            available: rules.registers_per_sm,
+        });
+    }
+    let requested = k.static_smem + k.dynamic_smem;
+    if requested > rules.smem_per_block_optin {
+        return Err(CannotLaunch::SharedMemory {
+            requested,
+            max: rules.smem_per_block_optin,
+        });
+    }
+    let alloc = smem_allocation(rules, k);
+    let capacity = rules.smem_capacity(carveout_pct);
+    if alloc > capacity && requested > 0 {
+        return Err(CannotLaunch::Carveout {
+            needed: alloc,
+            capacity,
+        });
+    }
+    let per_sub = rules.registers_per_sm / SUB_PARTITIONS;
+    let limits = ResourceLimits {
+        registers: SUB_PARTITIONS * (per_sub / rpw) / w,
+        // A kernel without shared memory still allocates the reserved 1 KiB per CTA, but is
+        // never refused for it: an empty carveout holds it anyway.
+        shared_memory: if requested == 0 {
+            (capacity / alloc).max(rules.ctas_per_sm)
+        } else {
+            capacity / alloc
+        },
+        warps: rules.warps_per_sm / w,
+        blocks: rules.ctas_per_sm,
+    };
+    let order = [
+        (limits.registers, Limiter::Registers),
+        (limits.shared_memory, Limiter::SharedMemory),
+        (limits.warps, Limiter::Warps),
+        (limits.blocks, Limiter::Blocks),
+    ];
+    let (blocks_per_sm, limiter) = order
+        .iter()
+        .copied()
+        .min_by_key(|&(n, _)| n)
+        .expect("four limits");
+    Ok(Occupancy {
+        blocks_per_sm,
+        limiter,
+        limits,
+    })
+}
+
+/// Whether `k` CTAs of kernel `b` can be admitted on an SM already holding `j` CTAs of kernel
+/// `a`, by the sum rule: warps, CTAs, shared-memory allocations and per-sub-partition
+/// registers of both kernels together within the SM's.
+///
+/// Real drivers honour the sum rule for shared memory only when both kernels set the
+/// preferred carveout to 100%: with the default preference the driver's own carveout choice
+/// refused co-residency in 45 of 156 pairs on our H200 (gpu.md); how registers are shared
+/// between two kernels was not verified there, so the register check is this model's.
+pub fn co_resident(
+    rules: &ArchRules,
+    a: &CtaResources,
+    j: u32,
+    b: &CtaResources,
+    k: u32,
+    carveout_pct: Option<u32>,
+) -> bool {
+    let (wa, wb) = (warps(a.threads) * j, warps(b.threads) * k);
+    if wa + wb > rules.warps_per_sm || j + k > rules.ctas_per_sm {
+        return false;
+    }
+    let smem =
+        smem_allocation(rules, a) as u64 * j as u64 + smem_allocation(rules, b) as u64 * k as u64;
+    if smem > rules.smem_capacity(carveout_pct) as u64 {
+        return false;
+    }
+    // Each kernel's warps spread evenly over the four sub-partitions.
+    let per_sub = rules.registers_per_sm / SUB_PARTITIONS;
+    let regs = wa.div_ceil(SUB_PARTITIONS) * registers_per_warp(a.registers)
+        + wb.div_ceil(SUB_PARTITIONS) * registers_per_warp(b.registers);
+    regs <= per_sub
+}

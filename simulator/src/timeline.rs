@@ -1,0 +1,61 @@
+//! Shared types of the step timelines: options (the what-if knobs), per-task spans, results.
+
+use serde::{Deserialize, Serialize};
+
+use mkc_ir::device::DeviceProfile;
+use mkc_ir::{Task, TaskId};
+use mkc_scheduler::Trigger;
+
+/// What-if knobs of a simulation. Device numbers (bandwidth, latencies, SMs) are changed on the
+/// [`DeviceProfile`] itself; these are the execution-model choices.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SimOptions {
+    /// Override the pdl schedule's trigger placement.
+    pub trigger: Option<Trigger>,
+    /// Allow a successor grid's CTAs to share an SM with a predecessor's (sum rule).
+    pub coresidency: bool,
+    /// Phase-scoped resource release: a CTA frees its slot once its loads are done, so the
+    /// successor's CTA (its loader) enters early.
+    pub phase_release: bool,
+    /// Carveout preference in percent (`None`: driver default, the full capacity).
+    pub carveout_pct: Option<u32>,
+}
+
+/// When one task ran, and where.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Span {
+    /// The task.
+    pub task: TaskId,
+    /// The SM it ran on.
+    pub sm: u32,
+    /// When its independent loads (weights, KV history) started.
+    pub load_start: f64,
+    /// When its dependent phase (after every wait) started.
+    pub start: f64,
+    /// When it finished and signalled.
+    pub end: f64,
+}
+
+/// One simulated decode step.
+#[derive(Clone, Debug)]
+pub struct StepTimeline {
+    /// Step time including the per-step launch, ns.
+    pub step_ns: f64,
+    /// Spans indexed by task id.
+    pub spans: Vec<Span>,
+}
+
+/// Bytes streamed before the wait (weights, KV history) at KV length `kv_len`.
+pub fn independent_bytes(task: &Task, kv_len: u32) -> f64 {
+    (task.cost.weight_bytes + task.cost.kv_bytes_per_token * kv_len as u64) as f64
+}
+
+/// Bytes moved after the wait (activations in, results out).
+pub fn dependent_bytes(task: &Task) -> f64 {
+    (task.cost.activation_read_bytes + task.cost.write_bytes) as f64
+}
+
+/// Bytes per ns of the whole device and of one SM at most.
+pub fn bandwidths(device: &DeviceProfile) -> (f64, f64) {
+    (device.read_bandwidth_gbps, device.sm_read_bandwidth_gbps)
+}

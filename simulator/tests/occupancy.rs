@@ -1,0 +1,156 @@
+//! The occupancy rule on gpu.md's driver-verified examples and more hand-computed cases.
+
+use mkc_ir::device::Arch;
+use mkc_simulator::occupancy::{
+    co_resident, occupancy, ArchRules, CannotLaunch, CtaResources, Limiter,
+};
+
+fn k(threads: u32, registers: u32, dynamic_smem: u32) -> CtaResources {
+    CtaResources {
+        threads,
+        registers,
+        static_smem: 0,
+        dynamic_smem,
+    }
+}
+
+fn blocks(arch: Arch, r: CtaResources, carveout: Option<u32>) -> (u32, Limiter) {
+    let o = occupancy(&ArchRules::of(arch), &r, carveout).expect("launchable");
+    (o.blocks_per_sm, o.limiter)
+}
+
+#[test]
+fn gpu_md_examples() {
+    // 640 threads at 88 registers: 1 CTA; at 37 registers: 2 CTAs (25,600 registers each).
+    assert_eq!(
+        blocks(Arch::Sm90, k(640, 88, 0), None),
+        (1, Limiter::Registers)
+    );
+    assert_eq!(
+        blocks(Arch::Sm90, k(640, 37, 0), None),
+        (2, Limiter::Registers)
+    );
+    // 128 threads with 113 KiB dynamic: 2 CTAs; with 114 KiB: 1.
+    assert_eq!(
+        blocks(Arch::Sm90, k(128, 32, 113 * 1024), None),
+        (2, Limiter::SharedMemory)
+    );
+    assert_eq!(
+        blocks(Arch::Sm90, k(128, 32, 114 * 1024), None),
+        (1, Limiter::SharedMemory)
+    );
+}
+
+#[test]
+fn register_allocation_uses_sub_partitions() {
+    // 256 threads (8 warps) at 32 registers: 1024 per warp, 16 warps per sub-partition, 64
+    // warps in all: 8 CTAs; registers and warps tie, registers reported first.
+    let o = occupancy(&ArchRules::of(Arch::Sm90), &k(256, 32, 0), None).unwrap();
+    assert_eq!((o.blocks_per_sm, o.limiter), (8, Limiter::Registers));
+    assert_eq!(
+        (o.limits.registers, o.limits.warps, o.limits.blocks),
+        (8, 8, 32)
+    );
+    // 96 threads (3 warps) at 40 registers: 1280 per warp -> 12 per sub-partition -> 48 warps
+    // -> 16 CTAs, whereas the naive 65536 / (40 * 96) would say 17.
+    let o = occupancy(&ArchRules::of(Arch::Sm90), &k(96, 40, 0), None).unwrap();
+    assert_eq!(o.limits.registers, 16);
+    // 1024 threads at 64 registers: exactly one CTA.
+    assert_eq!(
+        blocks(Arch::Sm90, k(1024, 64, 0), None),
+        (1, Limiter::Registers)
+    );
+    // Tiny CTAs hit the CTA limit.
+    assert_eq!(
+        blocks(Arch::Sm90, k(32, 16, 0), None),
+        (32, Limiter::Blocks)
+    );
+    assert_eq!(
+        blocks(Arch::Sm86, k(32, 16, 0), None),
+        (16, Limiter::Blocks)
+    );
+}
+
+#[test]
+fn warps_bind_on_consumer_parts() {
+    // sm_86 and sm_89 hold 48 warps: a 1024-thread CTA fits once, on sm_90 twice.
+    assert_eq!(
+        blocks(Arch::Sm86, k(1024, 16, 0), None),
+        (1, Limiter::Warps)
+    );
+    assert_eq!(blocks(Arch::Sm89, k(512, 16, 0), None), (3, Limiter::Warps));
+    assert_eq!(
+        blocks(Arch::Sm90, k(1024, 16, 0), None),
+        (2, Limiter::Warps)
+    );
+    assert_eq!(
+        blocks(Arch::Sm120, k(768, 16, 0), None),
+        (2, Limiter::Warps)
+    );
+}
+
+#[test]
+fn carveout_rounds_up_to_a_supported_size() {
+    // 40 KiB + 1 KiB reserved = 41,984 B per CTA. Full 228 KiB: 5 CTAs. A 50% preference
+    // (116,736 B) rounds up to 132 KiB: 3 CTAs. 0%: cannot launch.
+    let r = k(128, 32, 40 * 1024);
+    assert_eq!(blocks(Arch::Sm90, r, None).0, 5);
+    assert_eq!(blocks(Arch::Sm90, r, Some(50)).0, 3);
+    assert_eq!(blocks(Arch::Sm90, r, Some(100)).0, 5);
+    let err = occupancy(&ArchRules::of(Arch::Sm90), &r, Some(0)).unwrap_err();
+    assert!(matches!(err, CannotLaunch::Carveout { .. }));
+    // sm_80: 164 KiB per SM.
+    assert_eq!(blocks(Arch::Sm80, r, None).0, 4);
+}
+
+#[test]
+fn kernels_that_cannot_launch_say_why() {
+    let rules = ArchRules::of(Arch::Sm90);
+    // 1024 threads at 65 registers: 2,304 per warp x 32 warps > 65,536.
+    let e = occupancy(&rules, &k(1024, 65, 0), None).unwrap_err();
+    assert!(
+        matches!(e, CannotLaunch::RegistersPerBlock { needed: 73728, .. }),
+        "{e}"
+    );
+    assert!(matches!(
+        occupancy(&rules, &k(128, 256, 0), None).unwrap_err(),
+        CannotLaunch::RegistersPerThread { .. }
+    ));
+    assert!(matches!(
+        occupancy(&rules, &k(1056, 32, 0), None).unwrap_err(),
+        CannotLaunch::Threads { .. }
+    ));
+    // Opt-in maximum: 227 KiB on sm_90, 163 KiB on sm_80.
+    assert!(occupancy(&rules, &k(128, 32, 232_448), None).is_ok());
+    let e = occupancy(&rules, &k(128, 32, 232_449), None).unwrap_err();
+    assert!(e.to_string().contains("opt-in"), "{e}");
+    assert!(occupancy(
+        &ArchRules::of(Arch::Sm80),
+        &k(128, 32, 163 * 1024 + 1),
+        None
+    )
+    .is_err());
+}
+
+#[test]
+fn co_residency_follows_the_sum_rule() {
+    let rules = ArchRules::of(Arch::Sm90);
+    let big = k(640, 88, 216_504);
+    assert!(!co_resident(&rules, &big, 1, &big, 1, Some(100)));
+    // The anchors' shrunk kernel: 37 registers, small shared memory: two fit together.
+    let small = k(640, 37, 64 * 1024);
+    assert!(co_resident(&rules, &small, 1, &small, 1, Some(100)));
+    assert!(
+        !co_resident(&rules, &small, 2, &small, 1, Some(100)),
+        "registers run out"
+    );
+    // Shared memory: 120 KiB + 110 KiB exceeds 228 KiB.
+    assert!(!co_resident(
+        &rules,
+        &k(128, 32, 120 * 1024),
+        1,
+        &k(128, 32, 110 * 1024),
+        1,
+        None
+    ));
+}

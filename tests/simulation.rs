@@ -1,0 +1,132 @@
+//! Simulator properties over random models and every target, and the H100 anchor check.
+
+mod common;
+
+use common::{arb_model, device};
+use mkc_ir::embedded::resolve_device;
+use mkc_scheduler::{compile, CompileOptions, Policy, Schedule, Target};
+use mkc_simulator::{simulate, simulate_step, SimOptions};
+use proptest::prelude::*;
+
+fn schedule(
+    model: &mkc_ir::Model,
+    dev: &mkc_ir::device::DeviceProfile,
+    target: Target,
+) -> Schedule {
+    let opts = CompileOptions {
+        target,
+        policy: Policy::RoundRobin,
+        ..CompileOptions::default()
+    };
+    compile(model, dev, &opts).schedule
+}
+
+/// Every task's dependent phase starts after every task it depends on has ended.
+fn check_order(s: &Schedule, t: &mkc_simulator::StepTimeline) -> Result<(), String> {
+    let g = &s.graph;
+    let signalers = g.signalers();
+    for task in &g.tasks {
+        let span = &t.spans[task.id.index()];
+        if !(span.load_start <= span.start && span.start <= span.end) {
+            return Err(format!("{}: span out of order {span:?}", task.id));
+        }
+        for c in &task.waits {
+            for p in &signalers[c.index()] {
+                if t.spans[p.index()].end > span.start + 1e-6 {
+                    return Err(format!("{} starts before {p} ends", task.id));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn no_task_starts_before_its_dependencies_end(
+        model in arb_model(),
+        sms in 1u32..24,
+        target in prop::sample::select(vec![Target::Persistent, Target::Pdl, Target::Graph]),
+        phase_release in any::<bool>(),
+        coresidency in any::<bool>(),
+    ) {
+        let dev = device(sms);
+        let s = schedule(&model, &dev, target);
+        let opts = SimOptions { phase_release, coresidency, ..SimOptions::default() };
+        let (report, t) = simulate(&s, &dev, &opts, None).unwrap();
+        prop_assert!(check_order(&s, &t).is_ok(), "{:?}", check_order(&s, &t));
+        prop_assert!(report.step.step_us >= report.step.floor_us, "{} < {}", report.step.step_us, report.step.floor_us);
+        prop_assert!(t.spans.iter().all(|sp| sp.end.is_finite()), "every task ran");
+    }
+
+    #[test]
+    fn more_bandwidth_is_never_slower(
+        model in arb_model(),
+        sms in 1u32..24,
+        target in prop::sample::select(vec![Target::Persistent, Target::Pdl, Target::Graph]),
+    ) {
+        let dev = device(sms);
+        let s = schedule(&model, &dev, target);
+        let opts = SimOptions::default();
+        let kv = s.graph.typical_kv_len;
+        let slow = simulate_step(&s, &dev, &opts, kv).step_ns;
+        let mut fast_dev = dev.clone();
+        fast_dev.read_bandwidth_gbps *= 2.0;
+        let fast = simulate_step(&s, &fast_dev, &opts, kv).step_ns;
+        prop_assert!(fast <= slow + 1e-6, "{fast} > {slow}");
+    }
+
+    #[test]
+    fn more_sms_are_never_slower(
+        model in arb_model(),
+        sms in 1u32..16,
+        target in prop::sample::select(vec![Target::Persistent, Target::Pdl, Target::Graph]),
+    ) {
+        let step = |n: u32| {
+            let dev = device(n);
+            let s = schedule(&model, &dev, target);
+            simulate_step(&s, &dev, &SimOptions::default(), s.graph.typical_kv_len).step_ns
+        };
+        let (few, many) = (step(sms), step(sms * 2));
+        prop_assert!(many <= few + 1e-6, "{} SMs: {many} > {sms} SMs: {few}", sms * 2);
+    }
+}
+
+#[test]
+fn h100_profile_reproduces_the_anchors_ordering_and_size() {
+    // anchors.md, Llama-3.2-1B on H100 SXM5: persistent 983.1, PDL 1009.7, graph 1169.1 us.
+    let model = mkc_ir::embedded::resolve_model("llama1b").unwrap();
+    let dev = resolve_device("h100").unwrap();
+    let step = |target| {
+        let s = schedule(&model, &dev, target);
+        simulate(&s, &dev, &SimOptions::default(), None)
+            .unwrap()
+            .0
+            .step
+            .step_us
+    };
+    let (p, pdl, g) = (
+        step(Target::Persistent),
+        step(Target::Pdl),
+        step(Target::Graph),
+    );
+    assert!(p < pdl && pdl < g, "ordering: {p} {pdl} {g}");
+    for (predicted, anchor) in [(p, 983.1), (pdl, 1009.7), (g, 1169.1)] {
+        let ratio = predicted / anchor;
+        assert!(
+            (0.7..1.3).contains(&ratio),
+            "{predicted} vs anchor {anchor}"
+        );
+    }
+}
+
+#[test]
+fn pdl_on_an_a100_is_refused() {
+    let model = mkc_ir::embedded::resolve_model("tiny").unwrap();
+    let dev = resolve_device("a100").unwrap();
+    let s = schedule(&model, &dev, Target::Pdl);
+    let err = simulate(&s, &dev, &SimOptions::default(), None).unwrap_err();
+    assert!(err.to_string().contains("Programmatic Dependent Launch"));
+}
