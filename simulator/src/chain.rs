@@ -84,16 +84,7 @@ pub fn simulate(
     let mut used = vec![0u32; n_sms];
     // Grid occupying each SM (for the no-co-residency rule) and how many of its CTAs are there.
     let mut owner: Vec<Option<(usize, u32)>> = vec![None; n_sms];
-    let mut spans = vec![
-        Span {
-            task: mkc_ir::TaskId(0),
-            sm: 0,
-            load_start: f64::NAN,
-            start: f64::NAN,
-            end: f64::NAN,
-        };
-        g.tasks.len()
-    ];
+    let mut spans = Span::unset(g.tasks.len());
     let task_of = |k: usize, cta: u32| g.op(plan.kernels[k].op).first_task.0 + cta;
     let trigger = |k: usize| {
         plan.kernels[k]

@@ -63,16 +63,7 @@ pub fn simulate(
     let mut remaining: Vec<u32> = g.counters.iter().map(|c| c.signals_per_step).collect();
     let mut done_at = vec![0.0f64; g.counters.len()];
     let mut waiting: Vec<Vec<usize>> = vec![Vec::new(); g.counters.len()];
-    let mut spans = vec![
-        Span {
-            task: mkc_ir::TaskId(0),
-            sm: 0,
-            load_start: f64::NAN,
-            start: f64::NAN,
-            end: f64::NAN,
-        };
-        g.tasks.len()
-    ];
+    let mut spans = Span::unset(g.tasks.len());
     let ind = |sm: usize, i: usize| independent_bytes(g.task(plan.streams[sm][i].task), kv_len);
 
     // Starts as many loads as the buffer allows on `sm`.

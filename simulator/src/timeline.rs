@@ -36,6 +36,22 @@ pub struct Span {
     pub end: f64,
 }
 
+impl Span {
+    /// A span not yet filled in (times NaN until the task runs).
+    pub fn unset(n: usize) -> Vec<Span> {
+        vec![
+            Span {
+                task: TaskId(0),
+                sm: 0,
+                load_start: f64::NAN,
+                start: f64::NAN,
+                end: f64::NAN,
+            };
+            n
+        ]
+    }
+}
+
 /// One simulated decode step.
 #[derive(Clone, Debug)]
 pub struct StepTimeline {

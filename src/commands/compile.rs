@@ -42,15 +42,7 @@ fn options(args: &CompileArgs) -> Result<CompileOptions, CommandError> {
 /// Runs `mkc compile`.
 pub fn run(args: CompileArgs) -> Result<(), CommandError> {
     let model = embedded::resolve_model(&args.model)?;
-    let mut device = embedded::resolve_device(&args.device)?;
-    if let Some(sms) = args.sms {
-        if sms == 0 || sms > 4096 {
-            return Err(CommandError::Input(format!(
-                "--sms: {sms} SMs is out of range. Fix: pass the number of SMs to use, 1..4096."
-            )));
-        }
-        device = device.with_sms(sms);
-    }
+    let device = super::device_with_sms(&args.device, args.sms)?;
     let compiled = mkc_scheduler::compile(&model, &device, &options(&args)?);
     if args.verify {
         let violations = check::check(&compiled.schedule);

@@ -39,6 +39,21 @@ impl From<mkc_ir::InputError> for CommandError {
     }
 }
 
+/// Resolves `--device` and applies an `--sms` override, refusing counts out of range.
+fn device_with_sms(
+    device: &str,
+    sms: Option<u32>,
+) -> Result<mkc_ir::device::DeviceProfile, CommandError> {
+    let profile = mkc_ir::embedded::resolve_device(device)?;
+    match sms {
+        None => Ok(profile),
+        Some(n) if (1..=4096).contains(&n) => Ok(profile.with_sms(n)),
+        Some(n) => Err(CommandError::Input(format!(
+            "--sms: {n} SMs is out of range. Fix: pass the number of SMs to use, 1..4096."
+        ))),
+    }
+}
+
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<(), CommandError> {
     match cli.command {

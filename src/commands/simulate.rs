@@ -11,15 +11,7 @@ use crate::cli::{PolicyArg, SimTargetArg, SimulateArgs, TriggerArg};
 /// Runs `mkc simulate`.
 pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
     let model = embedded::resolve_model(&args.model)?;
-    let mut device = embedded::resolve_device(&args.device)?;
-    if let Some(sms) = args.sms {
-        if sms == 0 || sms > 4096 {
-            return Err(CommandError::Input(format!(
-                "--sms: {sms} is out of range. Fix: pass 1..4096."
-            )));
-        }
-        device = device.with_sms(sms);
-    }
+    let mut device = super::device_with_sms(&args.device, args.sms)?;
     if let Some(bw) = args.bandwidth {
         if !(bw.is_finite() && bw > 0.0) {
             return Err(CommandError::Input(format!(
