@@ -22,6 +22,90 @@ pub enum Command {
     Simulate(SimulateArgs),
     /// How many CTAs of a kernel fit on one SM, and which resource binds.
     Occupancy(OccupancyArgs),
+    /// Compile every CUDA kernel with NVRTC and report registers, shared memory and spills.
+    Kernels(KernelsArgs),
+    /// Run prefill and decode on the GPU and print the tokens and step latency.
+    Run(RunArgs),
+    /// Run several targets side by side on the GPU and compare their step times.
+    Bench(BenchArgs),
+}
+
+/// Arguments of `mkc kernels`.
+#[derive(Parser, Debug)]
+pub struct KernelsArgs {
+    /// Model whose shapes set the dynamic shared memory (file or embedded name).
+    #[arg(long, default_value = "llama1b")]
+    pub model: String,
+    /// GPU architecture to compile for.
+    #[arg(long, default_value = "sm_90a")]
+    pub arch: String,
+    /// Print one JSON array.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options shared by `mkc run` and `mkc bench`.
+#[derive(Parser, Debug)]
+pub struct GpuRunArgs {
+    /// Model file (RON) or embedded model name.
+    #[arg(default_value = "llama1b")]
+    pub model: String,
+    /// Weights: `random:SEED` (generated on the GPU, reproduced on the CPU) or a Hugging Face
+    /// checkpoint directory (config.json + *.safetensors).
+    #[arg(long, default_value = "random:1")]
+    pub weights: String,
+    /// Prompt length (random prompt tokens from the seed).
+    #[arg(long)]
+    pub prompt_len: Option<u32>,
+    /// Prompt token ids, comma separated.
+    #[arg(long, value_delimiter = ',')]
+    pub prompt_ids: Option<Vec<u32>>,
+    /// Tokens to generate (default: the model file's workload).
+    #[arg(long)]
+    pub tokens: Option<u32>,
+    /// Trigger placement of the pdl target.
+    #[arg(long, value_enum, default_value_t = TriggerArg::Early)]
+    pub trigger: TriggerArg,
+    /// Skip the CPU-reference correctness check.
+    #[arg(long)]
+    pub no_check: bool,
+    /// Seconds a decode step may take before the watchdog stops the run.
+    #[arg(long, default_value_t = 10.0)]
+    pub watchdog: f64,
+}
+
+/// Arguments of `mkc run`.
+#[derive(Parser, Debug)]
+pub struct RunArgs {
+    /// Shared options.
+    #[command(flatten)]
+    pub common: GpuRunArgs,
+    /// Target: pdl or graph.
+    #[arg(long, value_enum, default_value_t = TargetArg::Pdl)]
+    pub target: TargetArg,
+    /// Write every decode step's logits (f32) to this .npy file.
+    #[arg(long)]
+    pub logits_out: Option<PathBuf>,
+}
+
+/// Arguments of `mkc bench`.
+#[derive(Parser, Debug)]
+pub struct BenchArgs {
+    /// Shared options.
+    #[command(flatten)]
+    pub common: GpuRunArgs,
+    /// Targets, comma separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "graph,pdl")]
+    pub targets: Vec<TargetArg>,
+    /// Timed trials per target (after one warm-up each).
+    #[arg(long, default_value_t = 3)]
+    pub trials: u32,
+    /// Also time each operator kind alone (all layers back to back) against its floor.
+    #[arg(long)]
+    pub per_kernel: bool,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Target of `mkc simulate` (`all` runs the three side by side).

@@ -1,3 +1,16 @@
-//! mkc's CUDA backend: NVRTC-compiled operator kernels and the runners of every target.
+//! mkc's CUDA backend: the operator kernels (NVRTC, compiled at run time for sm_90a), the
+//! deterministic weights and the CPU reference that checks them, and the runner that executes a
+//! chain schedule (`graph` or `pdl`) as one CUDA graph per decode step.
 //!
-//! Its own issue (CUDA backend) fills this crate; until then it holds nothing.
+//! Start at [`kernels`] (what runs), then [`gpu`] (how a schedule becomes launches and graphs).
+//! Nothing here needs a GPU to build; without one, [`gpu::Gpu::open`] returns
+//! [`BackendError::NoDevice`].
+
+mod checkpoint;
+pub mod error;
+pub mod gpu;
+pub mod kernels;
+pub mod reference;
+pub mod weights;
+
+pub use error::BackendError;

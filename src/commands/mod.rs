@@ -1,7 +1,11 @@
 //! Subcommand implementations and the error type they share.
 
+mod bench;
 mod compile;
+mod gpu_common;
+mod kernels;
 mod occupancy;
+mod run;
 mod simulate;
 
 use crate::cli::{Cli, Command};
@@ -33,6 +37,18 @@ impl std::fmt::Display for CommandError {
     }
 }
 
+impl From<mkc_backend::BackendError> for CommandError {
+    fn from(e: mkc_backend::BackendError) -> Self {
+        use mkc_backend::BackendError as B;
+        match e {
+            B::NoDevice(_) | B::NoNvrtc | B::Unsupported(_) | B::Weights(_) => {
+                CommandError::Input(e.to_string())
+            }
+            _ => CommandError::Internal(e.to_string()),
+        }
+    }
+}
+
 impl From<mkc_ir::InputError> for CommandError {
     fn from(e: mkc_ir::InputError) -> Self {
         CommandError::Input(e.to_string())
@@ -60,5 +76,8 @@ pub fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Compile(args) => compile::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Occupancy(args) => occupancy::run(args),
+        Command::Kernels(args) => kernels::run(args),
+        Command::Run(args) => run::run(args),
+        Command::Bench(args) => bench::run(args),
     }
 }

@@ -1,0 +1,916 @@
+//! The GPU runner: one context, the compiled module, device buffers for weights, activations,
+//! KV cache and counters, and one CUDA graph per target built from a chain schedule.
+//!
+//! Every driver call is checked and named. Each decode step is one graph launch preceded by a
+//! memset of the position (no kernel resets anything: split-K arrival counters are monotonic,
+//! argmax slots are one per position). A watchdog polls each step's completion event.
+
+use std::ffi::c_void;
+use std::time::{Duration, Instant};
+
+use cudarc::driver::{result, sys};
+use mkc_ir::{Model, OpKind};
+use mkc_scheduler::schedule::Trigger;
+use mkc_scheduler::{Schedule, Target};
+
+use crate::error::{check, BackendError};
+use crate::kernels::{self, KernelInfo, THREADS};
+use crate::weights::{layout, Fill, HostWeights, PER_LAYER};
+
+/// An open GPU: the primary context of device 0.
+pub struct Gpu {
+    /// Device name.
+    pub name: String,
+    /// Compute capability.
+    pub cc: (i32, i32),
+    /// Multiprocessors.
+    pub sms: i32,
+    ctx: sys::CUcontext,
+    dev: sys::CUdevice,
+}
+
+impl Gpu {
+    /// Opens device 0, or says why there is none.
+    pub fn open() -> Result<Gpu, BackendError> {
+        // SAFETY: probing for the library has no preconditions.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(BackendError::NoDevice(
+                "no CUDA driver found (libcuda.so.1 is not installed)".into(),
+            ));
+        }
+        result::init().map_err(|e| BackendError::NoDevice(format!("cuInit failed: {e:?}")))?;
+        let count =
+            result::device::get_count().map_err(|e| BackendError::NoDevice(format!("{e:?}")))?;
+        if count == 0 {
+            return Err(BackendError::NoDevice("the driver reports no GPU".into()));
+        }
+        let dev = check(result::device::get(0), "cuDeviceGet", "device 0")?;
+        // SAFETY: `dev` is a valid device; the context is released in Drop.
+        let ctx = check(
+            unsafe { result::primary_ctx::retain(dev) },
+            "cuDevicePrimaryCtxRetain",
+            "device 0",
+        )?;
+        // SAFETY: `ctx` was just retained.
+        check(
+            unsafe { result::ctx::set_current(ctx) },
+            "cuCtxSetCurrent",
+            "device 0",
+        )?;
+        let attr = |a| {
+            // SAFETY: valid device and attribute.
+            check(
+                unsafe { result::device::get_attribute(dev, a) },
+                "cuDeviceGetAttribute",
+                "device 0",
+            )
+        };
+        let cc = (
+            attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        );
+        let sms = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+        let name = check(result::device::get_name(dev), "cuDeviceGetName", "device 0")?;
+        Ok(Gpu {
+            name,
+            cc,
+            sms,
+            ctx,
+            dev,
+        })
+    }
+}
+
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        let _ = self.ctx;
+        // SAFETY: retained in `open`.
+        unsafe { result::primary_ctx::release(self.dev) }.ok();
+    }
+}
+
+/// A device allocation, freed on drop.
+struct DevBuf {
+    ptr: sys::CUdeviceptr,
+}
+
+impl DevBuf {
+    fn new(bytes: usize, what: &str) -> Result<DevBuf, BackendError> {
+        // SAFETY: a plain allocation in the current context.
+        let ptr = check(
+            unsafe { result::malloc_sync(bytes.max(16)) },
+            "cuMemAlloc",
+            what,
+        )?;
+        // Poison: every buffer starts as 0xFF bytes (NaN floats), never zero.
+        // SAFETY: `ptr` holds `bytes` bytes.
+        check(
+            unsafe { result::memset_d8_sync(ptr, 0xFF, bytes.max(16)) },
+            "cuMemsetD8",
+            what,
+        )?;
+        // The memset runs on the legacy stream; finish it before any other stream writes here.
+        check(result::ctx::synchronize(), "cuCtxSynchronize", what)?;
+        Ok(DevBuf { ptr })
+    }
+}
+
+impl Drop for DevBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated by `new`, freed once.
+        unsafe { result::free_sync(self.ptr) }.ok();
+    }
+}
+
+/// The kernels' `Model` struct.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct KModel {
+    hidden: i32,
+    inter: i32,
+    q_dim: i32,
+    kv_dim: i32,
+    heads: i32,
+    kv_heads: i32,
+    head_dim: i32,
+    vocab: i32,
+    layers: i32,
+    tile_rows: i32,
+    lm_tile_rows: i32,
+    attn_split: i32,
+    s_attn: i32,
+    s_down: i32,
+    max_seq: i32,
+    eps: f32,
+    log2_theta: f32,
+}
+
+/// The kernels' `Globals` struct.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct KGlobals {
+    embed: u64,
+    lm_head: u64,
+    final_norm: u64,
+    tokens: u64,
+    pos: u64,
+    logits: u64,
+    x_final: u64,
+}
+
+/// The kernels' `Layer` struct.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct KLayer {
+    w_qkv: u64,
+    w_o: u64,
+    w_gate: u64,
+    w_up: u64,
+    w_down: u64,
+    norm1: u64,
+    norm2: u64,
+    k_cache: u64,
+    v_cache: u64,
+    x_in: u64,
+    qkv: u64,
+    attn: u64,
+    o_part: u64,
+    o_arrive: u64,
+    x_mid: u64,
+    h: u64,
+    d_part: u64,
+    d_arrive: u64,
+    x_out: u64,
+}
+
+/// Where weights come from.
+pub enum WeightSource<'a> {
+    /// Generated on the GPU from a seed (the CPU reproduces them with [`crate::weights::generate`]).
+    Random(u32),
+    /// Uploaded from host memory (a checkpoint).
+    Host(&'a HostWeights),
+}
+
+/// An instantiated CUDA graph of one decode step.
+pub struct StepGraph {
+    exec: sys::CUgraphExec,
+    graph: sys::CUgraph,
+    /// Target it runs.
+    pub target: Target,
+}
+
+impl Drop for StepGraph {
+    fn drop(&mut self) {
+        // SAFETY: created by `capture`, destroyed once.
+        unsafe {
+            result::graph::exec_destroy(self.exec).ok();
+            result::graph::destroy(self.graph).ok();
+        }
+    }
+}
+
+/// What one run of the workload produced.
+#[derive(Clone, Debug)]
+pub struct RunOutput {
+    /// Generated tokens (the first comes from the last prefill step).
+    pub tokens: Vec<u32>,
+    /// Every token the model saw: prompt then generated.
+    pub sequence: Vec<u32>,
+    /// Time of each decode step, µs.
+    pub step_us: Vec<f64>,
+    /// Logits of the requested positions: (position, logits).
+    pub logits: Vec<(u32, Vec<f32>)>,
+}
+
+/// Options of a run.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Positions whose logits are copied back (after poisoning the buffer).
+    pub capture_logits: Vec<u32>,
+    /// Longest a step may take before the watchdog stops the run.
+    pub watchdog: Duration,
+}
+
+/// The runner: module, buffers and launch logic for one model.
+pub struct Runner {
+    model: Model,
+    km: KModel,
+    globals: KGlobals,
+    layers: Vec<KLayer>,
+    stream: sys::CUstream,
+    module: sys::CUmodule,
+    funcs: Vec<(OpKind, sys::CUfunction, u32)>,
+    read_bw: sys::CUfunction,
+    /// Kernel figures from the compiler, with this model's dynamic shared memory.
+    pub kernel_info: Vec<KernelInfo>,
+    bufs: Vec<DevBuf>,
+    _gpu: Gpu,
+}
+
+fn func(module: sys::CUmodule, name: &str) -> Result<sys::CUfunction, BackendError> {
+    let c = std::ffi::CString::new(name).expect("no NUL");
+    // SAFETY: `module` is loaded; the name is NUL-terminated.
+    check(
+        unsafe { result::module::get_function(module, c) },
+        "cuModuleGetFunction",
+        name,
+    )
+}
+
+impl Runner {
+    /// Compiles the kernels, allocates every buffer and fills the weights.
+    pub fn new(gpu: Gpu, model: &Model, weights: WeightSource<'_>) -> Result<Runner, BackendError> {
+        if gpu.cc != (9, 0) {
+            return Err(BackendError::Unsupported(format!(
+                "the CUDA backend targets sm_90a (H100/H200); {} is sm_{}{}",
+                gpu.name, gpu.cc.0, gpu.cc.1
+            )));
+        }
+        kernels::check_model(model)?;
+        let compiled = kernels::compile("sm_90a")?;
+        let kernel_info = kernels::with_model(compiled.kernels.clone(), model);
+        // SAFETY: the cubin is a complete image produced by NVRTC for this architecture.
+        let module = check(
+            unsafe { result::module::load_data(compiled.cubin.as_ptr() as *const c_void) },
+            "cuModuleLoadData",
+            "mkc.cu",
+        )?;
+        let mut funcs = Vec::new();
+        for &(name, kind) in kernels::ENTRY_POINTS {
+            let f = func(module, name)?;
+            let smem = kernels::dynamic_smem(model, kind);
+            // SAFETY: valid function and attribute.
+            check(
+                unsafe {
+                    result::function::set_function_attribute(
+                        f,
+                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        smem as i32,
+                    )
+                },
+                "cuFuncSetAttribute",
+                name,
+            )?;
+            funcs.push((kind, f, smem));
+        }
+        let read_bw = func(module, "k_read_bw")?;
+        let stream = check(
+            result::stream::create(result::stream::StreamKind::NonBlocking),
+            "cuStreamCreate",
+            "runner stream",
+        )?;
+        let g = &model.geometry;
+        let l = &model.lowering;
+        let km = KModel {
+            hidden: g.hidden as i32,
+            inter: g.intermediate as i32,
+            q_dim: model.q_dim() as i32,
+            kv_dim: model.kv_dim() as i32,
+            heads: g.heads as i32,
+            kv_heads: g.kv_heads as i32,
+            head_dim: g.head_dim as i32,
+            vocab: g.vocab as i32,
+            layers: g.layers as i32,
+            tile_rows: l.matvec_tile_rows as i32,
+            lm_tile_rows: l.lm_head_tile_rows as i32,
+            attn_split: l.attention_split as i32,
+            s_attn: l.vtp_shards.attention_o_proj as i32,
+            s_down: l.vtp_shards.up_gate_down as i32,
+            max_seq: model.workload.max_seq_len as i32,
+            eps: g.norm_eps as f32,
+            log2_theta: (g.rope_theta as f32).log2(),
+        };
+        let mut runner = Runner {
+            model: model.clone(),
+            km,
+            globals: KGlobals::default(),
+            layers: Vec::new(),
+            stream,
+            module,
+            funcs,
+            read_bw,
+            kernel_info,
+            bufs: Vec::new(),
+            _gpu: gpu,
+        };
+        runner.allocate(weights)?;
+        Ok(runner)
+    }
+
+    fn alloc(&mut self, bytes: usize, what: &str) -> Result<u64, BackendError> {
+        let b = DevBuf::new(bytes, what)?;
+        let p = b.ptr;
+        self.bufs.push(b);
+        Ok(p)
+    }
+
+    fn allocate(&mut self, weights: WeightSource<'_>) -> Result<(), BackendError> {
+        let m = self.model.clone();
+        let g = &m.geometry;
+        let specs = layout(&m);
+        let mut ptrs = Vec::with_capacity(specs.len());
+        for (i, s) in specs.iter().enumerate() {
+            let p = self.alloc(s.len() as usize * 2, &s.name)?;
+            match &weights {
+                WeightSource::Random(seed) => self.fill(p, s, *seed)?,
+                WeightSource::Host(w) => {
+                    // SAFETY: `p` holds exactly this tensor's bytes.
+                    check(
+                        unsafe { result::memcpy_htod_sync(p, &w.tensors[i]) },
+                        "cuMemcpyHtoD",
+                        s.name.clone(),
+                    )?;
+                }
+            }
+            ptrs.push(p);
+        }
+        let (hidden, inter) = (g.hidden as usize, g.intermediate as usize);
+        let qkv_rows = m.qkv_rows() as usize;
+        let kv_bytes =
+            g.kv_heads as usize * m.workload.max_seq_len as usize * g.head_dim as usize * 2;
+        let row_tiles = hidden / m.lowering.matvec_tile_rows as usize;
+        let s_attn = m.lowering.vtp_shards.attention_o_proj as usize;
+        let s_down = m.lowering.vtp_shards.up_gate_down as usize;
+        let mut x_in = 0u64;
+        for l in 0..g.layers as usize {
+            let w = |t: usize| ptrs[l * PER_LAYER + t];
+            let o_arrive = self.alloc(row_tiles * 4, "o_arrive")?;
+            let d_arrive = self.alloc(row_tiles * 4, "d_arrive")?;
+            for p in [o_arrive, d_arrive] {
+                // SAFETY: counters start at zero once; they are monotonic afterwards.
+                check(
+                    unsafe { result::memset_d8_sync(p, 0, row_tiles * 4) },
+                    "cuMemsetD8",
+                    "arrive",
+                )?;
+            }
+            let layer = KLayer {
+                w_qkv: w(0),
+                w_o: w(1),
+                w_gate: w(2),
+                w_up: w(3),
+                w_down: w(4),
+                norm1: w(5),
+                norm2: w(6),
+                k_cache: self.alloc(kv_bytes, "k_cache")?,
+                v_cache: self.alloc(kv_bytes, "v_cache")?,
+                x_in,
+                qkv: self.alloc(qkv_rows * 4, "qkv")?,
+                attn: self.alloc(m.q_dim() as usize * 4, "attn")?,
+                o_part: self.alloc(s_attn * hidden * 4, "o_part")?,
+                o_arrive,
+                x_mid: self.alloc(hidden * 4, "x_mid")?,
+                h: self.alloc(inter * 4, "h")?,
+                d_part: self.alloc(s_down * hidden * 4, "d_part")?,
+                d_arrive,
+                x_out: self.alloc(hidden * 4, "x_out")?,
+            };
+            x_in = layer.x_out;
+            self.layers.push(layer);
+        }
+        let base = g.layers as usize * PER_LAYER;
+        let embed = ptrs[base];
+        let lm_head = if g.tied_embeddings {
+            embed
+        } else {
+            ptrs[base + 1]
+        };
+        self.globals = KGlobals {
+            embed,
+            lm_head,
+            final_norm: *ptrs.last().expect("final norm"),
+            tokens: self.alloc((m.workload.max_seq_len as usize + 1) * 8, "tokens")?,
+            pos: self.alloc(4, "pos")?,
+            logits: self.alloc(g.vocab as usize * 4, "logits")?,
+            x_final: x_in,
+        };
+        self.sync("weights and buffers")
+    }
+
+    fn fill(
+        &self,
+        ptr: u64,
+        spec: &crate::weights::TensorSpec,
+        seed: u32,
+    ) -> Result<(), BackendError> {
+        let name = match spec.fill {
+            Fill::Matrix { .. } => "k_fill_matrix",
+            Fill::Norm => "k_fill_norm",
+        };
+        let f = func(self.module, name)?;
+        let mut out = ptr;
+        let mut n = spec.len();
+        let mut seed = seed;
+        let mut stream = spec.stream;
+        let mut shift: i32 = match spec.fill {
+            Fill::Matrix { shift } => shift,
+            Fill::Norm => 0,
+        };
+        let mut args: Vec<*mut c_void> = vec![
+            &mut out as *mut u64 as *mut c_void,
+            &mut n as *mut u64 as *mut c_void,
+            &mut seed as *mut u32 as *mut c_void,
+            &mut stream as *mut u32 as *mut c_void,
+        ];
+        if matches!(spec.fill, Fill::Matrix { .. }) {
+            args.push(&mut shift as *mut i32 as *mut c_void);
+        }
+        // SAFETY: the argument list matches the kernel's signature; `out` holds n bf16.
+        check(
+            unsafe {
+                result::launch_kernel(f, (1024, 1, 1), (256, 1, 1), 0, self.stream, &mut args)
+            },
+            "cuLaunchKernel",
+            name,
+        )
+    }
+
+    fn sync(&self, what: &str) -> Result<(), BackendError> {
+        // SAFETY: the stream belongs to this runner.
+        check(
+            unsafe { result::stream::synchronize(self.stream) },
+            "cuStreamSynchronize",
+            what,
+        )
+    }
+
+    /// Launches one grid of a chain on the runner's stream (captured when a capture is open).
+    fn launch(
+        &self,
+        kind: OpKind,
+        layer: usize,
+        ctas: u32,
+        pdl_attribute: bool,
+        waits: bool,
+        early: bool,
+    ) -> Result<(), BackendError> {
+        let (_, f, smem) = *self
+            .funcs
+            .iter()
+            .find(|(k, _, _)| *k == kind)
+            .expect("a kernel per operator kind");
+        let mut km = self.km;
+        let mut globals = self.globals;
+        let mut l = self.layers[layer.min(self.layers.len() - 1)];
+        let mut pdl: i32 = waits as i32;
+        let mut early: i32 = early as i32;
+        let mut args: [*mut c_void; 5] = [
+            &mut km as *mut KModel as *mut c_void,
+            &mut globals as *mut KGlobals as *mut c_void,
+            &mut l as *mut KLayer as *mut c_void,
+            &mut pdl as *mut i32 as *mut c_void,
+            &mut early as *mut i32 as *mut c_void,
+        ];
+        // SAFETY: zero is a valid bit pattern for the attribute union.
+        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        let config = sys::CUlaunchConfig {
+            gridDimX: ctas,
+            gridDimY: 1,
+            gridDimZ: 1,
+            blockDimX: THREADS,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: smem,
+            hStream: self.stream,
+            attrs: if pdl_attribute {
+                &mut attr
+            } else {
+                std::ptr::null_mut()
+            },
+            numAttrs: pdl_attribute as u32,
+        };
+        // SAFETY: the arguments match the kernels' (Model, Globals, Layer, int, int) signature
+        // and outlive the call; every pointer inside them is a live device allocation.
+        let r =
+            unsafe { sys::cuLaunchKernelEx(&config, f, args.as_mut_ptr(), std::ptr::null_mut()) };
+        check(r.result(), "cuLaunchKernelEx", kernels::entry_point(kind))
+    }
+
+    /// Captures one decode step of a chain schedule (`graph` or `pdl`) into a CUDA graph.
+    pub fn capture(&self, schedule: &Schedule) -> Result<StepGraph, BackendError> {
+        let plan = schedule.chain().ok_or_else(|| {
+            BackendError::Unsupported(
+                "the CUDA backend runs the graph and pdl targets; the persistent megakernel is \
+                 not implemented yet"
+                    .into(),
+            )
+        })?;
+        let g = &schedule.graph;
+        // SAFETY: the stream belongs to this runner and is idle.
+        check(
+            unsafe {
+                result::stream::begin_capture(
+                    self.stream,
+                    sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+                )
+            },
+            "cuStreamBeginCapture",
+            schedule.target.name(),
+        )?;
+        let mut launched = Ok(());
+        for k in &plan.kernels {
+            let op = g.op(k.op);
+            let r = self.launch(
+                op.kind,
+                op.layer.unwrap_or(0) as usize,
+                k.ctas,
+                k.pdl_attribute,
+                k.wait.is_some(),
+                k.trigger == Some(Trigger::Early),
+            );
+            if r.is_err() {
+                launched = r;
+                break;
+            }
+        }
+        // SAFETY: capture was begun above on this stream.
+        let graph = check(
+            unsafe { result::stream::end_capture(self.stream) },
+            "cuStreamEndCapture",
+            schedule.target.name(),
+        )?;
+        launched?;
+        // SAFETY: `graph` is a complete captured graph.
+        let exec = check(
+            unsafe { result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0)) },
+            "cuGraphInstantiate",
+            schedule.target.name(),
+        )?;
+        Ok(StepGraph {
+            exec,
+            graph,
+            target: schedule.target,
+        })
+    }
+
+    /// Runs the prompt then `generate` tokens with `graph`, timing each decode step.
+    pub fn run(
+        &self,
+        graph: &StepGraph,
+        prompt: &[u32],
+        generate: u32,
+        opts: &RunOptions,
+    ) -> Result<RunOutput, BackendError> {
+        let max = self.model.workload.max_seq_len as usize;
+        let p_len = prompt.len();
+        if p_len == 0 || p_len + generate as usize > max {
+            return Err(BackendError::Unsupported(format!(
+                "prompt ({p_len}) + tokens ({generate}) must be 1..={max} (workload.max_seq_len)"
+            )));
+        }
+        if let Some(&bad) = prompt.iter().find(|&&t| t >= self.model.geometry.vocab) {
+            return Err(BackendError::Unsupported(format!(
+                "prompt token {bad} is outside the vocabulary ({})",
+                self.model.geometry.vocab
+            )));
+        }
+        // Forced tokens: the largest possible key, so the LM head's atomicMax keeps them.
+        let mut tokens = vec![0u64; max + 1];
+        for (i, &t) in prompt.iter().enumerate() {
+            tokens[i] = (0xFFFF_FFFFu64 << 32) | (0xFFFF_FFFF - t) as u64;
+        }
+        // SAFETY: the tokens buffer holds max + 1 slots.
+        check(
+            unsafe { result::memcpy_htod_sync(self.globals.tokens, &tokens) },
+            "cuMemcpyHtoD",
+            "tokens",
+        )?;
+        let start = check(
+            result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT),
+            "cuEventCreate",
+            "start",
+        )?;
+        let end = check(
+            result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT),
+            "cuEventCreate",
+            "end",
+        )?;
+        let mut step_us = Vec::new();
+        let mut logits = Vec::new();
+        let vocab = self.model.geometry.vocab as usize;
+        let last = p_len as u32 + generate - 1;
+        for pos in 0..last {
+            let capture = opts.capture_logits.contains(&pos);
+            // SAFETY: `pos` and `logits` are live device buffers of the sizes written.
+            unsafe {
+                check(
+                    sys::cuMemsetD32Async(self.globals.pos, pos, 1, self.stream).result(),
+                    "cuMemsetD32Async",
+                    "pos",
+                )?;
+                if capture {
+                    check(
+                        result::memset_d8_async(self.globals.logits, 0xFF, vocab * 4, self.stream),
+                        "cuMemsetD8Async",
+                        "logits poison",
+                    )?;
+                }
+                check(
+                    result::event::record(start, self.stream),
+                    "cuEventRecord",
+                    "start",
+                )?;
+                check(
+                    result::graph::launch(graph.exec, self.stream),
+                    "cuGraphLaunch",
+                    graph.target.name(),
+                )?;
+                check(
+                    result::event::record(end, self.stream),
+                    "cuEventRecord",
+                    "end",
+                )?;
+            }
+            self.watch(end, graph.target, pos, opts.watchdog)?;
+            if pos as usize >= p_len {
+                // SAFETY: both events completed.
+                let ms = check(
+                    unsafe { result::event::elapsed(start, end) },
+                    "cuEventElapsedTime",
+                    "step",
+                )?;
+                step_us.push(ms as f64 * 1e3);
+            }
+            if capture {
+                let mut host = vec![0f32; vocab];
+                // SAFETY: the logits buffer holds vocab floats; the stream is idle.
+                check(
+                    unsafe { result::memcpy_dtoh_sync(&mut host, self.globals.logits) },
+                    "cuMemcpyDtoH",
+                    "logits",
+                )?;
+                logits.push((pos, host));
+            }
+        }
+        // SAFETY: the tokens buffer holds max + 1 slots.
+        check(
+            unsafe { result::memcpy_dtoh_sync(&mut tokens, self.globals.tokens) },
+            "cuMemcpyDtoH",
+            "tokens",
+        )?;
+        // SAFETY: created above, destroyed once.
+        unsafe {
+            result::event::destroy(start).ok();
+            result::event::destroy(end).ok();
+        }
+        let sequence: Vec<u32> = tokens[..=last as usize]
+            .iter()
+            .map(|&t| 0xFFFF_FFFF - (t & 0xFFFF_FFFF) as u32)
+            .collect();
+        Ok(RunOutput {
+            tokens: sequence[p_len..].to_vec(),
+            sequence,
+            step_us,
+            logits,
+        })
+    }
+
+    /// Polls `event` until it completes or the watchdog fires.
+    fn watch(
+        &self,
+        event: sys::CUevent,
+        target: Target,
+        pos: u32,
+        limit: Duration,
+    ) -> Result<(), BackendError> {
+        let started = Instant::now();
+        loop {
+            // SAFETY: `event` is a live event.
+            match unsafe { sys::cuEventQuery(event) } {
+                sys::CUresult::CUDA_SUCCESS => return Ok(()),
+                sys::CUresult::CUDA_ERROR_NOT_READY => {}
+                e => {
+                    return Err(BackendError::Cuda {
+                        call: "cuEventQuery",
+                        context: format!("{} step at position {pos}", target.name()),
+                        error: format!("{e:?}"),
+                    })
+                }
+            }
+            if started.elapsed() > limit {
+                return Err(BackendError::Watchdog {
+                    target: target.name().to_string(),
+                    pos,
+                    seconds: limit.as_secs_f64(),
+                });
+            }
+            std::thread::sleep(Duration::from_micros(20));
+        }
+    }
+
+    /// Times a graph of ordinary launches `(kind, layer, ctas)` replayed `reps` times (after
+    /// one warm-up): median µs per replay. Used to time each operator alone.
+    pub fn time_grids(
+        &self,
+        launches: &[(OpKind, usize, u32)],
+        reps: usize,
+    ) -> Result<f64, BackendError> {
+        // SAFETY: the stream belongs to this runner and is idle.
+        check(
+            unsafe {
+                result::stream::begin_capture(
+                    self.stream,
+                    sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+                )
+            },
+            "cuStreamBeginCapture",
+            "per-kernel timing",
+        )?;
+        let mut launched = Ok(());
+        for &(kind, layer, ctas) in launches {
+            if let Err(e) = self.launch(kind, layer, ctas, false, false, false) {
+                launched = Err(e);
+                break;
+            }
+        }
+        // SAFETY: capture begun above.
+        let graph = check(
+            unsafe { result::stream::end_capture(self.stream) },
+            "cuStreamEndCapture",
+            "per-kernel",
+        )?;
+        launched?;
+        // SAFETY: complete captured graph.
+        let exec = check(
+            unsafe { result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0)) },
+            "cuGraphInstantiate",
+            "per-kernel",
+        )?;
+        let step = StepGraph {
+            exec,
+            graph,
+            target: Target::Graph,
+        };
+        let start = check(
+            result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT),
+            "cuEventCreate",
+            "t",
+        )?;
+        let end = check(
+            result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT),
+            "cuEventCreate",
+            "t",
+        )?;
+        let mut times = Vec::new();
+        for _ in 0..reps + 1 {
+            // SAFETY: live events and graph.
+            unsafe {
+                check(
+                    result::event::record(start, self.stream),
+                    "cuEventRecord",
+                    "t",
+                )?;
+                check(
+                    result::graph::launch(step.exec, self.stream),
+                    "cuGraphLaunch",
+                    "per-kernel",
+                )?;
+                check(
+                    result::event::record(end, self.stream),
+                    "cuEventRecord",
+                    "t",
+                )?;
+            }
+            self.watch(end, Target::Graph, 0, Duration::from_secs(10))?;
+            // SAFETY: both events completed.
+            times.push(
+                check(
+                    unsafe { result::event::elapsed(start, end) },
+                    "cuEventElapsedTime",
+                    "t",
+                )? as f64
+                    * 1e3,
+            );
+        }
+        times.remove(0);
+        times.sort_by(f64::total_cmp);
+        // SAFETY: created above.
+        unsafe {
+            result::event::destroy(start).ok();
+            result::event::destroy(end).ok();
+        }
+        Ok(times[times.len() / 2])
+    }
+
+    /// Measures streaming read bandwidth in this process: `bytes` read, median of `reps`, GB/s.
+    pub fn read_bandwidth(&mut self, bytes: usize, reps: usize) -> Result<f64, BackendError> {
+        let buf = self.alloc(bytes, "read-bandwidth probe")?;
+        let sink = self.alloc(4, "sink")?;
+        let start = check(
+            result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT),
+            "cuEventCreate",
+            "bw",
+        )?;
+        let end = check(
+            result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT),
+            "cuEventCreate",
+            "bw",
+        )?;
+        let mut times = Vec::new();
+        for _ in 0..reps + 1 {
+            let mut p = buf;
+            let mut n = (bytes / 16) as u64;
+            let mut s = sink;
+            let mut args: Vec<*mut c_void> = vec![
+                &mut p as *mut u64 as *mut c_void,
+                &mut n as *mut u64 as *mut c_void,
+                &mut s as *mut u64 as *mut c_void,
+            ];
+            // SAFETY: arguments match k_read_bw; buffers are live.
+            unsafe {
+                check(
+                    result::event::record(start, self.stream),
+                    "cuEventRecord",
+                    "bw",
+                )?;
+                check(
+                    result::launch_kernel(
+                        self.read_bw,
+                        (132 * 16, 1, 1),
+                        (THREADS, 1, 1),
+                        0,
+                        self.stream,
+                        &mut args,
+                    ),
+                    "cuLaunchKernel",
+                    "k_read_bw",
+                )?;
+                check(
+                    result::event::record(end, self.stream),
+                    "cuEventRecord",
+                    "bw",
+                )?;
+            }
+            self.watch(end, Target::Graph, 0, Duration::from_secs(10))?;
+            // SAFETY: both events completed.
+            let ms = check(
+                unsafe { result::event::elapsed(start, end) },
+                "cuEventElapsedTime",
+                "bw",
+            )?;
+            times.push(ms as f64);
+        }
+        times.remove(0);
+        times.sort_by(f64::total_cmp);
+        Ok(bytes as f64 / (times[times.len() / 2] * 1e-3) / 1e9)
+    }
+}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        self.sync("drop").ok();
+        self.bufs.clear();
+        // SAFETY: created in `new`, destroyed once.
+        unsafe {
+            result::stream::destroy(self.stream).ok();
+            result::module::unload(self.module).ok();
+        }
+    }
+}
+
+/// SMs of the runner's GPU.
+pub fn sm_count(r: &Runner) -> u32 {
+    r._gpu.sms as u32
+}

@@ -1,0 +1,161 @@
+//! The CPU reference: the same model in f32 arithmetic over the bf16 weights, used to check
+//! the GPU's logits. With `round_kv` it stores K/V in bf16 as the kernels do; without, it is the
+//! pure f32 model.
+
+use mkc_ir::Model;
+use rayon::prelude::*;
+
+use crate::weights::{bf2f, f2bf, HostWeights, LayerTensor};
+
+/// A reference decoder with its own KV cache.
+pub struct Reference<'w> {
+    model: Model,
+    w: &'w HostWeights,
+    round_kv: bool,
+    /// `k[layer][kv_head][pos * head_dim + d]`
+    k: Vec<Vec<Vec<f32>>>,
+    v: Vec<Vec<Vec<f32>>>,
+}
+
+fn matvec(w: &[u16], x: &[f32], rows: usize) -> Vec<f32> {
+    let k = x.len();
+    (0..rows)
+        .into_par_iter()
+        .map(|r| {
+            let row = &w[r * k..(r + 1) * k];
+            let mut acc = [0f32; 8];
+            for (c, (wc, xc)) in row.chunks_exact(8).zip(x.chunks_exact(8)).enumerate() {
+                let _ = c;
+                for j in 0..8 {
+                    acc[j] += bf2f(wc[j]) * xc[j];
+                }
+            }
+            acc.iter().sum()
+        })
+        .collect()
+}
+
+fn rmsnorm(x: &[f32], w: &[u16], eps: f32) -> Vec<f32> {
+    let ss: f32 = x.iter().map(|v| v * v).sum::<f32>() / x.len() as f32;
+    let inv = 1.0 / (ss + eps).sqrt();
+    x.iter().zip(w).map(|(v, &g)| v * inv * bf2f(g)).collect()
+}
+
+impl<'w> Reference<'w> {
+    /// A reference with an empty cache.
+    pub fn new(model: &Model, w: &'w HostWeights, round_kv: bool) -> Self {
+        let g = &model.geometry;
+        let empty = || vec![vec![Vec::new(); g.kv_heads as usize]; g.layers as usize];
+        Reference {
+            model: model.clone(),
+            w,
+            round_kv,
+            k: empty(),
+            v: empty(),
+        }
+    }
+
+    /// Runs the token at position `pos` (positions must come in order from 0) and returns the
+    /// logits.
+    pub fn step(&mut self, token: u32, pos: u32) -> Vec<f32> {
+        let m = &self.model;
+        let g = &m.geometry;
+        let (hidden, hd) = (g.hidden as usize, g.head_dim as usize);
+        let (q_dim, kv_dim) = (m.q_dim() as usize, m.kv_dim() as usize);
+        let gq = (g.heads / g.kv_heads) as usize;
+        let eps = g.norm_eps as f32;
+        let embed = self.w.embed();
+        let mut x: Vec<f32> = embed[token as usize * hidden..(token as usize + 1) * hidden]
+            .iter()
+            .map(|&b| bf2f(b))
+            .collect();
+        let log2_theta = (g.rope_theta as f32).log2();
+        for l in 0..g.layers as usize {
+            let xn = rmsnorm(&x, self.w.layer(l, LayerTensor::Norm1), eps);
+            let mut qkv = matvec(self.w.layer(l, LayerTensor::Qkv), &xn, q_dim + 2 * kv_dim);
+            for r in (0..q_dim + kv_dim).step_by(2) {
+                let pair = (r % hd) / 2;
+                let freq = (-2.0 * pair as f32 / hd as f32 * log2_theta).exp2();
+                let (sn, cs) = (pos as f32 * freq).sin_cos();
+                let (a, b) = (qkv[r], qkv[r + 1]);
+                qkv[r] = a * cs - b * sn;
+                qkv[r + 1] = a * sn + b * cs;
+            }
+            let round = |v: f32| if self.round_kv { bf2f(f2bf(v)) } else { v };
+            for kvh in 0..g.kv_heads as usize {
+                for d in 0..hd {
+                    let kv = round(qkv[q_dim + kvh * hd + d]);
+                    let vv = round(qkv[q_dim + kv_dim + kvh * hd + d]);
+                    self.k[l][kvh].push(kv);
+                    self.v[l][kvh].push(vv);
+                }
+            }
+            let len = pos as usize + 1;
+            let scale = 1.0 / (hd as f32).sqrt();
+            let attn: Vec<f32> = (0..g.heads as usize)
+                .into_par_iter()
+                .flat_map_iter(|h| {
+                    let kvh = h / gq;
+                    let q = &qkv[h * hd..(h + 1) * hd];
+                    let kc = &self.k[l][kvh];
+                    let vc = &self.v[l][kvh];
+                    let scores: Vec<f32> = (0..len)
+                        .map(|p| {
+                            q.iter()
+                                .zip(&kc[p * hd..(p + 1) * hd])
+                                .map(|(a, b)| a * b)
+                                .sum::<f32>()
+                                * scale
+                        })
+                        .collect();
+                    let mx = scores.iter().cloned().fold(f32::MIN, f32::max);
+                    let e: Vec<f32> = scores.iter().map(|s| (s - mx).exp()).collect();
+                    let sum: f32 = e.iter().sum();
+                    (0..hd)
+                        .map(|d| (0..len).map(|p| e[p] / sum * vc[p * hd + d]).sum::<f32>())
+                        .collect::<Vec<f32>>()
+                })
+                .collect();
+            let o = matvec(self.w.layer(l, LayerTensor::O), &attn, hidden);
+            let x_mid: Vec<f32> = x.iter().zip(&o).map(|(a, b)| a + b).collect();
+            let xn2 = rmsnorm(&x_mid, self.w.layer(l, LayerTensor::Norm2), eps);
+            let inter = g.intermediate as usize;
+            let gate = matvec(self.w.layer(l, LayerTensor::Gate), &xn2, inter);
+            let up = matvec(self.w.layer(l, LayerTensor::Up), &xn2, inter);
+            let h: Vec<f32> = gate
+                .iter()
+                .zip(&up)
+                .map(|(g, u)| g / (1.0 + (-g).exp()) * u)
+                .collect();
+            let d = matvec(self.w.layer(l, LayerTensor::Down), &h, hidden);
+            x = x_mid.iter().zip(&d).map(|(a, b)| a + b).collect();
+        }
+        let xf = rmsnorm(&x, self.w.final_norm(), eps);
+        matvec(self.w.lm_head(), &xf, g.vocab as usize)
+    }
+}
+
+/// Relative L2 error of `got` against `want`.
+pub fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
+    let (mut num, mut den) = (0f64, 0f64);
+    for (a, b) in got.iter().zip(want) {
+        num += ((a - b) as f64).powi(2);
+        den += (*b as f64).powi(2);
+    }
+    (num / den.max(1e-30)).sqrt()
+}
+
+/// Index of the largest value (smallest index on ties) and the margin to the runner-up.
+pub fn argmax_margin(v: &[f32]) -> (usize, f32) {
+    let mut best = (0usize, f32::MIN);
+    let mut second = f32::MIN;
+    for (i, &x) in v.iter().enumerate() {
+        if x > best.1 {
+            second = best.1;
+            best = (i, x);
+        } else if x > second {
+            second = x;
+        }
+    }
+    (best.0, best.1 - second)
+}

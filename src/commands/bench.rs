@@ -1,0 +1,229 @@
+//! `mkc bench`: several targets side by side in one process, on the same weights, over the
+//! whole workload trajectory, several trials; correctness checked on every target.
+
+use indicatif::{ProgressBar, ProgressStyle};
+use mkc_backend::gpu::RunOptions;
+use serde::Serialize;
+
+use super::gpu_common::{check_many, percentiles, print_check, target, Check, Session};
+use super::CommandError;
+use crate::cli::BenchArgs;
+
+/// One target's figures.
+#[derive(Serialize)]
+struct Row {
+    target: String,
+    median_step_us: f64,
+    p10_step_us: f64,
+    p90_step_us: f64,
+    tokens_per_s: f64,
+    achieved_tb_s: f64,
+    fraction_of_measured_bandwidth: f64,
+    steps: usize,
+}
+
+/// One operator kind timed alone.
+#[derive(Serialize)]
+struct KernelRow {
+    kernel: String,
+    launches: usize,
+    us_per_launch: f64,
+    floor_us_per_launch: f64,
+}
+
+/// The whole report.
+#[derive(Serialize)]
+struct Report {
+    per_kernel: Vec<KernelRow>,
+    model: String,
+    gpu: String,
+    weights_and_kv_bytes_per_step: f64,
+    measured_read_tb_s: f64,
+    floor_us: f64,
+    rows: Vec<Row>,
+    same_tokens: bool,
+    checks: Vec<(String, Check)>,
+}
+
+/// Runs `mkc bench`.
+pub fn run(args: BenchArgs) -> Result<(), CommandError> {
+    let targets = args
+        .targets
+        .iter()
+        .map(|&t| target(t))
+        .collect::<Result<Vec<_>, _>>()?;
+    if args.trials == 0 {
+        return Err(CommandError::Input("--trials must be at least 1.".into()));
+    }
+    let mut s = Session::open(&args.common)?;
+    let sms = mkc_backend::gpu::sm_count(&s.runner);
+    let measured_gbs = s.runner.read_bandwidth(2 << 30, 5)?;
+    let graphs = targets
+        .iter()
+        .map(|&t| Ok(s.runner.capture(&s.schedule(t, sms)?)?))
+        .collect::<Result<Vec<_>, CommandError>>()?;
+    let checked = if args.common.no_check {
+        Vec::new()
+    } else {
+        s.check_positions()
+    };
+    // Warm-up runs (also the correctness runs: logits poisoned, then captured).
+    let mut warm = Vec::new();
+    for g in &graphs {
+        warm.push(s.runner.run(
+            g,
+            &s.prompt,
+            s.generate,
+            &RunOptions {
+                capture_logits: checked.clone(),
+                watchdog: s.watchdog,
+            },
+        )?);
+    }
+    let same_tokens = warm.windows(2).all(|w| w[0].tokens == w[1].tokens);
+    let bar = ProgressBar::new(args.trials as u64 * graphs.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} runs {eta}").expect("template"),
+    );
+    let mut steps: Vec<Vec<f64>> = vec![Vec::new(); graphs.len()];
+    for _ in 0..args.trials {
+        for (i, g) in graphs.iter().enumerate() {
+            let out = s.runner.run(
+                g,
+                &s.prompt,
+                s.generate,
+                &RunOptions {
+                    capture_logits: Vec::new(),
+                    watchdog: s.watchdog,
+                },
+            )?;
+            steps[i].extend(out.step_us);
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    let m = &s.model;
+    let g = &m.geometry;
+    let first = s.prompt.len() as f64;
+    let mean_len = first + (s.generate as f64 - 1.0) / 2.0 + 0.5;
+    let kv = g.layers as f64 * g.kv_heads as f64 * 2.0 * mean_len * g.head_dim as f64 * 2.0;
+    let bytes = m.weight_bytes() as f64 + kv;
+    let rows: Vec<Row> = targets
+        .iter()
+        .zip(&steps)
+        .map(|(t, v)| {
+            let (med, p10, p90) = percentiles(v);
+            let tb = bytes / (med * 1e-6) / 1e12;
+            Row {
+                target: t.name().to_string(),
+                median_step_us: med,
+                p10_step_us: p10,
+                p90_step_us: p90,
+                tokens_per_s: 1e6 / med,
+                achieved_tb_s: tb,
+                fraction_of_measured_bandwidth: tb * 1e3 / measured_gbs,
+                steps: v.len(),
+            }
+        })
+        .collect();
+    let checks: Vec<(String, Check)> = if checked.is_empty() {
+        Vec::new()
+    } else {
+        let w = s.host_weights();
+        let runs: Vec<&[(u32, Vec<f32>)]> = warm.iter().map(|o| o.logits.as_slice()).collect();
+        let cs = check_many(m, &w, &warm[0].sequence, &runs);
+        targets
+            .iter()
+            .map(|t| t.name().to_string())
+            .zip(cs)
+            .collect()
+    };
+    let mut per_kernel = Vec::new();
+    if args.per_kernel {
+        let sched = s.schedule(targets[0], sms)?;
+        let graph = &sched.graph;
+        let kv_len = s.prompt.len() as u32 + s.generate / 2;
+        for (name, kind) in mkc_backend::kernels::ENTRY_POINTS {
+            let ops: Vec<_> = graph.ops.iter().filter(|o| o.kind == *kind).collect();
+            let launches: Vec<_> = ops
+                .iter()
+                .map(|o| (*kind, o.layer.unwrap_or(0) as usize, o.tasks))
+                .collect();
+            let bytes: u64 = ops
+                .iter()
+                .flat_map(|o| graph.tasks_of(o.id))
+                .map(|t| t.cost.bytes_at(kv_len))
+                .sum();
+            let us = s.runner.time_grids(&launches, 20)?;
+            per_kernel.push(KernelRow {
+                kernel: name.to_string(),
+                launches: launches.len(),
+                us_per_launch: us / launches.len() as f64,
+                floor_us_per_launch: bytes as f64 / launches.len() as f64 / (measured_gbs * 1e3),
+            });
+        }
+    }
+    let report = Report {
+        per_kernel,
+        model: m.name.clone(),
+        gpu: s.gpu_name.clone(),
+        weights_and_kv_bytes_per_step: bytes,
+        measured_read_tb_s: measured_gbs / 1e3,
+        floor_us: bytes / (measured_gbs * 1e3),
+        rows,
+        same_tokens,
+        checks,
+    };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).map_err(|e| CommandError::Internal(e.to_string()))?
+        );
+    } else {
+        for (label, c) in &report.checks {
+            print_check(label, c);
+        }
+        println!(
+            "mkc bench: {} on {}, {} trials x {} decode steps, measured read bandwidth {:.2} TB/s, floor {:.1} us",
+            report.model,
+            report.gpu,
+            args.trials,
+            s.generate - 1,
+            report.measured_read_tb_s,
+            report.floor_us
+        );
+        println!("  same tokens across targets: {}", report.same_tokens);
+        for k in &report.per_kernel {
+            println!(
+                "  alone: {:<12} {:>3} launches  {:>8.2} us each  floor {:>8.2} us  ({:.2}x)",
+                k.kernel,
+                k.launches,
+                k.us_per_launch,
+                k.floor_us_per_launch,
+                k.us_per_launch / k.floor_us_per_launch
+            );
+        }
+        println!("  target   median us    p10 us    p90 us   tokens/s   TB/s   of measured");
+        for r in &report.rows {
+            println!(
+                "  {:<7} {:>10.1} {:>9.1} {:>9.1} {:>10.1} {:>6.2} {:>12.1}%",
+                r.target,
+                r.median_step_us,
+                r.p10_step_us,
+                r.p90_step_us,
+                r.tokens_per_s,
+                r.achieved_tb_s,
+                r.fraction_of_measured_bandwidth * 100.0
+            );
+        }
+    }
+    let failed = report.checks.iter().any(|(_, c)| !c.passed) || !report.same_tokens;
+    if failed {
+        return Err(CommandError::Internal(
+            "correctness failed: see the checks above (tokens differ between targets or logits \
+             disagree with the CPU reference)"
+                .into(),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,272 @@
+//! What `mkc run` and `mkc bench` share: opening the GPU, weights, prompt, schedules, and the
+//! correctness check against the CPU reference.
+
+use std::time::Duration;
+
+use mkc_backend::gpu::{Gpu, Runner, WeightSource};
+use mkc_backend::reference::{argmax_margin, rel_l2, Reference};
+use mkc_backend::weights::{self, HostWeights};
+use mkc_ir::Model;
+use mkc_scheduler::{compile, CompileOptions, Schedule, Target, Trigger};
+use serde::Serialize;
+
+use super::CommandError;
+use crate::cli::{GpuRunArgs, TargetArg, TriggerArg};
+
+/// Everything a GPU command needs, set up once.
+pub struct Session {
+    /// The model.
+    pub model: Model,
+    /// The runner (GPU, module, buffers, weights).
+    pub runner: Runner,
+    /// The GPU's name.
+    pub gpu_name: String,
+    /// Prompt tokens.
+    pub prompt: Vec<u32>,
+    /// Tokens to generate.
+    pub generate: u32,
+    /// The seed of random weights, if random.
+    seed: Option<u32>,
+    /// Host weights of a checkpoint, if one was loaded.
+    host: Option<HostWeights>,
+    /// Watchdog limit per step.
+    pub watchdog: Duration,
+    /// PDL trigger placement.
+    pub trigger: Trigger,
+}
+
+/// Converts the CLI target.
+pub fn target(t: TargetArg) -> Result<Target, CommandError> {
+    match t {
+        TargetArg::Pdl => Ok(Target::Pdl),
+        TargetArg::Graph => Ok(Target::Graph),
+        TargetArg::Persistent => Err(CommandError::Input(
+            "--target persistent: the persistent megakernel is not implemented in the CUDA \
+             backend yet. Fix: use --target pdl or --target graph (mkc simulate predicts \
+             persistent)."
+                .into(),
+        )),
+    }
+}
+
+impl Session {
+    /// Opens the GPU and prepares the model, weights and prompt.
+    pub fn open(args: &GpuRunArgs) -> Result<Session, CommandError> {
+        let model = mkc_ir::embedded::resolve_model(&args.model)?;
+        if !(args.watchdog.is_finite() && args.watchdog > 0.0) {
+            return Err(CommandError::Input(
+                "--watchdog: give a positive number of seconds.".into(),
+            ));
+        }
+        let gpu = Gpu::open()?;
+        let gpu_name = gpu.name.clone();
+        let (seed, host) = match weights::parse_seed(&args.weights) {
+            Some(seed) => (Some(seed), None),
+            None if args.weights.starts_with("random:") => {
+                return Err(CommandError::Input(format!(
+                    "--weights `{}`: the seed must be an unsigned 32-bit number, e.g. random:1.",
+                    args.weights
+                )))
+            }
+            None => (
+                None,
+                Some(mkc_backend::weights::load_checkpoint(
+                    std::path::Path::new(&args.weights),
+                    &model,
+                )?),
+            ),
+        };
+        let source = match (&seed, &host) {
+            (Some(s), _) => WeightSource::Random(*s),
+            (None, Some(h)) => WeightSource::Host(h),
+            (None, None) => unreachable!("one weight source"),
+        };
+        let runner = Runner::new(gpu, &model, source)?;
+        let generate = args.tokens.unwrap_or(model.workload.generate);
+        let prompt = match &args.prompt_ids {
+            Some(ids) => ids.clone(),
+            None => {
+                let n = args.prompt_len.unwrap_or(model.workload.prompt_len);
+                let s = seed.unwrap_or(0);
+                (0..n)
+                    .map(|i| weights::mix(s ^ 0x00C0_FFEE ^ weights::mix(i)) % model.geometry.vocab)
+                    .collect()
+            }
+        };
+        if generate == 0 || prompt.is_empty() {
+            return Err(CommandError::Input(
+                "--tokens and the prompt length must be at least 1.".into(),
+            ));
+        }
+        Ok(Session {
+            model,
+            runner,
+            gpu_name,
+            prompt,
+            generate,
+            seed,
+            host,
+            watchdog: Duration::from_secs_f64(args.watchdog),
+            trigger: match args.trigger {
+                TriggerArg::Early => Trigger::Early,
+                TriggerArg::Late => Trigger::Late,
+            },
+        })
+    }
+
+    /// The chain schedule of `target` for this GPU.
+    pub fn schedule(&self, target: Target, sms: u32) -> Result<Schedule, CommandError> {
+        let device = mkc_ir::embedded::resolve_device("h200")?.with_sms(sms);
+        let opts = CompileOptions {
+            target,
+            trigger: self.trigger,
+            ..CompileOptions::default()
+        };
+        Ok(compile(&self.model, &device, &opts).schedule)
+    }
+
+    /// Decode positions checked against the reference: first, middle and last.
+    pub fn check_positions(&self) -> Vec<u32> {
+        let first = self.prompt.len() as u32;
+        let last = first + self.generate - 2;
+        if self.generate < 2 {
+            return Vec::new();
+        }
+        let mut v = vec![first, first + (last - first) / 2, last];
+        v.dedup();
+        v
+    }
+
+    /// Host weights for the reference (generated from the seed, or the loaded checkpoint).
+    pub fn host_weights(&self) -> HostWeights {
+        match (&self.host, self.seed) {
+            (Some(h), _) => h.clone(),
+            (None, Some(seed)) => weights::generate(&self.model, seed),
+            (None, None) => unreachable!("one weight source"),
+        }
+    }
+}
+
+/// One checked position.
+#[derive(Clone, Debug, Serialize)]
+pub struct PositionCheck {
+    /// Position.
+    pub pos: u32,
+    /// Relative L2 error against the reference that stores K/V in bf16 as the kernels do.
+    pub rel_l2: f64,
+    /// Relative L2 error against the pure f32 reference.
+    pub rel_l2_f32: f64,
+    /// GPU argmax.
+    pub gpu_argmax: usize,
+    /// Reference argmax.
+    pub ref_argmax: usize,
+    /// Reference top-2 margin.
+    pub margin: f32,
+    /// Whether the margin is clear (larger than the error budget can flip).
+    pub clear: bool,
+}
+
+/// The check of one run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Check {
+    /// Per position.
+    pub positions: Vec<PositionCheck>,
+    /// Whether every criterion held.
+    pub passed: bool,
+}
+
+/// Compares captured GPU logits of one or more runs with the CPU reference, teacher-forced
+/// with `sequence` (the runs must have produced it). The reference runs once.
+pub fn check_many(
+    model: &Model,
+    w: &HostWeights,
+    sequence: &[u32],
+    runs: &[&[(u32, Vec<f32>)]],
+) -> Vec<Check> {
+    let last = runs
+        .iter()
+        .flat_map(|r| r.iter().map(|(p, _)| *p))
+        .max()
+        .unwrap_or(0);
+    let mut bf = Reference::new(model, w, true);
+    let mut f32_ref = Reference::new(model, w, false);
+    let mut checks: Vec<Check> = runs
+        .iter()
+        .map(|_| Check {
+            positions: Vec::new(),
+            passed: false,
+        })
+        .collect();
+    for pos in 0..=last {
+        let tok = sequence[pos as usize];
+        let want = bf.step(tok, pos);
+        let want_f32 = f32_ref.step(tok, pos);
+        let rms =
+            (want.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / want.len() as f64).sqrt();
+        let (ref_argmax, margin) = argmax_margin(&want);
+        for (run, c) in runs.iter().zip(checks.iter_mut()) {
+            if let Some((_, got)) = run.iter().find(|(p, _)| *p == pos) {
+                let (gpu_argmax, _) = argmax_margin(got);
+                c.positions.push(PositionCheck {
+                    pos,
+                    rel_l2: rel_l2(got, &want),
+                    rel_l2_f32: rel_l2(got, &want_f32),
+                    gpu_argmax,
+                    ref_argmax,
+                    margin,
+                    clear: margin as f64 > 0.05 * rms,
+                });
+            }
+        }
+    }
+    for c in &mut checks {
+        c.passed = !c.positions.is_empty()
+            && c.positions.iter().all(|p| {
+                p.rel_l2.is_finite()
+                    && p.rel_l2 < 1e-2
+                    && (!p.clear || p.gpu_argmax == p.ref_argmax)
+            });
+    }
+    checks
+}
+
+/// [`check_many`] for one run.
+pub fn check(
+    model: &Model,
+    w: &HostWeights,
+    sequence: &[u32],
+    captured: &[(u32, Vec<f32>)],
+) -> Check {
+    check_many(model, w, sequence, &[captured]).remove(0)
+}
+
+/// Prints a check as lines.
+pub fn print_check(label: &str, c: &Check) {
+    for p in &c.positions {
+        println!(
+            "  check {label} pos {:>4}: rel L2 {:.2e} (f32 ref {:.2e}), argmax gpu {} ref {} (margin {:.3}{})",
+            p.pos,
+            p.rel_l2,
+            p.rel_l2_f32,
+            p.gpu_argmax,
+            p.ref_argmax,
+            p.margin,
+            if p.clear { ", clear" } else { ", not clear" }
+        );
+    }
+    println!(
+        "  check {label}: {}",
+        if c.passed { "PASSED" } else { "FAILED" }
+    );
+}
+
+/// (median, p10, p90) of a sample.
+pub fn percentiles(v: &[f64]) -> (f64, f64, f64) {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    if s.is_empty() {
+        return (f64::NAN, f64::NAN, f64::NAN);
+    }
+    let at = |q: f64| s[((s.len() - 1) as f64 * q).round() as usize];
+    (at(0.5), at(0.1), at(0.9))
+}

@@ -1,0 +1,82 @@
+//! `mkc kernels`: compile every kernel with NVRTC (no GPU needed) and report its resources.
+
+use mkc_backend::kernels;
+use mkc_ir::device::Arch;
+use mkc_simulator::occupancy::{occupancy, ArchRules, CtaResources};
+
+use super::CommandError;
+use crate::cli::KernelsArgs;
+
+/// Runs `mkc kernels`.
+pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
+    let model = mkc_ir::embedded::resolve_model(&args.model)?;
+    let arch = Arch::parse(&args.arch).ok_or_else(|| {
+        CommandError::Input(format!(
+            "--arch: `{}` is not supported. Fix: use sm_90a (the kernels use Hopper PTX).",
+            args.arch
+        ))
+    })?;
+    let compiled = kernels::compile(&args.arch)?;
+    let infos = kernels::with_model(compiled.kernels, &model);
+    if infos.is_empty() {
+        return Err(CommandError::Internal(format!(
+            "NVRTC reported no kernels; its log:\n{}",
+            compiled.log
+        )));
+    }
+    let rules = ArchRules::of(arch);
+    if args.json {
+        let rows: Vec<serde_json::Value> = infos
+            .iter()
+            .map(|k| {
+                let occ = occupancy(&rules, &resources(k), None).ok();
+                serde_json::json!({
+                    "name": k.name, "threads": k.threads, "registers": k.registers,
+                    "static_smem": k.static_smem, "dynamic_smem": k.dynamic_smem,
+                    "stack_bytes": k.stack_bytes, "spill_store_bytes": k.spill_store_bytes,
+                    "spill_load_bytes": k.spill_load_bytes,
+                    "blocks_per_sm": occ.map(|o| o.blocks_per_sm),
+                    "limiter": occ.map(|o| o.limiter.name()),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(rows));
+    } else {
+        println!(
+            "mkc kernels: {} for {} ({} shapes)",
+            args.arch,
+            model.name,
+            infos.len()
+        );
+        println!(
+            "  kernel        threads  regs  static B  dynamic B  stack B  spill st/ld B  CTA/SM"
+        );
+        for k in &infos {
+            let occ = occupancy(&rules, &resources(k), None)
+                .map(|o| format!("{} ({})", o.blocks_per_sm, o.limiter.name()))
+                .unwrap_or_else(|e| format!("cannot launch: {e}"));
+            println!(
+                "  {:<13} {:>7} {:>5} {:>9} {:>10} {:>8} {:>7}/{:<6} {}",
+                k.name,
+                k.threads,
+                k.registers,
+                k.static_smem,
+                k.dynamic_smem,
+                k.stack_bytes,
+                k.spill_store_bytes,
+                k.spill_load_bytes,
+                occ
+            );
+        }
+    }
+    Ok(())
+}
+
+fn resources(k: &kernels::KernelInfo) -> CtaResources {
+    CtaResources {
+        threads: k.threads,
+        registers: k.registers.max(1),
+        static_smem: k.static_smem,
+        dynamic_smem: k.dynamic_smem,
+    }
+}
