@@ -82,10 +82,6 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
-__device__ __forceinline__ void prefetch_l2(const void* p) {
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
-
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
@@ -157,7 +153,9 @@ __device__ void dot_rows(const bf16* w, const float* x, int rows, int k, float* 
         float acc = 0.f;
         for (int c = lane; c < k / 8; c += 32) {
             uint4 packed = *reinterpret_cast<const uint4*>(row + c * 8);
-            const float* xv = x + c * 8;
+            float4 xa = *reinterpret_cast<const float4*>(x + c * 8);
+            float4 xb = *reinterpret_cast<const float4*>(x + c * 8 + 4);
+            float xv[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
             unsigned words[4] = {packed.x, packed.y, packed.z, packed.w};
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
@@ -170,9 +168,12 @@ __device__ void dot_rows(const bf16* w, const float* x, int rows, int k, float* 
     }
 }
 
-__device__ __forceinline__ int stage_bytes(int k);
-
-// Shared-memory layout of the matvec kernels: [weights stage | activation vector | results | scratch].
+// Shared-memory layout of the matvec kernels:
+// [weight stage: STAGE_BYTES | activation vector: k floats | results: 256 floats | scratch].
+// The stage size is a compile-time constant on purpose: sizing it from %dynamic_smem_size and
+// placing the vector after it made every matvec kernel about 2x slower on the H200 (the
+// vector's alignment was unknown and its loads were no longer vectorised); a vector-first layout
+// with a tile-sized stage measured 2-4% slower than this one.
 struct Smem {
     bf16* w;
     float* x;
@@ -180,23 +181,21 @@ struct Smem {
     float* scratch;
 };
 
-__device__ Smem carve(unsigned char* base, int k) {
-    Smem s;
-    s.w = (bf16*)base;
-    s.x = (float*)(base + stage_bytes(k));
-    s.res = s.x + k;
-    s.scratch = s.res + 256;
-    return s;
-}
-
 extern __shared__ __align__(16) unsigned char smem_raw[];
 
-// Bytes of the weight stage. A compile-time constant on purpose: reading the stage size from
-// %dynamic_smem_size made every matvec kernel about 2x slower on the H200 (the vector's
-// alignment is then unknown and its loads are no longer vectorised).
+// Bytes of the weight stage.
 __device__ __forceinline__ int stage_bytes(int k) {
     (void)k;
     return STAGE_BYTES;
+}
+
+__device__ Smem carve(unsigned char* base, int k) {
+    Smem s;
+    s.w = (bf16*)base;
+    s.x = (float*)(base + STAGE_BYTES);
+    s.res = s.x + k;
+    s.scratch = s.res + 256;
+    return s;
 }
 
 // Rows of a k-wide tile that fit one weight stage.
@@ -266,7 +265,22 @@ __device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, 
     }
 }
 
-// (2) Decode attention: task = (KV head, query-head group). Scores in shared memory.
+// (2) Decode attention: task = (KV head, query-head group). K and V rows are staged in shared
+// memory by cp.async in chunks of ATT_CHUNK positions: the history of the first chunk is issued
+// before the wait (it was written by earlier steps), the current position after it.
+#define ATT_CHUNK 256
+
+// Issues cp.async copies of rows [from, to) of a [pos][hd] bf16 cache into `dst` (row-major).
+__device__ void load_kv_rows(bf16* dst, const bf16* cache, int from, int to, int hd, int base) {
+    int chunks = hd / 8;
+    int total = (to - from) * chunks;
+    for (int i = threadIdx.x; i < total; i += THREADS) {
+        int r = from + i / chunks, c = i % chunks;
+        cp_async16(dst + (long)(r - base) * hd + c * 8, cache + (long)r * hd + c * 8);
+    }
+    cp_async_commit();
+}
+
 __device__ void attention_body(const Model& m, const Globals& g, const Layer& L, int t, int pdl, int early) {
     int gq = m.heads / m.kv_heads;
     int hp = gq / m.attn_split;
@@ -275,55 +289,64 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     int hd = m.head_dim;
     const bf16* kc = L.k_cache + (long)kvh * m.max_seq * hd;
     const bf16* vc = L.v_cache + (long)kvh * m.max_seq * hd;
-    // Independent loads: prefetch the KV history (positions written by earlier steps) into L2.
-    {
-        int hist = 0;
-        // The position is written by the host before the step: not produced by the step.
-        hist = *g.pos;
-        long bytes = (long)hist * hd * 2;
-        for (long off = threadIdx.x * 128; off < bytes; off += THREADS * 128) {
-            prefetch_l2((const unsigned char*)kc + off);
-            prefetch_l2((const unsigned char*)vc + off);
-        }
-    }
-    if (pdl && early) pdl_trigger();
-    if (pdl) pdl_wait();
+    // Layout: [K chunk | V chunk | q (hp x hd floats) | scores (hp x max_seq) | partials].
+    bf16* kbuf = (bf16*)smem_raw;
+    bf16* vbuf = kbuf + ATT_CHUNK * hd;
+    float* q = (float*)(vbuf + ATT_CHUNK * hd);
+    float* scores = q + hp * hd;
+    // The position is written by the host before the step, so it may be read before the wait.
     int p = *g.pos;
     int len = p + 1;
-    float* q = (float*)smem_raw;         // [hp][hd]
-    float* scores = q + hp * hd;         // [hp][len]
-    float* scratch = scores + hp * m.max_seq;
+    int first = len < ATT_CHUNK ? len : ATT_CHUNK;
+    // Independent loads: the history of the first chunk (positions < p).
+    int hist = p < first ? p : first;
+    load_kv_rows(kbuf, kc, 0, hist, hd, 0);
+    load_kv_rows(vbuf, vc, 0, hist, hd, 0);
+    if (pdl && early) pdl_trigger();
+    if (pdl) pdl_wait();
+    if (hist < first) {  // the current position, written by this step's QKV grid
+        load_kv_rows(kbuf, kc, hist, first, hd, 0);
+        load_kv_rows(vbuf, vc, hist, first, hd, 0);
+    }
     for (int i = threadIdx.x; i < hp * hd; i += THREADS) q[i] = L.qkv[qh0 * hd + i];
-    __syncthreads();
     float scale = rsqrtf((float)hd);
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    // Scores: one thread per position, the K row read with 16-byte loads.
-    for (int pos = threadIdx.x; pos < len; pos += THREADS) {
-        const uint4* krow = reinterpret_cast<const uint4*>(kc + (long)pos * hd);
-        float acc[8];
+    // Scores, chunk by chunk: one thread per position.
+    for (int base = 0; base < len; base += ATT_CHUNK) {
+        int end = base + ATT_CHUNK < len ? base + ATT_CHUNK : len;
+        if (base > 0) {
+            __syncthreads();
+            load_kv_rows(kbuf, kc, base, end, hd, base);
+        }
+        cp_async_wait_all();
+        __syncthreads();
+        for (int pos = base + threadIdx.x; pos < end; pos += THREADS) {
+            const uint4* krow = reinterpret_cast<const uint4*>(kbuf + (long)(pos - base) * hd);
+            float acc[8];
 #pragma unroll
-        for (int h = 0; h < 8; ++h) acc[h] = 0.f;
-        for (int c = 0; c < hd / 8; ++c) {
-            uint4 w = krow[c];
-            unsigned words[4] = {w.x, w.y, w.z, w.w};
-            float kv[8];
+            for (int h = 0; h < 8; ++h) acc[h] = 0.f;
+            for (int c = 0; c < hd / 8; ++c) {
+                uint4 w = krow[c];
+                unsigned words[4] = {w.x, w.y, w.z, w.w};
+                float kv[8];
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                kv[2 * j] = __uint_as_float(words[j] << 16);
-                kv[2 * j + 1] = __uint_as_float(words[j] & 0xFFFF0000u);
-            }
+                for (int j = 0; j < 4; ++j) {
+                    kv[2 * j] = __uint_as_float(words[j] << 16);
+                    kv[2 * j + 1] = __uint_as_float(words[j] & 0xFFFF0000u);
+                }
 #pragma unroll
-            for (int h = 0; h < 8; ++h) {
-                if (h < hp) {
-                    const float* qh = q + h * hd + c * 8;
+                for (int h = 0; h < 8; ++h) {
+                    if (h < hp) {
+                        const float* qh = q + h * hd + c * 8;
 #pragma unroll
-                    for (int j = 0; j < 8; ++j) acc[h] += qh[j] * kv[j];
+                        for (int j = 0; j < 8; ++j) acc[h] += qh[j] * kv[j];
+                    }
                 }
             }
-        }
 #pragma unroll
-        for (int h = 0; h < 8; ++h)
-            if (h < hp) scores[h * len + pos] = acc[h] * scale;
+            for (int h = 0; h < 8; ++h)
+                if (h < hp) scores[h * len + pos] = acc[h] * scale;
+        }
     }
     __syncthreads();
     // Softmax per head: warp h handles head h (and h + WARPS, ...).
@@ -341,26 +364,34 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
         float inv = 1.f / sum;
         for (int i = lane; i < len; i += 32) scores[h * len + i] *= inv;
     }
-    __syncthreads();
-    // Output: warp w takes positions w, w + WARPS, ...; each lane holds hp x (hd / 32)
-    // accumulators; warps are then summed through shared memory (scores are no longer needed).
+    // Output: warp w takes positions w, w + WARPS, ... of each chunk; lanes hold hp x (hd / 32)
+    // accumulators; warps are summed through shared memory at the end.
     const int per_lane = (hd + 31) / 32;  // <= 4 (checked on the host)
     float acc[8][4];
 #pragma unroll
     for (int h = 0; h < 8; ++h)
 #pragma unroll
         for (int j = 0; j < 4; ++j) acc[h][j] = 0.f;
-    for (int pos = warp; pos < len; pos += WARPS) {
-        const bf16* vrow = vc + (long)pos * hd;
-        float v[4];
+    for (int base = 0; base < len; base += ATT_CHUNK) {
+        int end = base + ATT_CHUNK < len ? base + ATT_CHUNK : len;
+        if (base > 0) {
+            __syncthreads();
+            load_kv_rows(vbuf, vc, base, end, hd, base);
+            cp_async_wait_all();
+        }
+        __syncthreads();
+        for (int pos = base + warp; pos < end; pos += WARPS) {
+            const bf16* vrow = vbuf + (long)(pos - base) * hd;
+            float v[4];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) v[j] = (j < per_lane && lane + 32 * j < hd) ? bf2f(vrow[lane + 32 * j]) : 0.f;
+            for (int j = 0; j < 4; ++j) v[j] = (j < per_lane && lane + 32 * j < hd) ? bf2f(vrow[lane + 32 * j]) : 0.f;
 #pragma unroll
-        for (int h = 0; h < 8; ++h) {
-            if (h < hp) {
-                float p_h = scores[h * len + pos];
+            for (int h = 0; h < 8; ++h) {
+                if (h < hp) {
+                    float p_h = scores[h * len + pos];
 #pragma unroll
-                for (int j = 0; j < 4; ++j) acc[h][j] += p_h * v[j];
+                    for (int j = 0; j < 4; ++j) acc[h][j] += p_h * v[j];
+                }
             }
         }
     }
@@ -377,7 +408,6 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
         for (int w = 0; w < WARPS; ++w) sum += partial[w * hp * hd + i];
         L.attn[qh0 * hd + i] = sum;
     }
-    (void)scratch;
 }
 
 // (3)/(5) Split-K matvec + residual: tile = chunk * row_tiles + row_tile. Each chunk stores its
@@ -432,15 +462,29 @@ __device__ void up_gate_body(const Model& m, const Globals& g, const Layer& L, i
     int T = m.tile_rows;
     Smem s = carve(smem_raw, m.hidden);
     long row0 = (long)t * T;
-    load_tile(s.w, L.w_gate, row0, stage_rows_for(T, m.hidden), m.hidden, 0, m.hidden);
+    // Both matrices' rows in one stage when they fit (all loads issued before the wait).
+    bool one_stage = 2 * T * m.hidden * 2 <= stage_bytes(m.hidden);
+    if (one_stage) {
+        load_tile(s.w, L.w_gate, row0, T, m.hidden, 0, m.hidden);
+        load_tile(s.w + (long)T * m.hidden, L.w_up, row0, T, m.hidden, 0, m.hidden);
+    } else {
+        load_tile(s.w, L.w_gate, row0, stage_rows_for(T, m.hidden), m.hidden, 0, m.hidden);
+    }
     if (pdl && early) pdl_trigger();
     if (pdl) pdl_wait();
     for (int i = threadIdx.x; i < m.hidden; i += THREADS) s.x[i] = L.x_mid[i];
     __syncthreads();
     rmsnorm_inplace(s.x, L.norm2, m.hidden, m.eps, s.scratch);
-    staged_dots(s, L.w_gate, row0, T, m.hidden, 0, m.hidden, s.res);
-    load_tile(s.w, L.w_up, row0, stage_rows_for(T, m.hidden), m.hidden, 0, m.hidden);
-    staged_dots(s, L.w_up, row0, T, m.hidden, 0, m.hidden, s.res + T);
+    if (one_stage) {
+        cp_async_wait_all();
+        __syncthreads();
+        dot_rows(s.w, s.x, 2 * T, m.hidden, s.res);
+        __syncthreads();
+    } else {
+        staged_dots(s, L.w_gate, row0, T, m.hidden, 0, m.hidden, s.res);
+        load_tile(s.w, L.w_up, row0, stage_rows_for(T, m.hidden), m.hidden, 0, m.hidden);
+        staged_dots(s, L.w_up, row0, T, m.hidden, 0, m.hidden, s.res + T);
+    }
     for (int i = threadIdx.x; i < T; i += THREADS) {
         float gt = s.res[i], up = s.res[T + i];
         L.h[row0 + i] = gt / (1.f + __expf(-gt)) * up;

@@ -910,6 +910,51 @@ impl Drop for Runner {
     }
 }
 
+/// Registers, static shared memory and local (spill/stack) bytes of every kernel as the driver
+/// reports them after loading `cubin` on `gpu`: the authoritative figures, used when the
+/// compiler log carries none.
+pub fn loaded_kernel_info(gpu: &Gpu, cubin: &[u8]) -> Result<Vec<KernelInfo>, BackendError> {
+    let _ = gpu;
+    // SAFETY: the cubin is a complete image produced by NVRTC.
+    let module = check(
+        unsafe { result::module::load_data(cubin.as_ptr() as *const c_void) },
+        "cuModuleLoadData",
+        "mkc.cu",
+    )?;
+    let mut out = Vec::new();
+    let names = kernels::ENTRY_POINTS.iter().map(|(n, _)| *n).chain([
+        "k_read_bw",
+        "k_fill_matrix",
+        "k_fill_norm",
+    ]);
+    for name in names {
+        let f = func(module, name)?;
+        let attr = |a| {
+            // SAFETY: valid function and attribute.
+            check(
+                unsafe { result::function::get_function_attribute(f, a) },
+                "cuFuncGetAttribute",
+                name,
+            )
+        };
+        use sys::CUfunction_attribute as A;
+        let local = attr(A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)? as u32;
+        out.push(KernelInfo {
+            name: name.to_string(),
+            threads: THREADS,
+            registers: attr(A::CU_FUNC_ATTRIBUTE_NUM_REGS)? as u32,
+            static_smem: attr(A::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)? as u32,
+            dynamic_smem: 0,
+            stack_bytes: local,
+            spill_store_bytes: 0,
+            spill_load_bytes: 0,
+        });
+    }
+    // SAFETY: loaded above, unloaded once.
+    unsafe { result::module::unload(module) }.ok();
+    Ok(out)
+}
+
 /// SMs of the runner's GPU.
 pub fn sm_count(r: &Runner) -> u32 {
     r._gpu.sms as u32

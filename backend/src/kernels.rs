@@ -188,7 +188,7 @@ pub fn parse_ptxas_log(log: &str) -> Vec<KernelInfo> {
 /// Dynamic shared memory each operator kernel needs for `model`.
 pub fn dynamic_smem(model: &Model, kind: OpKind) -> u32 {
     let g = &model.geometry;
-    // [weight stage | activation vector (k floats) | 256 result floats | scratch]
+    // [weight stage (STAGE_BYTES) | activation vector (k floats) | 256 result floats | scratch]
     let vector = |k: u32| STAGE_BYTES + k * 4 + 256 * 4 + 64;
     match kind {
         OpKind::QkvRope | OpKind::UpGate | OpKind::LmHead => vector(g.hidden),
@@ -197,7 +197,8 @@ pub fn dynamic_smem(model: &Model, kind: OpKind) -> u32 {
         OpKind::Attention => {
             let hp = model.heads_per_attention_task();
             let scores = (hp * model.workload.max_seq_len).max(WARPS * hp * g.head_dim);
-            (hp * g.head_dim + scores + 64) * 4
+            // K and V chunks of ATT_CHUNK (256) rows in bf16, then q and the scores.
+            2 * 256 * g.head_dim * 2 + (hp * g.head_dim + scores + 64) * 4
         }
     }
 }

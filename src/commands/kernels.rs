@@ -17,13 +17,21 @@ pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
         ))
     })?;
     let compiled = kernels::compile(&args.arch)?;
-    let infos = kernels::with_model(compiled.kernels, &model);
-    if infos.is_empty() {
-        return Err(CommandError::Internal(format!(
-            "NVRTC reported no kernels; its log:\n{}",
-            compiled.log
-        )));
+    let mut found = compiled.kernels;
+    let mut source = "ptxas log";
+    if found.is_empty() {
+        // Some NVRTC builds print no ptxas statistics; the driver knows them once loaded.
+        let gpu = mkc_backend::gpu::Gpu::open().map_err(|e| {
+            CommandError::Internal(format!(
+                "NVRTC printed no ptxas statistics and no GPU is available to ask the driver \
+                 ({e}); compiler log:\n{}",
+                compiled.log
+            ))
+        })?;
+        found = mkc_backend::gpu::loaded_kernel_info(&gpu, &compiled.cubin)?;
+        source = "driver (cuFuncGetAttribute; local bytes shown as stack)";
     }
+    let infos = kernels::with_model(found, &model);
     let rules = ArchRules::of(arch);
     if args.json {
         let rows: Vec<serde_json::Value> = infos
@@ -43,7 +51,7 @@ pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
         println!("{}", serde_json::Value::Array(rows));
     } else {
         println!(
-            "mkc kernels: {} for {} ({} shapes)",
+            "mkc kernels: {} for {} ({} kernels; figures from the {source})",
             args.arch,
             model.name,
             infos.len()

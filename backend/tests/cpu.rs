@@ -1,0 +1,248 @@
+//! Backend tests that need no GPU: the weight generator, the layout, the checkpoint loader, the
+//! CPU reference and the ptxas-log parser. NVRTC compilation runs when NVRTC is installed and
+//! says so when it is skipped.
+
+use mkc_backend::kernels;
+use mkc_backend::reference::{argmax_margin, rel_l2, Reference};
+use mkc_backend::weights::{self, bf2f, f2bf, layout, value, Fill, LayerTensor};
+use mkc_ir::embedded::resolve_model;
+
+#[test]
+fn bf16_rounding_is_round_to_nearest_even() {
+    assert_eq!(f2bf(1.0), 0x3F80);
+    // 1 + 2^-8 is exactly half-way between two bf16 values: ties to even (down).
+    assert_eq!(f2bf(1.0 + 2f32.powi(-8)), 0x3F80);
+    // 1 + 3 * 2^-8 ties up to the even neighbour.
+    assert_eq!(f2bf(1.0 + 3.0 * 2f32.powi(-8)), 0x3F82);
+    assert_eq!(bf2f(f2bf(-2.5)), -2.5);
+}
+
+#[test]
+fn generated_weights_are_exact_deterministic_and_seeded() {
+    let m = resolve_model("tiny").unwrap();
+    let specs = layout(&m);
+    let qkv = &specs[0];
+    let Fill::Matrix { shift } = qkv.fill else {
+        panic!("a matrix")
+    };
+    let a: Vec<u16> = (0..1000).map(|i| value(qkv, 7, i)).collect();
+    let b: Vec<u16> = (0..1000).map(|i| value(qkv, 7, i)).collect();
+    let c: Vec<u16> = (0..1000).map(|i| value(qkv, 8, i)).collect();
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+    for &w in &a {
+        // Every value is (byte - 128) * 2^-shift, exactly.
+        let k = bf2f(w) * 2f32.powi(shift);
+        assert_eq!(k, k.round());
+        assert!((-128.0..=127.0).contains(&k));
+    }
+    let distinct: std::collections::HashSet<u16> = a.iter().copied().collect();
+    assert!(distinct.len() > 100, "values spread over the byte range");
+}
+
+#[test]
+fn layout_covers_the_model_weights() {
+    for name in ["tiny", "llama1b", "llama8b"] {
+        let m = resolve_model(name).unwrap();
+        let bytes: u64 = layout(&m).iter().map(|s| s.len() * 2).sum();
+        let embed = if m.geometry.tied_embeddings {
+            0
+        } else {
+            m.geometry.vocab as u64 * m.geometry.hidden as u64 * 2
+        };
+        assert_eq!(bytes, m.weight_bytes() + embed, "{name}");
+    }
+}
+
+#[test]
+fn reference_is_finite_and_bf16_kv_stays_close_to_f32() {
+    let m = resolve_model("tiny").unwrap();
+    let w = weights::generate(&m, 3);
+    let mut bf = Reference::new(&m, &w, true);
+    let mut f = Reference::new(&m, &w, false);
+    for pos in 0..6 {
+        let tok = (pos * 37 + 5) % m.geometry.vocab;
+        let a = bf.step(tok, pos);
+        let b = f.step(tok, pos);
+        assert_eq!(a.len(), m.geometry.vocab as usize);
+        assert!(a.iter().all(|v| v.is_finite()));
+        let err = rel_l2(&a, &b);
+        assert!(err > 0.0 && err < 1e-2, "pos {pos}: {err}");
+    }
+    let (i, margin) = argmax_margin(&[0.5, 2.0, 1.5, 2.0]);
+    assert_eq!((i, margin), (1, 0.0), "ties go to the smallest index");
+}
+
+#[test]
+fn checkpoint_loader_checks_geometry_and_interleaves_q_k_rows() {
+    use safetensors::tensor::{serialize_to_file, Dtype, TensorView};
+    let m = resolve_model("tiny").unwrap();
+    let g = &m.geometry;
+    let dir = std::env::temp_dir().join(format!("mkc-ckpt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (h, i, hd) = (
+        g.hidden as usize,
+        g.intermediate as usize,
+        g.head_dim as usize,
+    );
+    let (heads, kvh) = (g.heads as usize, g.kv_heads as usize);
+    // Every element holds its own row index (as bf16), so permutations are visible.
+    let rows_tensor = |rows: usize, cols: usize| -> Vec<u8> {
+        (0..rows * cols)
+            .flat_map(|e| f2bf((e / cols) as f32).to_le_bytes())
+            .collect()
+    };
+    let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+    for l in 0..g.layers as usize {
+        let p = format!("model.layers.{l}.");
+        tensors.push((
+            format!("{p}self_attn.q_proj.weight"),
+            vec![heads * hd, h],
+            rows_tensor(heads * hd, h),
+        ));
+        tensors.push((
+            format!("{p}self_attn.k_proj.weight"),
+            vec![kvh * hd, h],
+            rows_tensor(kvh * hd, h),
+        ));
+        tensors.push((
+            format!("{p}self_attn.v_proj.weight"),
+            vec![kvh * hd, h],
+            rows_tensor(kvh * hd, h),
+        ));
+        tensors.push((
+            format!("{p}self_attn.o_proj.weight"),
+            vec![h, heads * hd],
+            rows_tensor(h, heads * hd),
+        ));
+        tensors.push((
+            format!("{p}mlp.gate_proj.weight"),
+            vec![i, h],
+            rows_tensor(i, h),
+        ));
+        tensors.push((
+            format!("{p}mlp.up_proj.weight"),
+            vec![i, h],
+            rows_tensor(i, h),
+        ));
+        tensors.push((
+            format!("{p}mlp.down_proj.weight"),
+            vec![h, i],
+            rows_tensor(h, i),
+        ));
+        tensors.push((
+            format!("{p}input_layernorm.weight"),
+            vec![h],
+            rows_tensor(1, h),
+        ));
+        tensors.push((
+            format!("{p}post_attention_layernorm.weight"),
+            vec![h],
+            rows_tensor(1, h),
+        ));
+    }
+    tensors.push((
+        "model.embed_tokens.weight".into(),
+        vec![g.vocab as usize, h],
+        rows_tensor(g.vocab as usize, h),
+    ));
+    tensors.push(("model.norm.weight".into(), vec![h], rows_tensor(1, h)));
+    let views: Vec<(String, TensorView)> = tensors
+        .iter()
+        .map(|(n, shape, data)| {
+            (
+                n.clone(),
+                TensorView::new(Dtype::BF16, shape.clone(), data).unwrap(),
+            )
+        })
+        .collect();
+    serialize_to_file(views, None, &dir.join("model.safetensors")).unwrap();
+    let config = |layers: u32| {
+        format!(
+            r#"{{"hidden_size": {h}, "intermediate_size": {i}, "num_hidden_layers": {layers},
+                "num_attention_heads": {heads}, "num_key_value_heads": {kvh}, "head_dim": {hd},
+                "vocab_size": {}, "tie_word_embeddings": true, "rope_theta": 10000.0}}"#,
+            g.vocab
+        )
+    };
+    std::fs::write(dir.join("config.json"), config(g.layers)).unwrap();
+    let w = weights::load_checkpoint(&dir, &m).expect("loads");
+    let qkv = w.layer(0, LayerTensor::Qkv);
+    let row = |r: usize| bf2f(qkv[r * h]) as usize;
+    // Head 0 of q: rows 0, hd/2, 1, hd/2 + 1, ... (rotate-half pairs side by side).
+    assert_eq!((row(0), row(1), row(2), row(3)), (0, hd / 2, 1, hd / 2 + 1));
+    // k starts after q, with its own interleaving; v is copied as is.
+    assert_eq!((row(heads * hd), row(heads * hd + 1)), (0, hd / 2));
+    assert_eq!(row((heads + kvh) * hd + 3), 3);
+    // A geometry mismatch names the field.
+    std::fs::write(dir.join("config.json"), config(g.layers + 1)).unwrap();
+    let err = weights::load_checkpoint(&dir, &m).unwrap_err().to_string();
+    assert!(err.contains("num_hidden_layers"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn ptxas_log_is_parsed_per_kernel() {
+    let log = "ptxas info    : 0 bytes gmem\n\
+        ptxas info    : Compiling entry function 'k_down' for 'sm_90a'\n\
+        ptxas info    : Function properties for k_down\n\
+            8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads\n\
+        ptxas info    : Used 48 registers, used 1 barriers, 16 bytes smem, 400 bytes cmem[0]\n\
+        ptxas info    : Compiling entry function 'k_up_gate' for 'sm_90a'\n\
+        ptxas info    : Used 40 registers, used 1 barriers, 400 bytes cmem[0]\n";
+    let k = kernels::parse_ptxas_log(log);
+    assert_eq!(k.len(), 2);
+    assert_eq!(
+        (k[0].name.as_str(), k[0].registers, k[0].static_smem),
+        ("k_down", 48, 16)
+    );
+    assert_eq!(
+        (
+            k[0].stack_bytes,
+            k[0].spill_store_bytes,
+            k[0].spill_load_bytes
+        ),
+        (8, 4, 12)
+    );
+    assert_eq!((k[1].registers, k[1].static_smem), (40, 0));
+}
+
+#[test]
+fn kernels_compile_with_nvrtc_when_installed() {
+    match kernels::compile("sm_90a") {
+        Err(mkc_backend::BackendError::NoNvrtc) => {
+            eprintln!("SKIPPED: no NVRTC library found (set LD_LIBRARY_PATH to an NVRTC 13 lib directory)");
+        }
+        Err(e) => panic!("{e}"),
+        Ok(c) => {
+            assert!(!c.cubin.is_empty());
+            for (name, _) in kernels::ENTRY_POINTS {
+                let k = c
+                    .kernels
+                    .iter()
+                    .find(|k| k.name == *name)
+                    .unwrap_or_else(|| panic!("{name} missing"));
+                assert!(
+                    k.registers > 0 && k.registers <= 255,
+                    "{name}: {}",
+                    k.registers
+                );
+                assert_eq!(k.spill_store_bytes, 0, "{name} spills");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_gpu_runner_refuses_cleanly_without_a_device() {
+    match mkc_backend::gpu::Gpu::open() {
+        Ok(g) => eprintln!(
+            "GPU present ({}): the no-device path is not exercised here",
+            g.name
+        ),
+        Err(e) => {
+            eprintln!("SKIPPED GPU tests: {e}");
+            assert!(matches!(e, mkc_backend::BackendError::NoDevice(_)), "{e}");
+        }
+    }
+}
