@@ -154,6 +154,10 @@ pub struct SimulateArgs {
     /// Also simulate every decode step of the workload (KV length growing).
     #[arg(long)]
     pub trajectory: bool,
+    /// Use the CUDA backend's compiled kernel resources (NVRTC; no GPU needed) instead of the
+    /// model file's declared ones for the pdl and graph grids.
+    #[arg(long)]
+    pub compiled_kernels: bool,
     /// Print one JSON object (an array of them for `--target all`).
     #[arg(long)]
     pub json: bool,

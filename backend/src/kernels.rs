@@ -253,3 +253,23 @@ pub fn check_model(model: &Model) -> Result<(), BackendError> {
     }
     Ok(())
 }
+
+/// Replaces the declared CTA resources of a chain schedule's grids with the compiled kernels'
+/// (threads, registers, static + dynamic shared memory), so that occupancy and the simulator
+/// describe what the backend launches. Returns how many grids were updated.
+pub fn apply_to_schedule(schedule: &mut mkc_scheduler::Schedule, infos: &[KernelInfo]) -> usize {
+    let kinds: Vec<OpKind> = schedule.graph.ops.iter().map(|o| o.kind).collect();
+    let mut updated = 0;
+    if let mkc_scheduler::Plan::Chain(plan) = &mut schedule.plan {
+        for k in &mut plan.kernels {
+            let name = entry_point(kinds[k.op.index()]);
+            if let Some(info) = infos.iter().find(|i| i.name == name) {
+                k.threads = info.threads;
+                k.registers = info.registers;
+                k.dynamic_smem_bytes = info.static_smem + info.dynamic_smem;
+                updated += 1;
+            }
+        }
+    }
+    updated
+}

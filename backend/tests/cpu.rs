@@ -246,3 +246,41 @@ fn the_gpu_runner_refuses_cleanly_without_a_device() {
         }
     }
 }
+
+#[test]
+fn compiled_resources_replace_the_declared_ones_in_chain_schedules() {
+    let m = resolve_model("tiny").unwrap();
+    let dev = mkc_ir::embedded::resolve_device("h200").unwrap();
+    let opts = mkc_scheduler::CompileOptions {
+        target: mkc_scheduler::Target::Pdl,
+        ..Default::default()
+    };
+    let mut s = mkc_scheduler::compile(&m, &dev, &opts).schedule;
+    let infos: Vec<kernels::KernelInfo> = kernels::ENTRY_POINTS
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _))| kernels::KernelInfo {
+            name: name.to_string(),
+            threads: 256,
+            registers: 40 + i as u32,
+            static_smem: 16,
+            dynamic_smem: 1000 * (i as u32 + 1),
+            stack_bytes: 0,
+            spill_store_bytes: 0,
+            spill_load_bytes: 0,
+        })
+        .collect();
+    let n = kernels::apply_to_schedule(&mut s, &infos);
+    let plan = s.chain().unwrap();
+    assert_eq!(n, plan.kernels.len());
+    for k in &plan.kernels {
+        let kind = s.graph.op(k.op).kind;
+        let i = kernels::ENTRY_POINTS
+            .iter()
+            .position(|(_, kk)| *kk == kind)
+            .unwrap();
+        assert_eq!((k.threads, k.registers), (256, 40 + i as u32));
+        assert_eq!(k.dynamic_smem_bytes, 16 + 1000 * (i as u32 + 1));
+    }
+    assert!(mkc_scheduler::check::check(&s).is_empty());
+}

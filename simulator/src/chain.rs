@@ -42,26 +42,29 @@ struct Grid {
     parked: Vec<(u32, usize)>,
 }
 
-/// CTA slots per SM for a chain schedule's kernels (the first kernel's occupancy; all of
-/// mkc's grids share one resource declaration). At least 1.
-pub fn slots_per_sm(s: &Schedule, device: &DeviceProfile, options: &SimOptions) -> u32 {
+/// CTA slots per SM of every grid of a chain schedule (its occupancy; at least 1).
+pub fn slots_per_sm(s: &Schedule, device: &DeviceProfile, options: &SimOptions) -> Vec<u32> {
     let rules = ArchRules::of(device.arch);
     s.chain()
-        .and_then(|c| c.kernels.first())
-        .and_then(|k| {
-            occupancy(
-                &rules,
-                &CtaResources {
-                    threads: k.threads,
-                    registers: k.registers,
-                    static_smem: 0,
-                    dynamic_smem: k.dynamic_smem_bytes,
-                },
-                options.carveout_pct,
-            )
-            .ok()
+        .map(|c| {
+            c.kernels
+                .iter()
+                .map(|k| {
+                    occupancy(
+                        &rules,
+                        &CtaResources {
+                            threads: k.threads,
+                            registers: k.registers,
+                            static_smem: 0,
+                            dynamic_smem: k.dynamic_smem_bytes,
+                        },
+                        options.carveout_pct,
+                    )
+                    .map_or(1, |o| o.blocks_per_sm.max(1))
+                })
+                .collect()
         })
-        .map_or(1, |o| o.blocks_per_sm.max(1))
+        .unwrap_or_default()
 }
 
 /// Simulates one step at KV length `kv_len`.
@@ -108,7 +111,7 @@ pub fn simulate(
             return;
         }
         for sm in 0..used.len() {
-            while used[sm] < slots && grids[k].next_cta < plan.kernels[k].ctas {
+            while used[sm] < slots[k] && grids[k].next_cta < plan.kernels[k].ctas {
                 if !options.coresidency {
                     if let Some((o, count)) = owner[sm] {
                         if o != k && count > 0 {

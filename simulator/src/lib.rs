@@ -104,7 +104,7 @@ pub fn kernel_occupancy(
         return Err(SimError::NoPdl(device.name.clone()));
     }
     let rules = ArchRules::of(device.arch);
-    let mut decls: Vec<(String, CtaResources)> = match (&s.persistent(), &s.chain()) {
+    let decls: Vec<(String, CtaResources)> = match (&s.persistent(), &s.chain()) {
         (Some(p), _) => vec![(
             "persistent".to_string(),
             CtaResources {
@@ -132,7 +132,13 @@ pub fn kernel_occupancy(
         _ => Vec::new(),
     };
     // Grids sharing one declaration are reported once, under the first one's name.
-    decls.dedup_by(|a, b| a.1 == b.1);
+    let mut unique: Vec<(String, CtaResources)> = Vec::new();
+    for d in decls {
+        if !unique.iter().any(|u| u.1 == d.1) {
+            unique.push(d);
+        }
+    }
+    let decls = unique;
     decls
         .into_iter()
         .map(|(name, r)| {

@@ -62,6 +62,12 @@ pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
     let workload = args
         .trajectory
         .then_some((model.workload.prompt_len, model.workload.generate));
+    let compiled = if args.compiled_kernels {
+        let c = mkc_backend::kernels::compile("sm_90a")?;
+        Some(mkc_backend::kernels::with_model(c.kernels, &model))
+    } else {
+        None
+    };
     let mut reports: Vec<SimReport> = Vec::new();
     for target in targets {
         let opts = CompileOptions {
@@ -74,7 +80,10 @@ pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
             trigger,
             ..CompileOptions::default()
         };
-        let s = compile(&model, &device, &opts).schedule;
+        let mut s = compile(&model, &device, &opts).schedule;
+        if let Some(infos) = &compiled {
+            mkc_backend::kernels::apply_to_schedule(&mut s, infos);
+        }
         let (report, timeline) = simulate(&s, &device, &sim, workload)
             .map_err(|e| CommandError::Input(format!("{e}.")))?;
         if let Some(path) = &args.trace {
@@ -133,7 +142,7 @@ fn table(model: &str, reports: &[SimReport]) -> String {
         let occ: Vec<String> = r
             .occupancy
             .iter()
-            .map(|o| format!("{} CTA/SM ({})", o.blocks_per_sm, o.limiter))
+            .map(|o| format!("{} {} CTA/SM ({})", o.kernel, o.blocks_per_sm, o.limiter))
             .collect();
         s += &format!("  {:<11} occupancy: {}\n", "", occ.join(", "));
     }
