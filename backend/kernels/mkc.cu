@@ -145,26 +145,50 @@ __device__ void rmsnorm_inplace(float* x, const bf16* w, int n, float eps, float
     __syncthreads();
 }
 
-// out[r] = dot(W[r], x) for `rows` dense rows of length k in shared memory; one warp per row.
-__device__ void dot_rows(const bf16* w, const float* x, int rows, int k, float* out) {
+// out[r] = dot(W[r], x) for `rows` dense rows of length k in shared memory.
+// Each thread owns 8-column chunks (t, t + THREADS, ...) and keeps their x values in registers
+// while it walks down the rows, so shared memory carries each weight once and each x value once
+// per chunk: reading x again for every row made the dot product, not HBM, the bottleneck
+// (compute alone took as long as the bandwidth floor). Per-row sums are reduced across lanes with
+// shuffles and across warps through `scratch` (WARPS x DOT_ROWS floats).
+#define DOT_ROWS 16
+__device__ void dot_rows(const bf16* w, const float* x, int rows, int k, float* out, float* scratch) {
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int r = warp; r < rows; r += WARPS) {
-        const bf16* row = w + (long)r * k;
-        float acc = 0.f;
-        for (int c = lane; c < k / 8; c += 32) {
-            uint4 packed = *reinterpret_cast<const uint4*>(row + c * 8);
+    int chunks = k / 8;
+    for (int r0 = 0; r0 < rows; r0 += DOT_ROWS) {
+        int n = rows - r0 < DOT_ROWS ? rows - r0 : DOT_ROWS;
+        float acc[DOT_ROWS];
+#pragma unroll
+        for (int r = 0; r < DOT_ROWS; ++r) acc[r] = 0.f;
+        for (int c = threadIdx.x; c < chunks; c += THREADS) {
             float4 xa = *reinterpret_cast<const float4*>(x + c * 8);
             float4 xb = *reinterpret_cast<const float4*>(x + c * 8 + 4);
             float xv[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
-            unsigned words[4] = {packed.x, packed.y, packed.z, packed.w};
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                acc += __uint_as_float(words[j] << 16) * xv[2 * j];
-                acc += __uint_as_float(words[j] & 0xFFFF0000u) * xv[2 * j + 1];
+            for (int r = 0; r < DOT_ROWS; ++r) {
+                if (r < n) {
+                    uint4 packed = *reinterpret_cast<const uint4*>(w + (long)(r0 + r) * k + c * 8);
+                    unsigned words[4] = {packed.x, packed.y, packed.z, packed.w};
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        acc[r] += __uint_as_float(words[j] << 16) * xv[2 * j];
+                        acc[r] += __uint_as_float(words[j] & 0xFFFF0000u) * xv[2 * j + 1];
+                    }
+                }
             }
         }
-        acc = warp_sum(acc);
-        if (lane == 0) out[r] = acc;
+#pragma unroll
+        for (int r = 0; r < DOT_ROWS; ++r) {
+            float v = warp_sum(acc[r]);
+            if (lane == 0 && r < n) scratch[warp * DOT_ROWS + r] = v;
+        }
+        __syncthreads();
+        if (threadIdx.x < n) {
+            float t = 0.f;
+            for (int wi = 0; wi < WARPS; ++wi) t += scratch[wi * DOT_ROWS + threadIdx.x];
+            out[r0 + threadIdx.x] = t;
+        }
+        __syncthreads();
     }
 }
 
@@ -216,7 +240,7 @@ __device__ void staged_dots(const Smem& s, const bf16* w, long row0, int rows, l
         }
         cp_async_wait_all();
         __syncthreads();
-        dot_rows(s.w, s.x, n, k, out + done);
+        dot_rows(s.w, s.x, n, k, out + done, s.scratch);
     }
     __syncthreads();
 }
@@ -478,7 +502,7 @@ __device__ void up_gate_body(const Model& m, const Globals& g, const Layer& L, i
     if (one_stage) {
         cp_async_wait_all();
         __syncthreads();
-        dot_rows(s.w, s.x, 2 * T, m.hidden, s.res);
+        dot_rows(s.w, s.x, 2 * T, m.hidden, s.res, s.scratch);
         __syncthreads();
     } else {
         staged_dots(s, L.w_gate, row0, T, m.hidden, 0, m.hidden, s.res);

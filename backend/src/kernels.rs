@@ -188,8 +188,9 @@ pub fn parse_ptxas_log(log: &str) -> Vec<KernelInfo> {
 /// Dynamic shared memory each operator kernel needs for `model`.
 pub fn dynamic_smem(model: &Model, kind: OpKind) -> u32 {
     let g = &model.geometry;
-    // [weight stage (STAGE_BYTES) | activation vector (k floats) | 256 result floats | scratch]
-    let vector = |k: u32| STAGE_BYTES + k * 4 + 256 * 4 + 64;
+    // [weight stage (STAGE_BYTES) | activation vector (k floats) | 256 result floats | scratch
+    // (WARPS x DOT_ROWS floats for the dot product's cross-warp sums)]
+    let vector = |k: u32| STAGE_BYTES + k * 4 + 256 * 4 + WARPS * 16 * 4;
     match kind {
         OpKind::QkvRope | OpKind::UpGate | OpKind::LmHead => vector(g.hidden),
         OpKind::OProj => vector(model.q_dim() / model.lowering.vtp_shards.attention_o_proj),
