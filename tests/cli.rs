@@ -294,7 +294,7 @@ fn simulate_writes_a_perfetto_trace_and_a_sweep_csv() {
     assert!(o.status.success(), "{}", stderr(&o));
     let csv = stdout(&o);
     assert_eq!(csv.lines().count(), 1 + 2 * 2 * 2);
-    assert!(csv.starts_with("target,policy,sms"));
+    assert!(csv.starts_with("target,policy,trigger,sms"));
     std::fs::write(&spec, "Sweep(targetz: [])").unwrap();
     let o = mkc(&["simulate", "tiny", "--sweep", spec.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));

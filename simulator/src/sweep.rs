@@ -1,18 +1,24 @@
 //! What-if sweeps: the cartesian product of knob values, compiled and simulated in parallel.
 //!
-//! A sweep spec is a RON file; every list left out keeps the model's or device's value:
+//! A sweep spec is a RON file; every list left out keeps the model's or the device's value.
+//! Policies apply to the persistent target only, triggers to pdl only.
 //!
 //! ```ron
 //! Sweep(
 //!     targets: [persistent, pdl, graph],
+//!     policy: [round_robin, list],
 //!     sms: [66, 132],
 //!     bandwidth_gbps: [3350.0, 4480.0],
 //!     signal_ns: [250.0, 500.0],
+//!     launch_gap_ns: [800.0, 1660.0],
+//!     pdl_wait_release_ns: [250.0, 500.0],
+//!     cta_admission_ns: [200.0],
+//!     instruction_overhead_ns: [300.0, 1000.0],
 //!     trigger: [early, late],
 //!     coresidency: [false, true],
 //!     phase_release: [false, true],
-//!     up_gate_down_shards: [1, 4],
-//!     policy: [round_robin, list],
+//!     // VTP shards per edge; edges left out keep the defaults (1, and 4 on up_gate_down).
+//!     vtp_shards: [(up_gate_down: 1), (up_gate_down: 4), (qkv_attention: 2, up_gate_down: 4)],
 //! )
 //! ```
 
@@ -21,6 +27,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use mkc_ir::device::DeviceProfile;
+use mkc_ir::model::VtpShards;
 use mkc_ir::{InputError, Model};
 use mkc_scheduler::{compile, CompileOptions, Policy, Target, Trigger};
 
@@ -32,49 +39,30 @@ use crate::timeline::SimOptions;
 pub struct SweepSpec {
     /// Targets (default: all three).
     pub targets: Vec<Target>,
+    /// Persistent policies.
+    pub policy: Vec<Policy>,
     /// SM counts.
     pub sms: Vec<u32>,
     /// Read bandwidths, GB/s.
     pub bandwidth_gbps: Vec<f64>,
     /// Counter signal latencies, ns.
     pub signal_ns: Vec<f64>,
+    /// Graph launch gaps, ns.
+    pub launch_gap_ns: Vec<f64>,
+    /// PDL wait-release latencies, ns.
+    pub pdl_wait_release_ns: Vec<f64>,
+    /// CTA admission latencies, ns.
+    pub cta_admission_ns: Vec<f64>,
+    /// Per-instruction overheads, ns.
+    pub instruction_overhead_ns: Vec<f64>,
     /// PDL trigger placements.
     pub trigger: Vec<Trigger>,
     /// Co-residency allowed or not.
     pub coresidency: Vec<bool>,
     /// Phase-scoped resource release on or off.
     pub phase_release: Vec<bool>,
-    /// VTP shards on the up/gate -> down edge (1 = off).
-    pub up_gate_down_shards: Vec<u32>,
-    /// Persistent policies.
-    pub policy: Vec<Policy>,
-}
-
-/// One configuration and its predicted step time.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct SweepRow {
-    /// Target.
-    pub target: &'static str,
-    /// Policy (persistent) or `-`.
-    pub policy: &'static str,
-    /// SMs.
-    pub sms: u32,
-    /// Bandwidth, GB/s.
-    pub bandwidth_gbps: f64,
-    /// Signal latency, ns.
-    pub signal_ns: f64,
-    /// Trigger placement.
-    pub trigger: &'static str,
-    /// Co-residency.
-    pub coresidency: bool,
-    /// Phase-scoped release.
-    pub phase_release: bool,
-    /// Shards on up/gate -> down.
-    pub up_gate_down_shards: u32,
-    /// Predicted step, µs.
-    pub step_us: f64,
-    /// Bandwidth floor, µs.
-    pub floor_us: f64,
+    /// VTP shard configurations (per edge).
+    pub vtp_shards: Vec<VtpShards>,
 }
 
 impl SweepSpec {
@@ -84,77 +72,242 @@ impl SweepSpec {
     }
 }
 
-fn or<T: Clone>(list: &[T], default: T) -> Vec<T> {
-    if list.is_empty() {
-        vec![default]
-    } else {
-        list.to_vec()
+/// One configuration: every knob's value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Point {
+    /// Target.
+    pub target: Target,
+    /// Persistent policy.
+    pub policy: Policy,
+    /// PDL trigger.
+    pub trigger: Trigger,
+    /// Device after the device knobs.
+    pub device: DeviceProfile,
+    /// Execution-model knobs.
+    pub sim: SimOptions,
+    /// VTP shards.
+    pub vtp: VtpShards,
+}
+
+/// One knob setting, applied to a point.
+#[derive(Clone, Debug)]
+enum Knob {
+    Policy(Policy),
+    Sms(u32),
+    Bandwidth(f64),
+    Signal(f64),
+    LaunchGap(f64),
+    PdlRelease(f64),
+    Admission(f64),
+    Overhead(f64),
+    Trigger(Trigger),
+    Coresidency(bool),
+    PhaseRelease(bool),
+    Vtp(VtpShards),
+}
+
+impl Knob {
+    fn apply(&self, p: &mut Point) {
+        let l = &mut p.device.latencies;
+        match self {
+            Knob::Policy(v) => p.policy = *v,
+            Knob::Sms(v) => p.device.sms = *v,
+            Knob::Bandwidth(v) => p.device.read_bandwidth_gbps = *v,
+            Knob::Signal(v) => l.signal_visible_ns = *v,
+            Knob::LaunchGap(v) => l.launch_gap_ns = *v,
+            Knob::PdlRelease(v) => l.pdl_wait_release_ns = *v,
+            Knob::Admission(v) => l.cta_admission_ns = *v,
+            Knob::Overhead(v) => l.instruction_overhead_ns = *v,
+            Knob::Trigger(v) => p.trigger = *v,
+            Knob::Coresidency(v) => p.sim.coresidency = *v,
+            Knob::PhaseRelease(v) => p.sim.phase_release = *v,
+            Knob::Vtp(v) => p.vtp = v.clone(),
+        }
     }
 }
 
-/// One point of the grid.
-#[derive(Clone, Debug)]
-struct Point {
-    target: Target,
-    policy: Policy,
-    sms: u32,
-    bandwidth: f64,
-    signal: f64,
-    trigger: Trigger,
-    coresidency: bool,
-    phase_release: bool,
-    shards: u32,
-}
-
-/// Expands the spec into its grid of configurations.
-fn grid(model: &Model, device: &DeviceProfile, spec: &SweepSpec) -> Vec<Point> {
+/// Expands the spec into its grid: for each target, the product of the axes that apply to it.
+pub fn grid(model: &Model, device: &DeviceProfile, spec: &SweepSpec) -> Vec<Point> {
     let targets = if spec.targets.is_empty() {
         vec![Target::Persistent, Target::Pdl, Target::Graph]
     } else {
         spec.targets.clone()
     };
     let mut out = Vec::new();
-    for &target in &targets {
-        let policies = match target {
-            Target::Persistent => or(&spec.policy, Policy::RoundRobin),
-            _ => vec![Policy::RoundRobin],
-        };
-        let triggers = match target {
-            Target::Pdl => or(&spec.trigger, Trigger::Early),
-            _ => vec![Trigger::Early],
-        };
-        for &policy in &policies {
-            for &sms in &or(&spec.sms, device.sms) {
-                for &bandwidth in &or(&spec.bandwidth_gbps, device.read_bandwidth_gbps) {
-                    for &signal in &or(&spec.signal_ns, device.latencies.signal_visible_ns) {
-                        for &trigger in &triggers {
-                            for &coresidency in &or(&spec.coresidency, false) {
-                                for &phase_release in &or(&spec.phase_release, false) {
-                                    for &shards in &or(
-                                        &spec.up_gate_down_shards,
-                                        model.lowering.vtp_shards.up_gate_down,
-                                    ) {
-                                        out.push(Point {
-                                            target,
-                                            policy,
-                                            sms,
-                                            bandwidth,
-                                            signal,
-                                            trigger,
-                                            coresidency,
-                                            phase_release,
-                                            shards,
-                                        });
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
+    for target in targets {
+        let mut axes: Vec<Vec<Knob>> = vec![
+            spec.sms.iter().map(|&v| Knob::Sms(v)).collect(),
+            spec.bandwidth_gbps
+                .iter()
+                .map(|&v| Knob::Bandwidth(v))
+                .collect(),
+            spec.signal_ns.iter().map(|&v| Knob::Signal(v)).collect(),
+            spec.launch_gap_ns
+                .iter()
+                .map(|&v| Knob::LaunchGap(v))
+                .collect(),
+            spec.pdl_wait_release_ns
+                .iter()
+                .map(|&v| Knob::PdlRelease(v))
+                .collect(),
+            spec.cta_admission_ns
+                .iter()
+                .map(|&v| Knob::Admission(v))
+                .collect(),
+            spec.instruction_overhead_ns
+                .iter()
+                .map(|&v| Knob::Overhead(v))
+                .collect(),
+            spec.coresidency
+                .iter()
+                .map(|&v| Knob::Coresidency(v))
+                .collect(),
+            spec.phase_release
+                .iter()
+                .map(|&v| Knob::PhaseRelease(v))
+                .collect(),
+            spec.vtp_shards.iter().cloned().map(Knob::Vtp).collect(),
+        ];
+        match target {
+            Target::Persistent => {
+                axes.insert(0, spec.policy.iter().map(|&v| Knob::Policy(v)).collect())
             }
+            Target::Pdl => axes.push(spec.trigger.iter().map(|&v| Knob::Trigger(v)).collect()),
+            Target::Graph => {}
         }
+        let mut points = vec![Point {
+            target,
+            policy: Policy::RoundRobin,
+            trigger: Trigger::Early,
+            device: device.clone(),
+            sim: SimOptions::default(),
+            vtp: model.lowering.vtp_shards.clone(),
+        }];
+        for values in axes.iter().filter(|a| !a.is_empty()) {
+            points = points
+                .iter()
+                .flat_map(|p| {
+                    values.iter().map(move |k| {
+                        let mut q = p.clone();
+                        k.apply(&mut q);
+                        q
+                    })
+                })
+                .collect();
+        }
+        out.extend(points);
     }
     out
+}
+
+/// One configuration and its predicted step time.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SweepRow {
+    /// Target.
+    pub target: &'static str,
+    /// Policy (persistent) or `-`.
+    pub policy: &'static str,
+    /// Trigger (pdl) or `-`.
+    pub trigger: &'static str,
+    /// SMs.
+    pub sms: u32,
+    /// Bandwidth, GB/s.
+    pub bandwidth_gbps: f64,
+    /// Signal latency, ns.
+    pub signal_ns: f64,
+    /// Launch gap, ns.
+    pub launch_gap_ns: f64,
+    /// PDL wait release, ns.
+    pub pdl_wait_release_ns: f64,
+    /// CTA admission, ns.
+    pub cta_admission_ns: f64,
+    /// Per-instruction overhead, ns.
+    pub instruction_overhead_ns: f64,
+    /// Co-residency.
+    pub coresidency: bool,
+    /// Phase-scoped release.
+    pub phase_release: bool,
+    /// VTP shards per edge, `qkv_attention/attention_o_proj/o_proj_up_gate/up_gate_down/down_qkv/down_lm_head`.
+    pub vtp_shards: String,
+    /// Predicted step, µs.
+    pub step_us: f64,
+    /// Bandwidth floor, µs.
+    pub floor_us: f64,
+}
+
+fn vtp_label(v: &VtpShards) -> String {
+    format!(
+        "{}/{}/{}/{}/{}/{}",
+        v.qkv_attention,
+        v.attention_o_proj,
+        v.o_proj_up_gate,
+        v.up_gate_down,
+        v.down_qkv,
+        v.down_lm_head
+    )
+}
+
+/// Checks every point before any time is spent: the model with its shards, and the device
+/// (re-parsed through its file format, so the same rules apply as to a profile file).
+fn validate(model: &Model, points: &[Point], spec_file: &str) -> Result<(), InputError> {
+    for p in points {
+        let mut m = model.clone();
+        m.lowering.vtp_shards = p.vtp.clone();
+        m.validate(spec_file)?;
+        let text = ron::to_string(&p.device).map_err(|e| {
+            InputError::invalid(
+                spec_file,
+                "device knobs",
+                e.to_string(),
+                "use finite values",
+            )
+        })?;
+        // The device profile's own validation covers SM counts, bandwidths and latencies.
+        DeviceProfile::parse(spec_file, &text)?;
+    }
+    Ok(())
+}
+
+/// Simulates one point at the model's typical KV length.
+fn simulate_point(model: &Model, p: &Point) -> SweepRow {
+    let mut m = model.clone();
+    m.lowering.vtp_shards = p.vtp.clone();
+    let opts = CompileOptions {
+        target: p.target,
+        policy: p.policy,
+        trigger: p.trigger,
+        ..CompileOptions::default()
+    };
+    let s = compile(&m, &p.device, &opts).schedule;
+    let kv = s.graph.typical_kv_len;
+    let t = crate::simulate_step(&s, &p.device, &p.sim, kv);
+    let r = crate::report::summarize(&s, &p.device, &t, kv);
+    let l = &p.device.latencies;
+    SweepRow {
+        target: p.target.name(),
+        policy: if p.target == Target::Persistent {
+            p.policy.name()
+        } else {
+            "-"
+        },
+        trigger: match (p.target, p.trigger) {
+            (Target::Pdl, Trigger::Early) => "early",
+            (Target::Pdl, Trigger::Late) => "late",
+            _ => "-",
+        },
+        sms: p.device.sms,
+        bandwidth_gbps: p.device.read_bandwidth_gbps,
+        signal_ns: l.signal_visible_ns,
+        launch_gap_ns: l.launch_gap_ns,
+        pdl_wait_release_ns: l.pdl_wait_release_ns,
+        cta_admission_ns: l.cta_admission_ns,
+        instruction_overhead_ns: l.instruction_overhead_ns,
+        coresidency: p.sim.coresidency,
+        phase_release: p.sim.phase_release,
+        vtp_shards: vtp_label(&p.vtp),
+        step_us: r.step_us,
+        floor_us: r.floor_us,
+    }
 }
 
 /// Runs every configuration (in parallel, with a progress bar on a terminal).
@@ -165,98 +318,79 @@ pub fn run(
     spec_file: &str,
 ) -> Result<Vec<SweepRow>, InputError> {
     let points = grid(model, device, spec);
-    // Validate every distinct shard count and SM count before spending time.
-    for p in &points {
-        let mut m = model.clone();
-        m.lowering.vtp_shards.up_gate_down = p.shards;
-        m.validate(spec_file)?;
-        let positive = p.bandwidth.is_finite() && p.bandwidth > 0.0;
-        let non_negative = p.signal.is_finite() && p.signal >= 0.0;
-        if p.sms == 0 || !positive || !non_negative {
-            return Err(InputError::invalid(
-                spec_file,
-                "sms / bandwidth_gbps / signal_ns",
-                "a value is zero or negative",
-                "use positive SM counts and bandwidths and non-negative latencies",
-            ));
-        }
-    }
+    validate(model, &points, spec_file)?;
     let bar = ProgressBar::new(points.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} configurations, {eta} left")
             .expect("a valid template"),
     );
-    let rows = points
+    Ok(points
         .par_iter()
         .progress_with(bar)
-        .map(|p| {
-            let mut m = model.clone();
-            m.lowering.vtp_shards.up_gate_down = p.shards;
-            let mut d = device.clone().with_sms(p.sms);
-            d.read_bandwidth_gbps = p.bandwidth;
-            d.latencies.signal_visible_ns = p.signal;
-            let opts = CompileOptions {
-                target: p.target,
-                policy: p.policy,
-                trigger: p.trigger,
-                ..CompileOptions::default()
-            };
-            let s = compile(&m, &d, &opts).schedule;
-            let sim = SimOptions {
-                coresidency: p.coresidency,
-                phase_release: p.phase_release,
-                ..SimOptions::default()
-            };
-            let kv = s.graph.typical_kv_len;
-            let t = crate::simulate_step(&s, &d, &sim, kv);
-            let r = crate::report::summarize(&s, &d, &t, kv);
-            SweepRow {
-                target: p.target.name(),
-                policy: if p.target == Target::Persistent {
-                    p.policy.name()
-                } else {
-                    "-"
-                },
-                sms: p.sms,
-                bandwidth_gbps: p.bandwidth,
-                signal_ns: p.signal,
-                trigger: match (p.target, p.trigger) {
-                    (Target::Pdl, Trigger::Early) => "early",
-                    (Target::Pdl, Trigger::Late) => "late",
-                    _ => "-",
-                },
-                coresidency: p.coresidency,
-                phase_release: p.phase_release,
-                up_gate_down_shards: p.shards,
-                step_us: r.step_us,
-                floor_us: r.floor_us,
-            }
-        })
-        .collect();
-    Ok(rows)
+        .map(|p| simulate_point(model, p))
+        .collect())
 }
 
 /// The rows as CSV with a header.
 pub fn to_csv(rows: &[SweepRow]) -> String {
     let mut s = String::from(
-        "target,policy,sms,bandwidth_gbps,signal_ns,trigger,coresidency,phase_release,\
-         up_gate_down_shards,step_us,floor_us\n",
+        "target,policy,trigger,sms,bandwidth_gbps,signal_ns,launch_gap_ns,pdl_wait_release_ns,\
+         cta_admission_ns,instruction_overhead_ns,coresidency,phase_release,vtp_shards,step_us,\
+         floor_us\n",
     );
     for r in rows {
         s += &format!(
-            "{},{},{},{},{},{},{},{},{},{:.3},{:.3}\n",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{:.3}\n",
             r.target,
             r.policy,
+            r.trigger,
             r.sms,
             r.bandwidth_gbps,
             r.signal_ns,
-            r.trigger,
+            r.launch_gap_ns,
+            r.pdl_wait_release_ns,
+            r.cta_admission_ns,
+            r.instruction_overhead_ns,
             r.coresidency,
             r.phase_release,
-            r.up_gate_down_shards,
+            r.vtp_shards,
             r.step_us,
             r.floor_us
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn axes_apply_only_where_they_mean_something() {
+        let model = mkc_ir::embedded::resolve_model("tiny").unwrap();
+        let device = mkc_ir::embedded::resolve_device("h200").unwrap();
+        let spec = SweepSpec::parse(
+            "spec",
+            "Sweep(policy: [round_robin, list], trigger: [early, late], sms: [4, 8], \
+             vtp_shards: [(up_gate_down: 1), (qkv_attention: 2, up_gate_down: 4)])",
+        )
+        .unwrap();
+        let points = grid(&model, &device, &spec);
+        let count = |t| points.iter().filter(|p| p.target == t).count();
+        // persistent: 2 policies x 2 SM counts x 2 shard sets; pdl: 2 triggers x 2 x 2; graph: 2 x 2.
+        assert_eq!(
+            (
+                count(Target::Persistent),
+                count(Target::Pdl),
+                count(Target::Graph)
+            ),
+            (8, 8, 4)
+        );
+        assert!(points
+            .iter()
+            .any(|p| p.vtp.qkv_attention == 2 && p.vtp.up_gate_down == 4 && p.vtp.down_qkv == 1));
+        let bad = SweepSpec::parse("spec", "Sweep(sms: [0])").unwrap();
+        let err = run(&model, &device, &bad, "spec").unwrap_err().to_string();
+        assert!(err.contains("sms"), "{err}");
+    }
 }
