@@ -124,27 +124,15 @@ pub enum SimTargetArg {
 /// Arguments of `mkc simulate`.
 #[derive(Parser, Debug)]
 pub struct SimulateArgs {
-    /// Model file (RON) or embedded model name.
-    #[arg(default_value = "llama1b")]
-    pub model: String,
+    /// Model, device and scheduling choices.
+    #[command(flatten)]
+    pub setup: SetupArgs,
     /// Target, or `all`.
     #[arg(long, value_enum, default_value_t = SimTargetArg::All)]
     pub target: SimTargetArg,
-    /// Persistent assignment policy.
-    #[arg(long, value_enum, default_value_t = PolicyArg::RoundRobin)]
-    pub policy: PolicyArg,
-    /// Device profile: embedded name (h200, h100, a100, b200) or a profile RON file.
-    #[arg(long, default_value = "h200")]
-    pub device: String,
-    /// Override the device's SM count.
-    #[arg(long)]
-    pub sms: Option<u32>,
     /// Override the device's read bandwidth, GB/s.
     #[arg(long)]
     pub bandwidth: Option<f64>,
-    /// PDL trigger placement.
-    #[arg(long, value_enum, default_value_t = TriggerArg::Early)]
-    pub trigger: TriggerArg,
     /// Allow successor CTAs to co-reside with predecessor CTAs.
     #[arg(long)]
     pub coresidency: bool,
@@ -238,19 +226,16 @@ pub enum FormatArg {
     Json,
 }
 
-/// Arguments of `mkc compile`.
+/// What `compile` and `simulate` share: the model, the device and the scheduling choices.
 #[derive(Parser, Debug)]
-pub struct CompileArgs {
+pub struct SetupArgs {
     /// Model file (RON), or the name of an embedded model (llama1b, llama3b, llama8b, tiny).
     #[arg(default_value = "llama1b")]
     pub model: String,
-    /// Execution target.
-    #[arg(long, value_enum, default_value_t = TargetArg::Persistent)]
-    pub target: TargetArg,
     /// Assignment policy of the persistent target.
     #[arg(long, value_enum, default_value_t = PolicyArg::RoundRobin)]
     pub policy: PolicyArg,
-    /// Device profile: an embedded name (h200) or a profile RON file.
+    /// Device profile: an embedded name (h200, h100, a100, b200) or a profile RON file.
     #[arg(long, default_value = "h200")]
     pub device: String,
     /// Override the device's SM count.
@@ -259,6 +244,17 @@ pub struct CompileArgs {
     /// Trigger placement of the pdl target.
     #[arg(long, value_enum, default_value_t = TriggerArg::Early)]
     pub trigger: TriggerArg,
+}
+
+/// Arguments of `mkc compile`.
+#[derive(Parser, Debug)]
+pub struct CompileArgs {
+    /// Model, device and scheduling choices.
+    #[command(flatten)]
+    pub setup: SetupArgs,
+    /// Execution target.
+    #[arg(long, value_enum, default_value_t = TargetArg::Persistent)]
+    pub target: TargetArg,
     /// Total time limit of the ILP policy's solves, in seconds.
     #[arg(long, default_value_t = 20.0)]
     pub ilp_time_limit: f64,
@@ -274,4 +270,33 @@ pub struct CompileArgs {
     /// Re-verify the schedule with the independent checker.
     #[arg(long)]
     pub verify: bool,
+}
+
+impl From<TargetArg> for mkc_scheduler::Target {
+    fn from(t: TargetArg) -> Self {
+        match t {
+            TargetArg::Persistent => mkc_scheduler::Target::Persistent,
+            TargetArg::Pdl => mkc_scheduler::Target::Pdl,
+            TargetArg::Graph => mkc_scheduler::Target::Graph,
+        }
+    }
+}
+
+impl From<PolicyArg> for mkc_scheduler::Policy {
+    fn from(p: PolicyArg) -> Self {
+        match p {
+            PolicyArg::RoundRobin => mkc_scheduler::Policy::RoundRobin,
+            PolicyArg::List => mkc_scheduler::Policy::List,
+            PolicyArg::Ilp => mkc_scheduler::Policy::Ilp,
+        }
+    }
+}
+
+impl From<TriggerArg> for mkc_scheduler::Trigger {
+    fn from(t: TriggerArg) -> Self {
+        match t {
+            TriggerArg::Early => mkc_scheduler::Trigger::Early,
+            TriggerArg::Late => mkc_scheduler::Trigger::Late,
+        }
+    }
 }

@@ -231,6 +231,49 @@ pub struct RunOptions {
     pub watchdog: Duration,
 }
 
+/// A start/end pair of timing events, destroyed on drop.
+struct EventPair {
+    start: sys::CUevent,
+    end: sys::CUevent,
+}
+
+impl EventPair {
+    fn new(what: &str) -> Result<EventPair, BackendError> {
+        let make = || {
+            check(
+                result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT),
+                "cuEventCreate",
+                what,
+            )
+        };
+        Ok(EventPair {
+            start: make()?,
+            end: make()?,
+        })
+    }
+
+    /// Milliseconds between the two (both must have completed).
+    fn elapsed_ms(&self, what: &str) -> Result<f64, BackendError> {
+        // SAFETY: both events were recorded and have completed.
+        check(
+            unsafe { result::event::elapsed(self.start, self.end) },
+            "cuEventElapsedTime",
+            what,
+        )
+        .map(f64::from)
+    }
+}
+
+impl Drop for EventPair {
+    fn drop(&mut self) {
+        // SAFETY: created in `new`, destroyed once.
+        unsafe {
+            result::event::destroy(self.start).ok();
+            result::event::destroy(self.end).ok();
+        }
+    }
+}
+
 /// The runner: module, buffers and launch logic for one model.
 pub struct Runner {
     model: Model,
@@ -617,16 +660,7 @@ impl Runner {
             "cuMemcpyHtoD",
             "tokens",
         )?;
-        let start = check(
-            result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT),
-            "cuEventCreate",
-            "start",
-        )?;
-        let end = check(
-            result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT),
-            "cuEventCreate",
-            "end",
-        )?;
+        let ev = EventPair::new("step")?;
         let mut step_us = Vec::new();
         let mut logits = Vec::new();
         let vocab = self.model.geometry.vocab as usize;
@@ -648,9 +682,9 @@ impl Runner {
                     )?;
                 }
                 check(
-                    result::event::record(start, self.stream),
+                    result::event::record(ev.start, self.stream),
                     "cuEventRecord",
-                    "start",
+                    "step",
                 )?;
                 check(
                     result::graph::launch(graph.exec, self.stream),
@@ -658,20 +692,14 @@ impl Runner {
                     graph.target.name(),
                 )?;
                 check(
-                    result::event::record(end, self.stream),
+                    result::event::record(ev.end, self.stream),
                     "cuEventRecord",
-                    "end",
-                )?;
-            }
-            self.watch(end, graph.target, pos, opts.watchdog)?;
-            if pos as usize >= p_len {
-                // SAFETY: both events completed.
-                let ms = check(
-                    unsafe { result::event::elapsed(start, end) },
-                    "cuEventElapsedTime",
                     "step",
                 )?;
-                step_us.push(ms as f64 * 1e3);
+            }
+            self.watch(ev.end, graph.target, pos, opts.watchdog)?;
+            if pos as usize >= p_len {
+                step_us.push(ev.elapsed_ms("step")? * 1e3);
             }
             if capture {
                 let mut host = vec![0f32; vocab];
@@ -690,11 +718,6 @@ impl Runner {
             "cuMemcpyDtoH",
             "tokens",
         )?;
-        // SAFETY: created above, destroyed once.
-        unsafe {
-            result::event::destroy(start).ok();
-            result::event::destroy(end).ok();
-        }
         let sequence: Vec<u32> = tokens[..=last as usize]
             .iter()
             .map(|&t| 0xFFFF_FFFF - (t & 0xFFFF_FFFF) as u32)
@@ -783,54 +806,46 @@ impl Runner {
             graph,
             target: Target::Graph,
         };
-        let start = check(
-            result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT),
-            "cuEventCreate",
-            "t",
-        )?;
-        let end = check(
-            result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT),
-            "cuEventCreate",
-            "t",
-        )?;
-        let mut times = Vec::new();
+        self.median_ms(reps, "per-kernel", || {
+            // SAFETY: the graph is live and instantiated for this stream.
+            check(
+                unsafe { result::graph::launch(step.exec, self.stream) },
+                "cuGraphLaunch",
+                "per-kernel",
+            )
+        })
+        .map(|ms| ms * 1e3)
+    }
+
+    /// Runs `enqueue` between two events `reps + 1` times (the first is a warm-up) and returns
+    /// the median milliseconds; the watchdog guards each repetition.
+    fn median_ms(
+        &self,
+        reps: usize,
+        what: &str,
+        mut enqueue: impl FnMut() -> Result<(), BackendError>,
+    ) -> Result<f64, BackendError> {
+        let ev = EventPair::new(what)?;
+        let mut times = Vec::with_capacity(reps + 1);
         for _ in 0..reps + 1 {
-            // SAFETY: live events and graph.
-            unsafe {
-                check(
-                    result::event::record(start, self.stream),
-                    "cuEventRecord",
-                    "t",
-                )?;
-                check(
-                    result::graph::launch(step.exec, self.stream),
-                    "cuGraphLaunch",
-                    "per-kernel",
-                )?;
-                check(
-                    result::event::record(end, self.stream),
-                    "cuEventRecord",
-                    "t",
-                )?;
-            }
-            self.watch(end, Target::Graph, 0, Duration::from_secs(10))?;
-            // SAFETY: both events completed.
-            times.push(
-                check(
-                    unsafe { result::event::elapsed(start, end) },
-                    "cuEventElapsedTime",
-                    "t",
-                )? as f64
-                    * 1e3,
-            );
+            // SAFETY: live events on this runner's stream.
+            check(
+                unsafe { result::event::record(ev.start, self.stream) },
+                "cuEventRecord",
+                what,
+            )?;
+            enqueue()?;
+            // SAFETY: as above.
+            check(
+                unsafe { result::event::record(ev.end, self.stream) },
+                "cuEventRecord",
+                what,
+            )?;
+            self.watch(ev.end, Target::Graph, 0, Duration::from_secs(10))?;
+            times.push(ev.elapsed_ms(what)?);
         }
         times.remove(0);
         times.sort_by(f64::total_cmp);
-        // SAFETY: created above.
-        unsafe {
-            result::event::destroy(start).ok();
-            result::event::destroy(end).ok();
-        }
         Ok(times[times.len() / 2])
     }
 
@@ -838,18 +853,7 @@ impl Runner {
     pub fn read_bandwidth(&mut self, bytes: usize, reps: usize) -> Result<f64, BackendError> {
         let buf = self.alloc(bytes, "read-bandwidth probe")?;
         let sink = self.alloc(4, "sink")?;
-        let start = check(
-            result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT),
-            "cuEventCreate",
-            "bw",
-        )?;
-        let end = check(
-            result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT),
-            "cuEventCreate",
-            "bw",
-        )?;
-        let mut times = Vec::new();
-        for _ in 0..reps + 1 {
+        let ms = self.median_ms(reps, "read-bandwidth probe", || {
             let mut p = buf;
             let mut n = (bytes / 16) as u64;
             let mut s = sink;
@@ -858,14 +862,9 @@ impl Runner {
                 &mut n as *mut u64 as *mut c_void,
                 &mut s as *mut u64 as *mut c_void,
             ];
-            // SAFETY: arguments match k_read_bw; buffers are live.
-            unsafe {
-                check(
-                    result::event::record(start, self.stream),
-                    "cuEventRecord",
-                    "bw",
-                )?;
-                check(
+            // SAFETY: the arguments match k_read_bw; the buffers are live.
+            check(
+                unsafe {
                     result::launch_kernel(
                         self.read_bw,
                         (132 * 16, 1, 1),
@@ -873,28 +872,13 @@ impl Runner {
                         0,
                         self.stream,
                         &mut args,
-                    ),
-                    "cuLaunchKernel",
-                    "k_read_bw",
-                )?;
-                check(
-                    result::event::record(end, self.stream),
-                    "cuEventRecord",
-                    "bw",
-                )?;
-            }
-            self.watch(end, Target::Graph, 0, Duration::from_secs(10))?;
-            // SAFETY: both events completed.
-            let ms = check(
-                unsafe { result::event::elapsed(start, end) },
-                "cuEventElapsedTime",
-                "bw",
-            )?;
-            times.push(ms as f64);
-        }
-        times.remove(0);
-        times.sort_by(f64::total_cmp);
-        Ok(bytes as f64 / (times[times.len() / 2] * 1e-3) / 1e9)
+                    )
+                },
+                "cuLaunchKernel",
+                "k_read_bw",
+            )
+        })?;
+        Ok(bytes as f64 / (ms * 1e-3) / 1e9)
     }
 }
 

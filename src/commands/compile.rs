@@ -2,11 +2,10 @@
 
 use std::io::Write;
 
-use mkc_ir::embedded;
-use mkc_scheduler::{check, CompileOptions, IlpOptions, Policy, Target, Trigger};
+use mkc_scheduler::{check, CompileOptions, IlpOptions};
 
 use super::CommandError;
-use crate::cli::{CompileArgs, FormatArg, PolicyArg, TargetArg, TriggerArg};
+use crate::cli::{CompileArgs, FormatArg};
 
 /// Converts the CLI's options into the scheduler's.
 fn options(args: &CompileArgs) -> Result<CompileOptions, CommandError> {
@@ -18,20 +17,9 @@ fn options(args: &CompileArgs) -> Result<CompileOptions, CommandError> {
         )));
     }
     Ok(CompileOptions {
-        target: match args.target {
-            TargetArg::Persistent => Target::Persistent,
-            TargetArg::Pdl => Target::Pdl,
-            TargetArg::Graph => Target::Graph,
-        },
-        policy: match args.policy {
-            PolicyArg::RoundRobin => Policy::RoundRobin,
-            PolicyArg::List => Policy::List,
-            PolicyArg::Ilp => Policy::Ilp,
-        },
-        trigger: match args.trigger {
-            TriggerArg::Early => Trigger::Early,
-            TriggerArg::Late => Trigger::Late,
-        },
+        target: args.target.into(),
+        policy: args.setup.policy.into(),
+        trigger: args.setup.trigger.into(),
         ilp: IlpOptions {
             time_limit_s: args.ilp_time_limit,
             ..IlpOptions::default()
@@ -41,8 +29,7 @@ fn options(args: &CompileArgs) -> Result<CompileOptions, CommandError> {
 
 /// Runs `mkc compile`.
 pub fn run(args: CompileArgs) -> Result<(), CommandError> {
-    let model = embedded::resolve_model(&args.model)?;
-    let device = super::device_with_sms(&args.device, args.sms)?;
+    let (model, device) = args.setup.resolve()?;
     let compiled = mkc_scheduler::compile(&model, &device, &options(&args)?);
     if args.verify {
         let violations = check::check(&compiled.schedule);

@@ -11,7 +11,7 @@ use mkc_scheduler::{compile, CompileOptions, Schedule, Target, Trigger};
 use serde::Serialize;
 
 use super::CommandError;
-use crate::cli::{GpuRunArgs, TargetArg, TriggerArg};
+use crate::cli::{GpuRunArgs, TargetArg};
 
 /// Everything a GPU command needs, set up once.
 pub struct Session {
@@ -107,10 +107,7 @@ impl Session {
             seed,
             host,
             watchdog: Duration::from_secs_f64(args.watchdog),
-            trigger: match args.trigger {
-                TriggerArg::Early => Trigger::Early,
-                TriggerArg::Late => Trigger::Late,
-            },
+            trigger: args.trigger.into(),
         })
     }
 

@@ -55,6 +55,14 @@ impl From<mkc_ir::InputError> for CommandError {
     }
 }
 
+impl crate::cli::SetupArgs {
+    /// The model and the device (with any `--sms` override) these arguments name.
+    fn resolve(&self) -> Result<(mkc_ir::Model, mkc_ir::device::DeviceProfile), CommandError> {
+        let model = mkc_ir::embedded::resolve_model(&self.model)?;
+        Ok((model, device_with_sms(&self.device, self.sms)?))
+    }
+}
+
 /// Resolves `--device` and applies an `--sms` override, refusing counts out of range.
 fn device_with_sms(
     device: &str,

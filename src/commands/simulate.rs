@@ -1,17 +1,15 @@
 //! `mkc simulate`: compile, then predict the step timeline of one or all targets, or sweep.
 
-use mkc_ir::embedded;
 use mkc_scheduler::{compile, CompileOptions, Target};
 use mkc_simulator::sweep::{self, SweepSpec};
 use mkc_simulator::{simulate, trace, SimOptions, SimReport};
 
 use super::CommandError;
-use crate::cli::{PolicyArg, SimTargetArg, SimulateArgs, TriggerArg};
+use crate::cli::{SimTargetArg, SimulateArgs};
 
 /// Runs `mkc simulate`.
 pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
-    let model = embedded::resolve_model(&args.model)?;
-    let mut device = super::device_with_sms(&args.device, args.sms)?;
+    let (model, mut device) = args.setup.resolve()?;
     if let Some(bw) = args.bandwidth {
         if !(bw.is_finite() && bw > 0.0) {
             return Err(CommandError::Input(format!(
@@ -49,10 +47,7 @@ pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
             "--trace needs a single target. Fix: add --target persistent|pdl|graph.".into(),
         ));
     }
-    let trigger = match args.trigger {
-        TriggerArg::Early => mkc_scheduler::Trigger::Early,
-        TriggerArg::Late => mkc_scheduler::Trigger::Late,
-    };
+    let trigger = args.setup.trigger.into();
     let sim = SimOptions {
         trigger: Some(trigger),
         coresidency: args.coresidency,
@@ -72,11 +67,7 @@ pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
     for target in targets {
         let opts = CompileOptions {
             target,
-            policy: match args.policy {
-                PolicyArg::RoundRobin => mkc_scheduler::Policy::RoundRobin,
-                PolicyArg::List => mkc_scheduler::Policy::List,
-                PolicyArg::Ilp => mkc_scheduler::Policy::Ilp,
-            },
+            policy: args.setup.policy.into(),
             trigger,
             ..CompileOptions::default()
         };
