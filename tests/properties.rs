@@ -152,3 +152,23 @@ fn checker_catches_bad_shards() {
     g.counters[c].access.rows.start += 1;
     assert!(!check_graph(&g).is_empty());
 }
+
+/// Every model file shipped in `models/` parses, validates and compiles to verified schedules.
+#[test]
+fn every_shipped_model_file_compiles_to_a_verified_schedule() {
+    let mut seen = 0;
+    for entry in std::fs::read_dir("models").unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "ron") {
+            continue;
+        }
+        let model = mkc_ir::Model::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        for target in [Target::Persistent, Target::Pdl] {
+            let c = compile(&model, &device(132), &options(target, Policy::RoundRobin));
+            let v = check(&c.schedule);
+            assert!(v.is_empty(), "{}: {v}", path.display());
+        }
+        seen += 1;
+    }
+    assert!(seen >= 5, "models/ holds the shipped model files");
+}
