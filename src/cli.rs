@@ -103,6 +103,11 @@ pub struct BenchArgs {
     /// Also time each operator kind alone (all layers back to back) against its floor.
     #[arg(long)]
     pub per_kernel: bool,
+    /// Also trace one decode step per target: per operator kind, the mean time of each CTA
+    /// phase (issue, wait, prepare, weights landing, compute, epilogue) and each grid's
+    /// marginal time in the chain.
+    #[arg(long)]
+    pub cta_phases: bool,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,

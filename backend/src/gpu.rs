@@ -209,6 +209,22 @@ impl Drop for StepGraph {
     }
 }
 
+/// Slots per CTA in a phase trace (the kernels' `TRACE_SLOTS`): clock64 at entry, loads issued,
+/// wait released, vector prepared, weights landed, computed, exit (0-6); globaltimer at entry
+/// and exit (8, 9). A mark a kernel does not record is 0.
+pub const TRACE_SLOTS: usize = 10;
+
+/// One grid's CTA phase marks.
+#[derive(Clone, Debug)]
+pub struct GridTrace {
+    /// Operator kind.
+    pub kind: OpKind,
+    /// Layer (None for the LM head).
+    pub layer: Option<u32>,
+    /// Per CTA: the TRACE_SLOTS marks.
+    pub ctas: Vec<[u64; TRACE_SLOTS]>,
+}
+
 /// What one run of the workload produced.
 #[derive(Clone, Debug)]
 pub struct RunOutput {
@@ -229,6 +245,31 @@ pub struct RunOptions {
     pub capture_logits: Vec<u32>,
     /// Longest a step may take before the watchdog stops the run.
     pub watchdog: Duration,
+}
+
+/// The operator kernel of `kind` among `funcs`.
+fn op_fn(funcs: &[OpFn], kind: OpKind) -> OpFn {
+    *funcs
+        .iter()
+        .find(|(k, _, _)| *k == kind)
+        .expect("a kernel per operator kind")
+}
+
+/// One grid launch: which kernel, on which layer's buffers, how, and where it traces.
+#[derive(Clone, Copy, Debug)]
+struct GridLaunch {
+    /// The kernel, its kind and dynamic shared memory.
+    f: OpFn,
+    layer: usize,
+    ctas: u32,
+    /// Carries the programmatic-serialization attribute.
+    pdl_attribute: bool,
+    /// Calls griddepcontrol.wait.
+    waits: bool,
+    /// Triggers its successor right after issuing its loads.
+    early: bool,
+    /// Device address of the grid's CTA trace buffer, 0 for none.
+    trace: u64,
 }
 
 /// A start/end pair of timing events, destroyed on drop.
@@ -282,13 +323,47 @@ pub struct Runner {
     layers: Vec<KLayer>,
     stream: sys::CUstream,
     module: sys::CUmodule,
-    funcs: Vec<(OpKind, sys::CUfunction, u32)>,
+    funcs: Vec<OpFn>,
+    /// The traced build of the operators, loaded on first use by `trace_step`.
+    traced: Option<(sys::CUmodule, Vec<OpFn>)>,
     read_bw: sys::CUfunction,
     /// Kernel figures from the compiler, with this model's dynamic shared memory.
     pub kernel_info: Vec<KernelInfo>,
     bufs: Vec<DevBuf>,
     _gpu: Gpu,
 }
+
+/// Loads a cubin and prepares every operator kernel (dynamic shared memory opted in).
+fn load_operators(cubin: &[u8], model: &Model) -> Result<(sys::CUmodule, Vec<OpFn>), BackendError> {
+    // SAFETY: the cubin is a complete image produced by NVRTC for this architecture.
+    let module = check(
+        unsafe { result::module::load_data(cubin.as_ptr() as *const c_void) },
+        "cuModuleLoadData",
+        "mkc.cu",
+    )?;
+    let mut funcs = Vec::new();
+    for &(name, kind) in kernels::ENTRY_POINTS {
+        let f = func(module, name)?;
+        let smem = kernels::dynamic_smem(model, kind);
+        // SAFETY: valid function and attribute.
+        check(
+            unsafe {
+                result::function::set_function_attribute(
+                    f,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    smem as i32,
+                )
+            },
+            "cuFuncSetAttribute",
+            name,
+        )?;
+        funcs.push((kind, f, smem));
+    }
+    Ok((module, funcs))
+}
+
+/// An operator kernel: its kind, function and dynamic shared memory.
+type OpFn = (OpKind, sys::CUfunction, u32);
 
 fn func(module: sys::CUmodule, name: &str) -> Result<sys::CUfunction, BackendError> {
     let c = std::ffi::CString::new(name).expect("no NUL");
@@ -312,30 +387,7 @@ impl Runner {
         kernels::check_model(model)?;
         let compiled = kernels::compile("sm_90a")?;
         let kernel_info = kernels::with_model(compiled.kernels.clone(), model);
-        // SAFETY: the cubin is a complete image produced by NVRTC for this architecture.
-        let module = check(
-            unsafe { result::module::load_data(compiled.cubin.as_ptr() as *const c_void) },
-            "cuModuleLoadData",
-            "mkc.cu",
-        )?;
-        let mut funcs = Vec::new();
-        for &(name, kind) in kernels::ENTRY_POINTS {
-            let f = func(module, name)?;
-            let smem = kernels::dynamic_smem(model, kind);
-            // SAFETY: valid function and attribute.
-            check(
-                unsafe {
-                    result::function::set_function_attribute(
-                        f,
-                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        smem as i32,
-                    )
-                },
-                "cuFuncSetAttribute",
-                name,
-            )?;
-            funcs.push((kind, f, smem));
-        }
+        let (module, funcs) = load_operators(&compiled.cubin, model)?;
         let read_bw = func(module, "k_read_bw")?;
         let stream = check(
             result::stream::create(result::stream::StreamKind::NonBlocking),
@@ -371,6 +423,7 @@ impl Runner {
             stream,
             module,
             funcs,
+            traced: None,
             read_bw,
             kernel_info,
             bufs: Vec::new(),
@@ -518,31 +571,29 @@ impl Runner {
     }
 
     /// Launches one grid of a chain on the runner's stream (captured when a capture is open).
-    fn launch(
-        &self,
-        kind: OpKind,
-        layer: usize,
-        ctas: u32,
-        pdl_attribute: bool,
-        waits: bool,
-        early: bool,
-    ) -> Result<(), BackendError> {
-        let (_, f, smem) = *self
-            .funcs
-            .iter()
-            .find(|(k, _, _)| *k == kind)
-            .expect("a kernel per operator kind");
+    fn launch(&self, grid: &GridLaunch) -> Result<(), BackendError> {
+        let GridLaunch {
+            f: (kind, f, smem),
+            layer,
+            ctas,
+            pdl_attribute,
+            waits,
+            early,
+            trace,
+        } = *grid;
         let mut km = self.km;
         let mut globals = self.globals;
         let mut l = self.layers[layer.min(self.layers.len() - 1)];
         let mut pdl: i32 = waits as i32;
         let mut early: i32 = early as i32;
-        let mut args: [*mut c_void; 5] = [
+        let mut trace = trace;
+        let mut args: [*mut c_void; 6] = [
             &mut km as *mut KModel as *mut c_void,
             &mut globals as *mut KGlobals as *mut c_void,
             &mut l as *mut KLayer as *mut c_void,
             &mut pdl as *mut i32 as *mut c_void,
             &mut early as *mut i32 as *mut c_void,
+            &mut trace as *mut u64 as *mut c_void,
         ];
         // SAFETY: zero is a valid bit pattern for the attribute union.
         let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
@@ -573,6 +624,16 @@ impl Runner {
 
     /// Captures one decode step of a chain schedule (`graph` or `pdl`) into a CUDA graph.
     pub fn capture(&self, schedule: &Schedule) -> Result<StepGraph, BackendError> {
+        self.capture_with(schedule, &self.funcs, |_| 0)
+    }
+
+    /// Captures with the kernels `funcs` and `trace(i)` as grid i's CTA trace buffer (0: none).
+    fn capture_with(
+        &self,
+        schedule: &Schedule,
+        funcs: &[OpFn],
+        trace: impl Fn(usize) -> u64,
+    ) -> Result<StepGraph, BackendError> {
         let plan = schedule.chain().ok_or_else(|| {
             BackendError::Unsupported(
                 "the CUDA backend runs the graph and pdl targets; the persistent megakernel is \
@@ -593,16 +654,17 @@ impl Runner {
             schedule.target.name(),
         )?;
         let mut launched = Ok(());
-        for k in &plan.kernels {
+        for (i, k) in plan.kernels.iter().enumerate() {
             let op = g.op(k.op);
-            let r = self.launch(
-                op.kind,
-                op.layer.unwrap_or(0) as usize,
-                k.ctas,
-                k.pdl_attribute,
-                k.wait.is_some(),
-                k.trigger == Some(Trigger::Early),
-            );
+            let r = self.launch(&GridLaunch {
+                f: op_fn(funcs, op.kind),
+                layer: op.layer.unwrap_or(0) as usize,
+                ctas: k.ctas,
+                pdl_attribute: k.pdl_attribute,
+                waits: k.wait.is_some(),
+                early: k.trigger == Some(Trigger::Early),
+                trace: trace(i),
+            });
             if r.is_err() {
                 launched = r;
                 break;
@@ -783,7 +845,16 @@ impl Runner {
         )?;
         let mut launched = Ok(());
         for &(kind, layer, ctas) in launches {
-            if let Err(e) = self.launch(kind, layer, ctas, false, false, false) {
+            let grid = GridLaunch {
+                f: op_fn(&self.funcs, kind),
+                layer,
+                ctas,
+                pdl_attribute: false,
+                waits: false,
+                early: false,
+                trace: 0,
+            };
+            if let Err(e) = self.launch(&grid) {
                 launched = Err(e);
                 break;
             }
@@ -815,6 +886,100 @@ impl Runner {
             )
         })
         .map(|ms| ms * 1e3)
+    }
+
+    /// Runs one decode step at position `pos` with every CTA tracing its phases
+    /// (`mkc bench --cta-phases`). The model state must be valid at `pos` (run the workload
+    /// first); re-running a position rewrites the same values.
+    pub fn trace_step(
+        &mut self,
+        schedule: &Schedule,
+        pos: u32,
+    ) -> Result<Vec<GridTrace>, BackendError> {
+        let plan = schedule.chain().ok_or_else(|| {
+            BackendError::Unsupported("only chain schedules can be traced".into())
+        })?;
+        let slots = TRACE_SLOTS;
+        let mut offsets = Vec::with_capacity(plan.kernels.len());
+        let mut total = 0usize;
+        for k in &plan.kernels {
+            offsets.push(total);
+            total += k.ctas as usize * slots;
+        }
+        let buf = self.alloc(total * 8, "CTA trace")?;
+        // SAFETY: `buf` holds total u64.
+        check(
+            unsafe { result::memset_d8_sync(buf, 0, total * 8) },
+            "cuMemsetD8",
+            "CTA trace",
+        )?;
+        if self.traced.is_none() {
+            let compiled = kernels::compile_traced("sm_90a")?;
+            self.traced = Some(load_operators(&compiled.cubin, &self.model)?);
+        }
+        let funcs = self
+            .traced
+            .as_ref()
+            .map(|t| t.1.clone())
+            .unwrap_or_default();
+        let graph = self.capture_with(schedule, &funcs, |i| buf + offsets[i] as u64 * 8)?;
+        // SAFETY: live buffers and graph on this runner's stream.
+        unsafe {
+            check(
+                sys::cuMemsetD32Async(self.globals.pos, pos, 1, self.stream).result(),
+                "cuMemsetD32Async",
+                "pos",
+            )?;
+            check(
+                result::graph::launch(graph.exec, self.stream),
+                "cuGraphLaunch",
+                "traced step",
+            )?;
+        }
+        self.sync("traced step")?;
+        let mut host = vec![0u64; total];
+        // SAFETY: `buf` holds total u64; the stream is idle.
+        check(
+            unsafe { result::memcpy_dtoh_sync(&mut host, buf) },
+            "cuMemcpyDtoH",
+            "CTA trace",
+        )?;
+        let g = &schedule.graph;
+        Ok(plan
+            .kernels
+            .iter()
+            .zip(&offsets)
+            .map(|(k, &off)| {
+                let op = g.op(k.op);
+                GridTrace {
+                    kind: op.kind,
+                    layer: op.layer,
+                    ctas: (0..k.ctas as usize)
+                        .map(|c| {
+                            let mut a = [0u64; TRACE_SLOTS];
+                            a.copy_from_slice(&host[off + c * slots..off + (c + 1) * slots]);
+                            a
+                        })
+                        .collect(),
+                }
+            })
+            .collect())
+    }
+
+    /// SM clock rate in kHz (for converting clock64 phase marks).
+    pub fn clock_khz(&self) -> Result<u32, BackendError> {
+        // SAFETY: valid device and attribute.
+        check(
+            unsafe {
+                result::device::get_attribute(
+                    self._gpu.dev,
+                    sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE,
+                )
+            },
+            "cuDeviceGetAttribute",
+            "clock rate",
+        )
+        .map(|v| v as u32)
     }
 
     /// Runs `enqueue` between two events `reps + 1` times (the first is a warm-up) and returns
@@ -890,6 +1055,9 @@ impl Drop for Runner {
         unsafe {
             result::stream::destroy(self.stream).ok();
             result::module::unload(self.module).ok();
+            if let Some((m, _)) = self.traced.take() {
+                result::module::unload(m).ok();
+            }
         }
     }
 }

@@ -75,6 +75,16 @@ pub struct Compiled {
 
 /// Compiles the kernels for `arch` (e.g. `sm_90a`) to a cubin.
 pub fn compile(arch: &str) -> Result<Compiled, BackendError> {
+    compile_with(arch, false)
+}
+
+/// Compiles the kernels with CTA phase tracing compiled in (`-DMKC_TRACE`), for
+/// `mkc bench --cta-phases` only: the marks slow every kernel down.
+pub fn compile_traced(arch: &str) -> Result<Compiled, BackendError> {
+    compile_with(arch, true)
+}
+
+fn compile_with(arch: &str, traced: bool) -> Result<Compiled, BackendError> {
     // SAFETY: probing for the library has no preconditions.
     if !unsafe { nvrtc_sys::is_culib_present() } {
         return Err(BackendError::NoNvrtc);
@@ -90,12 +100,15 @@ pub fn compile(arch: &str) -> Result<Compiled, BackendError> {
         .map_err(|_| BackendError::Compile("kernel source holds a NUL byte".into()))?;
     let prog = nvrtc::create_program(&src, Some(c"mkc.cu"))
         .map_err(|e| BackendError::Compile(format!("{e:?}")))?;
-    let options = [
+    let mut options = vec![
         format!("--gpu-architecture={arch}"),
         "--std=c++17".to_string(),
         "-lineinfo".to_string(),
         "--ptxas-options=-v".to_string(),
     ];
+    if traced {
+        options.push("-DMKC_TRACE".to_string());
+    }
     // SAFETY: `prog` was just created and is destroyed below exactly once.
     let compiled = unsafe { nvrtc::compile_program(prog, &options) };
     // SAFETY: as above.

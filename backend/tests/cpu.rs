@@ -215,6 +215,8 @@ fn kernels_compile_with_nvrtc_when_installed() {
         }
         Err(e) => panic!("{e}"),
         Ok(c) => {
+            let traced = kernels::compile_traced("sm_90a").expect("the traced build compiles");
+            assert!(!traced.cubin.is_empty() && traced.cubin != c.cubin);
             assert!(!c.cubin.is_empty());
             for (name, _) in kernels::ENTRY_POINTS {
                 let k = c

@@ -31,10 +31,29 @@ struct KernelRow {
     floor_us_per_launch: f64,
 }
 
+/// Mean CTA phase times of one operator kind in a traced step, µs.
+#[derive(Serialize)]
+struct PhaseRow {
+    target: String,
+    kernel: String,
+    grids: usize,
+    ctas_per_grid: usize,
+    issue_us: f64,
+    wait_us: f64,
+    prepare_us: f64,
+    land_us: f64,
+    compute_us: f64,
+    epilogue_us: f64,
+    cta_life_us: f64,
+    /// Mean increase of the step's last exit caused by each grid of this kind.
+    marginal_us: f64,
+}
+
 /// The whole report.
 #[derive(Serialize)]
 struct Report {
     per_kernel: Vec<KernelRow>,
+    cta_phases: Vec<PhaseRow>,
     model: String,
     gpu: String,
     weights_and_kv_bytes_per_step: f64,
@@ -163,8 +182,19 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
             });
         }
     }
+    let mut cta_phases = Vec::new();
+    if args.cta_phases {
+        let khz = s.runner.clock_khz()? as f64;
+        let pos = s.prompt.len() as u32 + s.generate.saturating_sub(2);
+        for &t in &targets {
+            let sched = s.schedule(t, sms)?;
+            let grids = s.runner.trace_step(&sched, pos)?;
+            cta_phases.extend(phase_rows(t.name(), &grids, khz));
+        }
+    }
     let report = Report {
         per_kernel,
+        cta_phases,
         model: m.name.clone(),
         gpu: s.gpu_name.clone(),
         weights_and_kv_bytes_per_step: bytes,
@@ -203,6 +233,17 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
                 k.us_per_launch / k.floor_us_per_launch
             );
         }
+        if !report.cta_phases.is_empty() {
+            println!("  CTA phases (us, means over CTAs and grids of a kind; one traced step):");
+            println!("  target kernel         grids  CTAs   issue   wait  prepare  land  compute  epilog   life  marginal");
+            for r in &report.cta_phases {
+                println!(
+                    "  {:<6} {:<13} {:>5} {:>5} {:>7.2} {:>6.2} {:>8.2} {:>5.2} {:>8.2} {:>7.2} {:>6.2} {:>9.2}",
+                    r.target, r.kernel, r.grids, r.ctas_per_grid, r.issue_us, r.wait_us, r.prepare_us,
+                    r.land_us, r.compute_us, r.epilogue_us, r.cta_life_us, r.marginal_us
+                );
+            }
+        }
         println!("  target   median us    p10 us    p90 us   tokens/s   TB/s   of measured");
         for r in &report.rows {
             println!(
@@ -226,4 +267,69 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
         ));
     }
     Ok(())
+}
+
+/// Summarises a traced step per operator kind.
+fn phase_rows(
+    target: &str,
+    grids: &[mkc_backend::gpu::GridTrace],
+    clock_khz: f64,
+) -> Vec<PhaseRow> {
+    let us = |cycles: f64| cycles / clock_khz * 1e3;
+    // Marginal time of grid i: how much it moves the step's last exit (globaltimer, ns).
+    let mut last_exit = grids
+        .iter()
+        .flat_map(|g| g.ctas.iter().map(|c| c[8]))
+        .filter(|&t| t > 0)
+        .min()
+        .unwrap_or(0);
+    let mut marginal = Vec::with_capacity(grids.len());
+    for g in grids {
+        let exit = g
+            .ctas
+            .iter()
+            .map(|c| c[9])
+            .max()
+            .unwrap_or(0)
+            .max(last_exit);
+        marginal.push((exit - last_exit) as f64 / 1e3);
+        last_exit = exit;
+    }
+    let mut rows = Vec::new();
+    for (name, kind) in mkc_backend::kernels::ENTRY_POINTS {
+        let of_kind: Vec<usize> = (0..grids.len())
+            .filter(|&i| grids[i].kind == *kind)
+            .collect();
+        if of_kind.is_empty() {
+            continue;
+        }
+        let phase = |a: usize, b: usize| {
+            let v: Vec<f64> = of_kind
+                .iter()
+                .flat_map(|&i| grids[i].ctas.iter())
+                .filter(|c| c[a] > 0 && c[b] >= c[a])
+                .map(|c| us((c[b] - c[a]) as f64))
+                .collect();
+            if v.is_empty() {
+                f64::NAN
+            } else {
+                v.iter().sum::<f64>() / v.len() as f64
+            }
+        };
+        rows.push(PhaseRow {
+            target: target.to_string(),
+            kernel: name.to_string(),
+            grids: of_kind.len(),
+            ctas_per_grid: grids[of_kind[0]].ctas.len(),
+            issue_us: phase(0, 1),
+            wait_us: phase(1, 2),
+            prepare_us: phase(2, 3),
+            land_us: phase(3, 4),
+            compute_us: phase(4, 5),
+            epilogue_us: phase(5, 6),
+            cta_life_us: phase(0, 6),
+            marginal_us: of_kind.iter().map(|&i| marginal[i]).sum::<f64>() / of_kind.len() as f64,
+        });
+    }
+    rows
 }
