@@ -642,6 +642,28 @@ impl Runner {
             )
         })?;
         let g = &schedule.graph;
+        let grids = plan.kernels.iter().enumerate().map(|(i, k)| {
+            let op = g.op(k.op);
+            GridLaunch {
+                f: op_fn(funcs, op.kind),
+                layer: op.layer.unwrap_or(0) as usize,
+                ctas: k.ctas,
+                pdl_attribute: k.pdl_attribute,
+                waits: k.wait.is_some(),
+                early: k.trigger == Some(Trigger::Early),
+                trace: trace(i),
+            }
+        });
+        self.capture_grids(schedule.target, schedule.target.name(), grids)
+    }
+
+    /// Captures `grids`, launched in order on the runner's stream, into an instantiated graph.
+    fn capture_grids(
+        &self,
+        target: Target,
+        what: &str,
+        grids: impl Iterator<Item = GridLaunch>,
+    ) -> Result<StepGraph, BackendError> {
         // SAFETY: the stream belongs to this runner and is idle.
         check(
             unsafe {
@@ -651,42 +673,32 @@ impl Runner {
                 )
             },
             "cuStreamBeginCapture",
-            schedule.target.name(),
+            what,
         )?;
         let mut launched = Ok(());
-        for (i, k) in plan.kernels.iter().enumerate() {
-            let op = g.op(k.op);
-            let r = self.launch(&GridLaunch {
-                f: op_fn(funcs, op.kind),
-                layer: op.layer.unwrap_or(0) as usize,
-                ctas: k.ctas,
-                pdl_attribute: k.pdl_attribute,
-                waits: k.wait.is_some(),
-                early: k.trigger == Some(Trigger::Early),
-                trace: trace(i),
-            });
-            if r.is_err() {
-                launched = r;
+        for grid in grids {
+            if let Err(e) = self.launch(&grid) {
+                launched = Err(e);
                 break;
             }
         }
-        // SAFETY: capture was begun above on this stream.
+        // SAFETY: capture was begun above on this stream (and is ended even if a launch failed).
         let graph = check(
             unsafe { result::stream::end_capture(self.stream) },
             "cuStreamEndCapture",
-            schedule.target.name(),
+            what,
         )?;
         launched?;
         // SAFETY: `graph` is a complete captured graph.
         let exec = check(
             unsafe { result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0)) },
             "cuGraphInstantiate",
-            schedule.target.name(),
+            what,
         )?;
         Ok(StepGraph {
             exec,
             graph,
-            target: schedule.target,
+            target,
         })
     }
 
@@ -832,51 +844,16 @@ impl Runner {
         launches: &[(OpKind, usize, u32)],
         reps: usize,
     ) -> Result<f64, BackendError> {
-        // SAFETY: the stream belongs to this runner and is idle.
-        check(
-            unsafe {
-                result::stream::begin_capture(
-                    self.stream,
-                    sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
-                )
-            },
-            "cuStreamBeginCapture",
-            "per-kernel timing",
-        )?;
-        let mut launched = Ok(());
-        for &(kind, layer, ctas) in launches {
-            let grid = GridLaunch {
-                f: op_fn(&self.funcs, kind),
-                layer,
-                ctas,
-                pdl_attribute: false,
-                waits: false,
-                early: false,
-                trace: 0,
-            };
-            if let Err(e) = self.launch(&grid) {
-                launched = Err(e);
-                break;
-            }
-        }
-        // SAFETY: capture begun above.
-        let graph = check(
-            unsafe { result::stream::end_capture(self.stream) },
-            "cuStreamEndCapture",
-            "per-kernel",
-        )?;
-        launched?;
-        // SAFETY: complete captured graph.
-        let exec = check(
-            unsafe { result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0)) },
-            "cuGraphInstantiate",
-            "per-kernel",
-        )?;
-        let step = StepGraph {
-            exec,
-            graph,
-            target: Target::Graph,
-        };
+        let grids = launches.iter().map(|&(kind, layer, ctas)| GridLaunch {
+            f: op_fn(&self.funcs, kind),
+            layer,
+            ctas,
+            pdl_attribute: false,
+            waits: false,
+            early: false,
+            trace: 0,
+        });
+        let step = self.capture_grids(Target::Graph, "per-kernel timing", grids)?;
         self.median_ms(reps, "per-kernel", || {
             // SAFETY: the graph is live and instantiated for this stream.
             check(

@@ -94,6 +94,29 @@ pub fn simulate(
             .trigger
             .map(|t| options.trigger.unwrap_or(t))
     };
+    // A CTA of grid k triggered: once all have, a programmatic successor becomes admissible.
+    let count_trigger =
+        |k: usize, now: f64, grids: &mut Vec<Grid>, queue: &mut EventQueue<Event>| {
+            grids[k].triggered += 1;
+            if grids[k].triggered == plan.kernels[k].ctas
+                && k + 1 < grids.len()
+                && plan.kernels[k + 1].incoming == Some(EdgeSync::Programmatic)
+            {
+                queue.push(now, Event::Admissible(k + 1));
+            }
+        };
+    // A CTA whose loads landed and whose wait is released runs its dependent phase.
+    let start_dependent = |k: usize,
+                           cta: u32,
+                           sm: usize,
+                           now: f64,
+                           spans: &mut Vec<Span>,
+                           queue: &mut EventQueue<Event>| {
+        let t = &g.tasks[task_of(k, cta) as usize];
+        let d = lat.instruction_overhead_ns + dependent_bytes(t) / cap;
+        spans[t.id.index()].start = now;
+        queue.push(now + d, Event::Exit(k, cta, sm));
+    };
     let mut end = 0.0f64;
     queue.push(0.0, Event::Admissible(0));
 
@@ -147,13 +170,7 @@ pub fn simulate(
                 spans[t].load_start = now;
                 pool.start(now, independent_bytes(&g.tasks[t], kv_len), (k, cta, sm));
                 if trigger(k) == Some(Trigger::Early) {
-                    grids[k].triggered += 1;
-                    if grids[k].triggered == plan.kernels[k].ctas
-                        && k + 1 < grids.len()
-                        && plan.kernels[k + 1].incoming == Some(EdgeSync::Programmatic)
-                    {
-                        queue.push(now, Event::Admissible(k + 1));
-                    }
+                    count_trigger(k, now, &mut grids, &mut queue);
                 }
             }
             Next::Flow(now, (k, cta, sm)) => {
@@ -161,10 +178,7 @@ pub fn simulate(
                     queue.push(now, Event::Free(k, sm));
                 }
                 if grids[k].released {
-                    let t = &g.tasks[task_of(k, cta) as usize];
-                    let d = lat.instruction_overhead_ns + dependent_bytes(t) / cap;
-                    spans[t.id.index()].start = now;
-                    queue.push(now + d, Event::Exit(k, cta, sm));
+                    start_dependent(k, cta, sm, now, &mut spans, &mut queue);
                 } else {
                     grids[k].parked.push((cta, sm));
                 }
@@ -172,10 +186,7 @@ pub fn simulate(
             Next::Event(now, Event::Release(k)) => {
                 grids[k].released = true;
                 for (cta, sm) in std::mem::take(&mut grids[k].parked) {
-                    let t = &g.tasks[task_of(k, cta) as usize];
-                    let d = lat.instruction_overhead_ns + dependent_bytes(t) / cap;
-                    spans[t.id.index()].start = now;
-                    queue.push(now + d, Event::Exit(k, cta, sm));
+                    start_dependent(k, cta, sm, now, &mut spans, &mut queue);
                 }
             }
             Next::Event(now, Event::Exit(k, cta, sm)) => {
@@ -187,13 +198,7 @@ pub fn simulate(
                 }
                 grids[k].exited += 1;
                 if trigger(k) == Some(Trigger::Late) {
-                    grids[k].triggered += 1;
-                    if grids[k].triggered == plan.kernels[k].ctas
-                        && k + 1 < grids.len()
-                        && plan.kernels[k + 1].incoming == Some(EdgeSync::Programmatic)
-                    {
-                        queue.push(now, Event::Admissible(k + 1));
-                    }
+                    count_trigger(k, now, &mut grids, &mut queue);
                 }
                 if grids[k].exited == plan.kernels[k].ctas && k + 1 < grids.len() {
                     match plan.kernels[k + 1].incoming {
