@@ -2,11 +2,13 @@
 //
 // One device function per operator kind (qkv_rope, attention, o_proj / down (split-K matvec
 // with residual), up_gate, lm_head); each `extern "C"` kernel is a thin grid wrapper around it so
-// that a persistent interpreter can call the same bodies. Compiled at run time by NVRTC for
+// that a persistent interpreter can call the same bodies. The matvec operators share one
+// streaming engine (below): a producer warp feeding a ring of weight pages, consumer warps
+// computing whole rows. Compiled at run time by NVRTC for
 // sm_90a; no CUDA headers are needed (bf16 is handled as raw 16-bit values).
 //
 // Dependency protocol inside a chain (PDL): every kernel first issues its independent loads
-// (its weight tile, with cp.async into shared memory; KV history prefetches), then triggers its
+// (its weight pages, with bulk copies into shared memory; KV history prefetches), then triggers its
 // successor if the schedule says `early`, then waits (griddepcontrol.wait) before its first read
 // of anything the step produced. Buffers the predecessor writes are read with plain (coherent)
 // loads, never through `const __restrict__` pointers.
@@ -14,15 +16,21 @@
 typedef unsigned short bf16;
 typedef unsigned long long u64;
 
-#define THREADS 256
-#define WARPS (THREADS / 32)
-// Shared-memory stage for weights: 64 KiB.
-#define STAGE_BYTES 65536
+// Streaming kernels: 8 consumer warps and one producer warp.
+#define CONSUMER_WARPS 8
+#define CONSUMER_THREADS (CONSUMER_WARPS * 32)
+#define THREADS (CONSUMER_THREADS + 32)
+// Attention kernel threads.
+#define ATT_THREADS 256
+// Weight pages and the most ring slots a streaming kernel may use.
+#define PAGE_BYTES 16384
+#define MAX_SLOTS 16
 
 struct Model {
     int hidden, inter, q_dim, kv_dim, heads, kv_heads, head_dim, vocab, layers;
     int tile_rows, lm_tile_rows, attn_split, s_attn, s_down, max_seq;
     float eps, log2_theta;
+    int ring[6];  // ring slots per consumer warp, per operator kind in ENTRY_POINTS order
 };
 
 struct Globals {
@@ -133,224 +141,483 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
-// Sum over the block; `scratch` holds WARPS floats. All threads get the result.
-__device__ float block_sum(float v, float* scratch) {
-    v = warp_sum(v);
-    int w = threadIdx.x / 32, l = threadIdx.x % 32;
-    __syncthreads();
-    if (l == 0) scratch[w] = v;
-    __syncthreads();
-    float t = 0.f;
-    for (int i = 0; i < WARPS; ++i) t += scratch[i];
-    return t;
-}
-
 // Token id held in a packed argmax value.
 __device__ __forceinline__ unsigned token_of(u64 packed) {
     return 0xFFFFFFFFu - (unsigned)(packed & 0xFFFFFFFFull);
 }
 
-// Issues cp.async copies of `rows` x `k` bf16 (row stride `ld`, starting at column `col0`)
-// into `dst` (dense rows of k). k must be a multiple of 8.
-__device__ void load_tile(bf16* dst, const bf16* w, long row0, int rows, long ld, long col0, int k) {
-    int chunks_per_row = k / 8;
-    int total = rows * chunks_per_row;
-    for (int i = threadIdx.x; i < total; i += THREADS) {
-        int r = i / chunks_per_row, c = i % chunks_per_row;
-        cp_async16(dst + (long)r * k + c * 8, w + (row0 + r) * ld + col0 + c * 8);
+extern __shared__ __align__(128) unsigned char smem_raw[];
+
+// ---- the streaming matvec engine ---------------------------------------------------------
+//
+// Every matvec operator runs on one resident CTA per SM that walks a contiguous range of
+// 16 KiB weight pages. Warp 8 is the producer: one lane issues bulk asynchronous copies (TMA,
+// cp.async.bulk) of each page into a ring of shared-memory slots, each slot guarded by a `full`
+// and an `empty` mbarrier. The producer never waits on the predecessor grid, so weights stream
+// from the moment the CTA is resident. Warps 0-7 are consumers: after griddepcontrol.wait they
+// stage the input vector (RMSNorm where the operator has one), then each takes every eighth
+// page of the CTA, holds its slice of the input vector in registers, computes the page's rows
+// (a page holds whole rows of one K chunk, so a row's sum never crosses warps), releases the
+// slot, and applies the operator's epilogue to those rows.
+
+// Issues cp.async copies of rows [from, to) of a [pos][hd] bf16 cache into `dst`, whose rows
+// are `stride` elements apart (padding keeps per-thread row reads free of bank conflicts).
+__device__ void load_kv_rows(bf16* dst, const bf16* cache, int from, int to, int hd, int base, int stride) {
+    int chunks = hd / 8;
+    int total = (to - from) * chunks;
+    for (int i = threadIdx.x; i < total; i += ATT_THREADS) {
+        int r = from + i / chunks, c = i % chunks;
+        cp_async16(dst + (long)(r - base) * stride + c * 8, cache + (long)r * hd + c * 8);
     }
     cp_async_commit();
 }
 
-// Loads the residual input of a layer into shared memory as floats: the embedding row of the
-// current token for layer 0, else x_in.
-__device__ void load_residual(float* dst, const Model& m, const Globals& g, const Layer& L, int n, int offset) {
-    if (L.x_in == 0) {
-        int p = *g.pos;
-        unsigned tok = token_of(g.tokens[p]);
-        const bf16* row = g.embed + (long)tok * m.hidden + offset;
-        for (int i = threadIdx.x; i < n; i += THREADS) dst[i] = bf2f(row[i]);
-    } else {
-        for (int i = threadIdx.x; i < n; i += THREADS) dst[i] = L.x_in[offset + i];
-    }
+__device__ __forceinline__ void mbar_init(u64* bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
 }
 
-// x (already in smem, length n) <- x * rsqrt(mean(x^2) + eps) * w.
-__device__ void rmsnorm_inplace(float* x, const bf16* w, int n, float eps, float* scratch) {
-    float ss = 0.f;
-    for (int i = threadIdx.x; i < n; i += THREADS) ss += x[i] * x[i];
-    float total = block_sum(ss, scratch);
-    float inv = rsqrtf(total / n + eps);
-    __syncthreads();
-    for (int i = threadIdx.x; i < n; i += THREADS) x[i] = x[i] * inv * bf2f(w[i]);
-    __syncthreads();
+__device__ __forceinline__ void mbar_expect_tx(u64* bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
 }
 
-// out[r] = dot(W[r], x) for `rows` dense rows of length k in shared memory.
-// Each thread owns 8-column chunks (t, t + THREADS, ...) and keeps their x values in registers
-// while it walks down the rows, so shared memory carries each weight once and each x value once
-// per chunk: reading x again for every row made the dot product, not HBM, the bottleneck
-// (compute alone took as long as the bandwidth floor). Per-row sums are reduced across lanes with
-// shuffles and across warps through `scratch` (WARPS x DOT_ROWS floats).
-#define DOT_ROWS 16
-__device__ void dot_rows(const bf16* w, const float* x, int rows, int k, float* out, float* scratch) {
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    int chunks = k / 8;
-    for (int r0 = 0; r0 < rows; r0 += DOT_ROWS) {
-        int n = rows - r0 < DOT_ROWS ? rows - r0 : DOT_ROWS;
-        float acc[DOT_ROWS];
-#pragma unroll
-        for (int r = 0; r < DOT_ROWS; ++r) acc[r] = 0.f;
-        for (int c = threadIdx.x; c < chunks; c += THREADS) {
-            float4 xa = *reinterpret_cast<const float4*>(x + c * 8);
-            float4 xb = *reinterpret_cast<const float4*>(x + c * 8 + 4);
-            float xv[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
-#pragma unroll
-            for (int r = 0; r < DOT_ROWS; ++r) {
-                if (r < n) {
-                    uint4 packed = *reinterpret_cast<const uint4*>(w + (long)(r0 + r) * k + c * 8);
-                    unsigned words[4] = {packed.x, packed.y, packed.z, packed.w};
-#pragma unroll
-                    for (int j = 0; j < 4; ++j) {
-                        acc[r] += __uint_as_float(words[j] << 16) * xv[2 * j];
-                        acc[r] += __uint_as_float(words[j] & 0xFFFF0000u) * xv[2 * j + 1];
-                    }
-                }
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < DOT_ROWS; ++r) {
-            float v = warp_sum(acc[r]);
-            if (lane == 0 && r < n) scratch[warp * DOT_ROWS + r] = v;
-        }
-        __syncthreads();
-        if (threadIdx.x < n) {
-            float t = 0.f;
-            for (int wi = 0; wi < WARPS; ++wi) t += scratch[wi * DOT_ROWS + threadIdx.x];
-            out[r0 + threadIdx.x] = t;
-        }
-        __syncthreads();
-    }
+__device__ __forceinline__ void mbar_arrive(u64* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
 }
 
-// Shared-memory layout of the matvec kernels:
-// [weight stage: STAGE_BYTES | activation vector: k floats | results: 256 floats | scratch].
-// The stage size is a compile-time constant on purpose: sizing it from %dynamic_smem_size and
-// placing the vector after it made every matvec kernel about 2x slower on the H200 (the
-// vector's alignment was unknown and its loads were no longer vectorised); a vector-first layout
-// with a tile-sized stage measured 2-4% slower than this one.
-struct Smem {
-    bf16* w;
-    float* x;
-    float* res;
-    float* scratch;
+__device__ __forceinline__ void mbar_wait(u64* bar, unsigned parity) {
+    unsigned done;
+    do {
+        asm volatile(
+            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+            : "=r"(done)
+            : "r"(smem_addr(bar)), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+
+// Bulk copy of `bytes` (multiple of 16, both addresses 16-byte aligned) that completes on `bar`.
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, u64* bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar))
+                 : "memory");
+}
+
+// Barrier among the consumer warps only (the producer never joins).
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" ::"n"(CONSUMER_THREADS) : "memory"); }
+
+// Which pages an operator streams. A page holds `page_rows` rows of `k` columns: either rows
+// [row0, row0 + page_rows) of `w0`, or, when `w1` is set (gate/up), page_rows / 2 rows of each.
+struct Matvec {
+    const bf16* w0;
+    const bf16* w1;
+    long ld;         // row stride of the matrices (elements)
+    int k;           // columns per page row: the K chunk
+    int splits;      // K chunks (split-K); chunk c covers columns [c k, (c + 1) k)
+    int out_rows;    // output rows per chunk
+    int page_rows;   // matrix rows held by one page
+    int page_out;    // output rows per page (page_rows, or page_rows / 2 with w1)
+    int pages;       // splits * out_rows / page_out
 };
 
-extern __shared__ __align__(16) unsigned char smem_raw[];
-
-// Bytes of the weight stage.
-__device__ __forceinline__ int stage_bytes(int k) {
-    (void)k;
-    return STAGE_BYTES;
+__device__ Matvec matvec(const bf16* w0, const bf16* w1, long ld, int k, int splits, int out_rows) {
+    Matvec v;
+    v.w0 = w0;
+    v.w1 = w1;
+    v.ld = ld;
+    v.k = k;
+    v.splits = splits;
+    v.out_rows = out_rows;
+    v.page_rows = PAGE_BYTES / (2 * k);
+    v.page_out = w1 ? v.page_rows / 2 : v.page_rows;
+    v.pages = splits * (out_rows / v.page_out);
+    return v;
 }
 
-__device__ Smem carve(unsigned char* base, int k) {
-    Smem s;
-    s.w = (bf16*)base;
-    s.x = (float*)(base + STAGE_BYTES);
-    s.res = s.x + k;
-    s.scratch = s.res + 256;
+// The first page and page count of this CTA: contiguous, balanced to within one page.
+__device__ __forceinline__ void page_range(int pages, int& first, int& count) {
+    long b = blockIdx.x, g = gridDim.x;
+    first = (int)(b * pages / g);
+    count = (int)((b + 1) * pages / g) - first;
+}
+
+// Chunk and first output row of page p.
+__device__ __forceinline__ void page_coords(const Matvec& v, int p, int& chunk, int& row0) {
+    int per_chunk = v.out_rows / v.page_out;
+    chunk = p / per_chunk;
+    row0 = (p % per_chunk) * v.page_out;
+}
+
+// Shared memory of a streaming kernel:
+// [full mbarriers | empty mbarriers | input vector (x_len floats) | scratch | page ring].
+struct Stream {
+    u64* full;
+    u64* empty;
+    float* x;
+    float* scratch;  // 64 floats
+    bf16* ring;
+    int per_warp;  // ring slots per consumer warp
+};
+
+// Bytes before the ring (mirrored by the host's dynamic shared memory computation).
+__device__ __forceinline__ int ring_offset(int x_len) { return (2 * MAX_SLOTS * 8 + x_len * 4 + 64 * 4 + 127) / 128 * 128; }
+
+__device__ Stream carve_stream(int x_len, int per_warp) {
+    Stream s;
+    s.full = (u64*)smem_raw;
+    s.empty = s.full + MAX_SLOTS;
+    s.x = (float*)(smem_raw + 2 * MAX_SLOTS * 8);
+    s.scratch = s.x + x_len;
+    s.ring = (bf16*)(smem_raw + ring_offset(x_len));
+    s.per_warp = per_warp;
     return s;
 }
 
-// Rows of a k-wide tile that fit one weight stage.
-__device__ __forceinline__ int stage_rows_for(int rows, int k) {
-    int sr = stage_bytes(k) / (k * 2);
-    return sr < rows ? sr : rows;
-}
-
-// Dot products of `rows` weight rows with s.x, streamed through the stage buffer. The first
-// stage must already have been issued (before the grid's wait); later stages reuse the buffer.
-__device__ void staged_dots(const Smem& s, const bf16* w, long row0, int rows, long ld, long col0, int k, float* out) {
-    int sr = stage_rows_for(rows, k);
-    for (int done = 0; done < rows; done += sr) {
-        int n = rows - done < sr ? rows - done : sr;
-        if (done > 0) {
-            __syncthreads();
-            load_tile(s.w, w, row0 + done, n, ld, col0, k);
-        } else {
-            mark(MARK_PREPARED);
+// Initialises the ring's barriers (before any thread uses them).
+__device__ void stream_init(const Stream& s) {
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < CONSUMER_WARPS * s.per_warp; ++i) {
+            mbar_init(&s.full[i], 1);
+            mbar_init(&s.empty[i], 1);
         }
-        cp_async_wait_all();
-        __syncthreads();
-        if (done == 0) mark(MARK_LANDED);
-        dot_rows(s.w, s.x, n, k, out + done, s.scratch);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
-    mark(MARK_COMPUTED);
 }
+
+// Ring slot of the CTA's page i: page i belongs to consumer warp i % CONSUMER_WARPS, which
+// owns `per_warp` slots and takes its pages in order, so every slot has one consumer and its
+// mbarrier phases are awaited in order (a shared slot could let a fast warp wait on a parity
+// one lap ahead and see a stale completed phase).
+__device__ __forceinline__ void ring_slot(const Stream& s, int i, int& slot, int& lap) {
+    int w = i % CONSUMER_WARPS, j = i / CONSUMER_WARPS;
+    slot = w * s.per_warp + j % s.per_warp;
+    lap = j / s.per_warp;
+}
+
+// Producer (one lane): streams `count` pages from `first` through the ring.
+__device__ void produce(const Stream& s, const Matvec& v, int first, int count) {
+    const unsigned bytes = (unsigned)(v.page_rows * v.k * 2);
+    for (int i = 0; i < count; ++i) {
+        int slot, lap;
+        ring_slot(s, i, slot, lap);
+        if (lap > 0) mbar_wait(&s.empty[slot], (lap - 1) & 1);
+        int chunk, row0;
+        page_coords(v, first + i, chunk, row0);
+        bf16* dst = s.ring + (long)slot * (PAGE_BYTES / 2);
+        long col0 = (long)chunk * v.k;
+        mbar_expect_tx(&s.full[slot], bytes);
+        if (v.w1) {
+            unsigned half = bytes / 2;
+            bulk_copy(dst, v.w0 + (long)row0 * v.ld + col0, half, &s.full[slot]);
+            bulk_copy(dst + half / 2, v.w1 + (long)row0 * v.ld + col0, half, &s.full[slot]);
+        } else if (v.k == v.ld) {
+            bulk_copy(dst, v.w0 + (long)row0 * v.ld, bytes, &s.full[slot]);
+        } else {
+            for (int r = 0; r < v.page_rows; ++r)
+                bulk_copy(dst + (long)r * v.k, v.w0 + (long)(row0 + r) * v.ld + col0, (unsigned)(v.k * 2), &s.full[slot]);
+        }
+    }
+}
+
+// Loads this lane's slice of input-vector chunk `chunk` (columns (lane + 32 j) * 8 .. + 8).
+template <int NJ>
+__device__ __forceinline__ void load_x(float (&xr)[NJ][8], const float* x, int k, int chunk) {
+    int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int j = 0; j < NJ; ++j) {
+        const float4* p = reinterpret_cast<const float4*>(x + (long)chunk * k + (lane + 32 * j) * 8);
+        float4 a = p[0], b = p[1];
+        xr[j][0] = a.x; xr[j][1] = a.y; xr[j][2] = a.z; xr[j][3] = a.w;
+        xr[j][4] = b.x; xr[j][5] = b.y; xr[j][6] = b.z; xr[j][7] = b.w;
+    }
+}
+
+// Dot products of the R rows of a page (row stride 256 * NJ elements) with the lane's x slice;
+// every lane returns every row's full sum.
+template <int NJ, int R>
+__device__ __forceinline__ void page_dots(const bf16* page, const float (&xr)[NJ][8], float (&out)[R]) {
+    int lane = threadIdx.x % 32;
+    const int k = 256 * NJ;
+#pragma unroll
+    for (int r = 0; r < R; ++r) out[r] = 0.f;
+#pragma unroll
+    for (int j = 0; j < NJ; ++j) {
+        uint4 w[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) w[r] = *reinterpret_cast<const uint4*>(page + r * k + (lane + 32 * j) * 8);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            unsigned words[4] = {w[r].x, w[r].y, w[r].z, w[r].w};
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                out[r] += __uint_as_float(words[q] << 16) * xr[j][2 * q];
+                out[r] += __uint_as_float(words[q] & 0xFFFF0000u) * xr[j][2 * q + 1];
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) out[r] = warp_sum(out[r]);
+}
+
+// Consumer warp: computes its pages (every CONSUMER_WARPS-th of the CTA's range) and hands each
+// page's row sums to `epilogue(page, chunk, row0, sums)`.
+template <int NJ, typename Epilogue>
+__device__ void consume(const Stream& s, const Matvec& v, int first, int count, Epilogue& epilogue) {
+    constexpr int R = PAGE_BYTES / (2 * 256 * NJ);
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float xr[NJ][8];
+    int loaded = -1;
+    bool landed_marked = false;
+    for (int i = warp; i < count; i += CONSUMER_WARPS) {
+        int chunk, row0;
+        page_coords(v, first + i, chunk, row0);
+        if (chunk != loaded) {
+            load_x<NJ>(xr, s.x, v.k, chunk);
+            loaded = chunk;
+        }
+        int slot, lap;
+        ring_slot(s, i, slot, lap);
+        mbar_wait(&s.full[slot], lap & 1);
+        if (!landed_marked) {
+            mark(MARK_LANDED);
+            landed_marked = true;
+        }
+        float sums[R];
+        page_dots<NJ, R>(s.ring + (long)slot * (PAGE_BYTES / 2), xr, sums);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&s.empty[slot]);
+        epilogue(chunk, row0, sums);
+    }
+}
+
+// Runs a streaming operator: barriers, producer, the grid-dependency wait, `prepare` (stages the
+// input vector in s.x; consumers only), the consumers, then `finish` (consumers only).
+template <typename Prepare, typename Epilogue, typename Finish>
+__device__ void run_stream(const Matvec& v, int x_len, int per_warp, int pdl, int early, Prepare prepare,
+                           Epilogue& epilogue, Finish finish) {
+    Stream s = carve_stream(x_len, per_warp);
+    stream_init(s);
+    int first, count;
+    page_range(v.pages, first, count);
+    mark(MARK_ISSUED);
+    if (pdl && early) pdl_trigger();
+    if (threadIdx.x >= CONSUMER_THREADS) {
+        if (threadIdx.x == CONSUMER_THREADS) produce(s, v, first, count);
+        return;
+    }
+    if (pdl) pdl_wait();
+    mark(MARK_RELEASED);
+    prepare(s);
+    consumers_sync();
+    mark(MARK_PREPARED);
+    int nj = v.k / 256;
+    if (nj == 8) consume<8>(s, v, first, count, epilogue);
+    else if (nj == 4) consume<4>(s, v, first, count, epilogue);
+    else consume<2>(s, v, first, count, epilogue);
+    mark(MARK_COMPUTED);
+    finish(s);
+}
+
+// x (length n, in smem) <- x * rsqrt(mean(x^2) + eps) * w, over the consumer threads.
+__device__ void rmsnorm_consumers(float* x, const bf16* w, int n, float eps, float* scratch) {
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < n; i += CONSUMER_THREADS) ss += x[i] * x[i];
+    ss = warp_sum(ss);
+    if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = ss;
+    consumers_sync();
+    float total = 0.f;
+    for (int i = 0; i < CONSUMER_WARPS; ++i) total += scratch[i];
+    float inv = rsqrtf(total / n + eps);
+    for (int i = threadIdx.x; i < n; i += CONSUMER_THREADS) x[i] = x[i] * inv * bf2f(w[i]);
+}
+
+// Copies n floats of `src` (written by the predecessor: plain coherent loads) into `dst`.
+__device__ void stage_vector(float* dst, const float* src, int n) {
+    for (int i = threadIdx.x * 4; i < n; i += CONSUMER_THREADS * 4)
+        *reinterpret_cast<float4*>(dst + i) = *reinterpret_cast<const float4*>(src + i);
+}
+
+// The residual stream entering a layer: the embedding row of the current token for layer 0.
+__device__ void stage_residual(float* dst, const Model& m, const Globals& g, const Layer& L) {
+    if (L.x_in == 0) {
+        unsigned tok = token_of(g.tokens[*g.pos]);
+        const bf16* row = g.embed + (long)tok * m.hidden;
+        for (int i = threadIdx.x; i < m.hidden; i += CONSUMER_THREADS) dst[i] = bf2f(row[i]);
+    } else {
+        stage_vector(dst, L.x_in, m.hidden);
+    }
+}
+
+__device__ __forceinline__ float residual_at(const Model& m, const Globals& g, const Layer& L, int i) {
+    if (L.x_in == 0) return bf2f(g.embed[(long)token_of(g.tokens[*g.pos]) * m.hidden + i]);
+    return L.x_in[i];
+}
+
+struct NoFinish {
+    __device__ void operator()(const Stream&) const {}
+};
 
 // ---- operator bodies ---------------------------------------------------------------------
 
-// (1) RMSNorm + QKV + RoPE + KV append (layer 0: embedding gather). Tile `t` of tile_rows rows.
-__device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, int t, int pdl, int early) {
-    int T = m.tile_rows;
-    Smem s = carve(smem_raw, m.hidden);
-    long row0 = (long)t * T;
-    load_tile(s.w, L.w_qkv, row0, stage_rows_for(T, m.hidden), m.hidden, 0, m.hidden);
-    mark(MARK_ISSUED);
-    if (pdl && early) pdl_trigger();
-    if (pdl) pdl_wait();
-    mark(MARK_RELEASED);
-    load_residual(s.x, m, g, L, m.hidden, 0);
-    __syncthreads();
-    rmsnorm_inplace(s.x, L.norm1, m.hidden, m.eps, s.scratch);
-    staged_dots(s, L.w_qkv, row0, T, m.hidden, 0, m.hidden, s.res);
-    int p = *g.pos;
-    // RoPE on pair-interleaved q/k rows: rows (2i, 2i+1) of a head rotate with frequency i.
-    for (int i = threadIdx.x; i < T / 2; i += THREADS) {
-        int r = (int)row0 + 2 * i;
-        float a = s.res[2 * i], b = s.res[2 * i + 1];
+// (1) RMSNorm + QKV + RoPE + KV append (layer 0: embedding gather). Pages hold pair-interleaved
+// q/k rows, so a RoPE pair never straddles two pages.
+struct QkvEpilogue {
+    const Model& m;
+    const Globals& g;
+    const Layer& L;
+    int p;
+    template <int R>
+    __device__ void operator()(int, int row0, const float (&v)[R]) {
+        int lane = threadIdx.x % 32;
+        if (lane >= R) return;
+        int r = row0 + lane;
+        float val = v[lane];
         if (r < m.q_dim + m.kv_dim) {
+            float a = v[lane & ~1], b = v[lane | 1];
             int pair = (r % m.head_dim) / 2;
             float freq = exp2f(-2.0f * pair / m.head_dim * m.log2_theta);
             float sn, cs;
             sincosf((float)p * freq, &sn, &cs);
-            s.res[2 * i] = a * cs - b * sn;
-            s.res[2 * i + 1] = a * sn + b * cs;
+            val = (lane & 1) ? a * sn + b * cs : a * cs - b * sn;
         }
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < T; i += THREADS) {
-        int r = (int)row0 + i;
-        float v = s.res[i];
-        L.qkv[r] = v;
+        L.qkv[r] = val;
         if (r >= m.q_dim) {
             int kr = r - m.q_dim;
             bool is_v = kr >= m.kv_dim;
             if (is_v) kr -= m.kv_dim;
             int head = kr / m.head_dim, d = kr % m.head_dim;
             bf16* cache = is_v ? L.v_cache : L.k_cache;
-            cache[((long)head * m.max_seq + p) * m.head_dim + d] = f2bf(v);
+            cache[((long)head * m.max_seq + p) * m.head_dim + d] = f2bf(val);
         }
     }
+};
+
+__device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
+    Matvec v = matvec(L.w_qkv, 0, m.hidden, m.hidden, 1, m.q_dim + 2 * m.kv_dim);
+    QkvEpilogue ep{m, g, L, *g.pos};
+    auto prepare = [&](const Stream& s) {
+        stage_residual(s.x, m, g, L);
+        consumers_sync();
+        rmsnorm_consumers(s.x, L.norm1, m.hidden, m.eps, s.scratch);
+    };
+    run_stream(v, m.hidden, m.ring[0], pdl, early, prepare, ep, NoFinish{});
 }
 
-// (2) Decode attention: task = (KV head, query-head group). K and V rows are staged in shared
-// memory by cp.async in chunks of ATT_CHUNK positions: the history of the first chunk is issued
-// before the wait (it was written by earlier steps), the current position after it.
-#define ATT_CHUNK 256
-
-// Issues cp.async copies of rows [from, to) of a [pos][hd] bf16 cache into `dst` (row-major).
-__device__ void load_kv_rows(bf16* dst, const bf16* cache, int from, int to, int hd, int base) {
-    int chunks = hd / 8;
-    int total = (to - from) * chunks;
-    for (int i = threadIdx.x; i < total; i += THREADS) {
-        int r = from + i / chunks, c = i % chunks;
-        cp_async16(dst + (long)(r - base) * hd + c * 8, cache + (long)r * hd + c * 8);
+// (3)/(5) Split-K matvec + residual. Each page stores its partial rows; the last of the chunks
+// to arrive for a page's rows sums the partials in chunk order (deterministic) with the
+// residual. With one chunk the sum is the result.
+struct SplitKEpilogue {
+    const Model& m;
+    const Globals& g;
+    const Layer& L;
+    int splits;
+    float* part;
+    unsigned* arrive;
+    bool residual_from_mid;
+    float* out;
+    template <int R>
+    __device__ void operator()(int chunk, int row0, const float (&v)[R]) {
+        int lane = threadIdx.x % 32;
+        if (splits > 1) {
+            if (lane < R) part[(long)chunk * m.hidden + row0 + lane] = v[lane];
+            __threadfence();
+            __syncwarp();
+            unsigned last = 0;
+            if (lane == 0) last = ((atomicAdd(&arrive[row0 / R], 1u) + 1u) % (unsigned)splits) == 0u;
+            last = __shfl_sync(0xffffffffu, last, 0);
+            if (!last) return;
+            __threadfence();
+        }
+        if (lane >= R) return;
+        int r = row0 + lane;
+        float acc = residual_from_mid ? L.x_mid[r] : residual_at(m, g, L, r);
+        if (splits > 1) {
+            for (int c = 0; c < splits; ++c) acc += __ldcg(&part[(long)c * m.hidden + r]);
+        } else {
+            acc += v[lane];
+        }
+        out[r] = acc;
     }
-    cp_async_commit();
+};
+
+__device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
+    Matvec v = matvec(L.w_o, 0, m.q_dim, m.q_dim / m.s_attn, m.s_attn, m.hidden);
+    SplitKEpilogue ep{m, g, L, m.s_attn, L.o_part, L.o_arrive, false, L.x_mid};
+    auto prepare = [&](const Stream& s) { stage_vector(s.x, L.attn, m.q_dim); };
+    run_stream(v, m.q_dim, m.ring[2], pdl, early, prepare, ep, NoFinish{});
 }
+
+__device__ void down_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
+    Matvec v = matvec(L.w_down, 0, m.inter, m.inter / m.s_down, m.s_down, m.hidden);
+    SplitKEpilogue ep{m, g, L, m.s_down, L.d_part, L.d_arrive, true, L.x_out};
+    auto prepare = [&](const Stream& s) { stage_vector(s.x, L.h, m.inter); };
+    run_stream(v, m.inter, m.ring[4], pdl, early, prepare, ep, NoFinish{});
+}
+
+// (4) RMSNorm + gate/up matvecs + SiLU(gate) * up: a page holds matching gate and up rows.
+struct UpGateEpilogue {
+    const Layer& L;
+    template <int R>
+    __device__ void operator()(int, int row0, const float (&v)[R]) {
+        int lane = threadIdx.x % 32;
+        if (lane < R / 2) {
+            float gt = v[lane], up = v[R / 2 + lane];
+            L.h[row0 + lane] = gt / (1.f + __expf(-gt)) * up;
+        }
+    }
+};
+
+__device__ void up_gate_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
+    (void)g;
+    Matvec v = matvec(L.w_gate, L.w_up, m.hidden, m.hidden, 1, m.inter);
+    UpGateEpilogue ep{L};
+    auto prepare = [&](const Stream& s) {
+        stage_vector(s.x, L.x_mid, m.hidden);
+        consumers_sync();
+        rmsnorm_consumers(s.x, L.norm2, m.hidden, m.eps, s.scratch);
+    };
+    run_stream(v, m.hidden, m.ring[3], pdl, early, prepare, ep, NoFinish{});
+}
+
+// (6) Final RMSNorm + LM head + fused argmax into tokens[pos + 1]: each warp keeps its best
+// (logit, index) packed in a u64 and publishes it with one atomicMax.
+struct LmHeadEpilogue {
+    const Globals& g;
+    u64 best;
+    template <int R>
+    __device__ void operator()(int, int row0, const float (&v)[R]) {
+        int lane = threadIdx.x % 32;
+        if (lane < R) g.logits[row0 + lane] = v[lane];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            unsigned u = __float_as_uint(v[r]);
+            unsigned key = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+            u64 packed = ((u64)key << 32) | (u64)(0xFFFFFFFFu - (unsigned)(row0 + r));
+            best = packed > best ? packed : best;
+        }
+    }
+};
+
+__device__ void lm_head_body(const Model& m, const Globals& g, int pdl, int early) {
+    Matvec v = matvec(g.lm_head, 0, m.hidden, m.hidden, 1, m.vocab);
+    LmHeadEpilogue ep{g, 0};
+    auto prepare = [&](const Stream& s) {
+        stage_vector(s.x, g.x_final, m.hidden);
+        consumers_sync();
+        rmsnorm_consumers(s.x, g.final_norm, m.hidden, m.eps, s.scratch);
+    };
+    auto finish = [&](const Stream&) {
+        if (threadIdx.x % 32 == 0 && ep.best) atomicMax(&g.tokens[*g.pos + 1], ep.best);
+    };
+    run_stream(v, m.hidden, m.ring[5], pdl, early, prepare, ep, finish);
+}
+
+// (2) Decode attention: task = (KV head, query-head group), ATT_THREADS threads. K and V rows
+// are staged in shared memory by cp.async in chunks of ATT_CHUNK positions: the history of the
+// first chunk is issued before the wait (earlier steps wrote it), the current position after.
+// Scores: one thread per position (K rows padded so these reads are conflict-free); softmax:
+// one warp per head; output: one thread per (head, dimension).
+#define ATT_CHUNK 256
 
 __device__ void attention_body(const Model& m, const Globals& g, const Layer& L, int t, int pdl, int early) {
     int gq = m.heads / m.kv_heads;
@@ -358,43 +625,43 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     int kvh = t / m.attn_split, split = t % m.attn_split;
     int qh0 = kvh * gq + split * hp;
     int hd = m.head_dim;
+    int ks = hd + 8;  // padded K row stride
     const bf16* kc = L.k_cache + (long)kvh * m.max_seq * hd;
     const bf16* vc = L.v_cache + (long)kvh * m.max_seq * hd;
-    // Layout: [K chunk | V chunk | q (hp x hd floats) | scores (hp x max_seq) | partials].
+    // Layout: [K chunk (padded) | V chunk | q (hp x hd floats) | scores (hp x max_seq)].
     bf16* kbuf = (bf16*)smem_raw;
-    bf16* vbuf = kbuf + ATT_CHUNK * hd;
+    bf16* vbuf = kbuf + ATT_CHUNK * ks;
     float* q = (float*)(vbuf + ATT_CHUNK * hd);
     float* scores = q + hp * hd;
+    int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     // The position is written by the host before the step, so it may be read before the wait.
     int p = *g.pos;
     int len = p + 1;
     int first = len < ATT_CHUNK ? len : ATT_CHUNK;
-    // Independent loads: the history of the first chunk (positions < p).
     int hist = p < first ? p : first;
-    load_kv_rows(kbuf, kc, 0, hist, hd, 0);
-    load_kv_rows(vbuf, vc, 0, hist, hd, 0);
+    load_kv_rows(kbuf, kc, 0, hist, hd, 0, ks);
+    load_kv_rows(vbuf, vc, 0, hist, hd, 0, hd);
     mark(MARK_ISSUED);
     if (pdl && early) pdl_trigger();
     if (pdl) pdl_wait();
     mark(MARK_RELEASED);
     if (hist < first) {  // the current position, written by this step's QKV grid
-        load_kv_rows(kbuf, kc, hist, first, hd, 0);
-        load_kv_rows(vbuf, vc, hist, first, hd, 0);
+        load_kv_rows(kbuf, kc, hist, first, hd, 0, ks);
+        load_kv_rows(vbuf, vc, hist, first, hd, 0, hd);
     }
-    for (int i = threadIdx.x; i < hp * hd; i += THREADS) q[i] = L.qkv[qh0 * hd + i];
+    for (int i = tid; i < hp * hd; i += ATT_THREADS) q[i] = L.qkv[qh0 * hd + i];
     float scale = rsqrtf((float)hd);
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    // Scores, chunk by chunk: one thread per position.
     for (int base = 0; base < len; base += ATT_CHUNK) {
         int end = base + ATT_CHUNK < len ? base + ATT_CHUNK : len;
         if (base > 0) {
             __syncthreads();
-            load_kv_rows(kbuf, kc, base, end, hd, base);
+            load_kv_rows(kbuf, kc, base, end, hd, base, ks);
         }
         cp_async_wait_all();
         __syncthreads();
-        for (int pos = base + threadIdx.x; pos < end; pos += THREADS) {
-            const uint4* krow = reinterpret_cast<const uint4*>(kbuf + (long)(pos - base) * hd);
+        int pos = base + tid;
+        if (pos < end) {
+            const uint4* krow = reinterpret_cast<const uint4*>(kbuf + (long)tid * ks);
             float acc[8];
 #pragma unroll
             for (int h = 0; h < 8; ++h) acc[h] = 0.f;
@@ -410,9 +677,10 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
 #pragma unroll
                 for (int h = 0; h < 8; ++h) {
                     if (h < hp) {
-                        const float* qh = q + h * hd + c * 8;
-#pragma unroll
-                        for (int j = 0; j < 8; ++j) acc[h] += qh[j] * kv[j];
+                        const float4* qh = reinterpret_cast<const float4*>(q + h * hd + c * 8);
+                        float4 qa = qh[0], qb = qh[1];
+                        acc[h] += qa.x * kv[0] + qa.y * kv[1] + qa.z * kv[2] + qa.w * kv[3] + qb.x * kv[4] +
+                                  qb.y * kv[5] + qb.z * kv[6] + qb.w * kv[7];
                     }
                 }
             }
@@ -422,8 +690,7 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
         }
     }
     __syncthreads();
-    // Softmax per head: warp h handles head h (and h + WARPS, ...).
-    for (int h = warp; h < hp; h += WARPS) {
+    for (int h = warp; h < hp; h += ATT_THREADS / 32) {
         float mx = -3.0e38f;
         for (int i = lane; i < len; i += 32) mx = fmaxf(mx, scores[h * len + i]);
         mx = warp_max(mx);
@@ -437,211 +704,80 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
         float inv = 1.f / sum;
         for (int i = lane; i < len; i += 32) scores[h * len + i] *= inv;
     }
-    // Output: warp w takes positions w, w + WARPS, ... of each chunk; lanes hold hp x (hd / 32)
-    // accumulators; warps are summed through shared memory at the end.
-    const int per_lane = (hd + 31) / 32;  // <= 4 (checked on the host)
-    float acc[8][4];
+    // Output: thread (h, d) sums p[h][pos] * V[pos][d] over positions, four partial sums.
+    const int outs = hp * hd;
+    float acc[2][4];
 #pragma unroll
-    for (int h = 0; h < 8; ++h)
+    for (int o = 0; o < 2; ++o)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) acc[h][j] = 0.f;
+        for (int u = 0; u < 4; ++u) acc[o][u] = 0.f;
     for (int base = 0; base < len; base += ATT_CHUNK) {
         int end = base + ATT_CHUNK < len ? base + ATT_CHUNK : len;
         if (base > 0) {
             __syncthreads();
-            load_kv_rows(vbuf, vc, base, end, hd, base);
-            cp_async_wait_all();
+            load_kv_rows(vbuf, vc, base, end, hd, base, hd);
         }
+        cp_async_wait_all();
         __syncthreads();
-        for (int pos = base + warp; pos < end; pos += WARPS) {
-            const bf16* vrow = vbuf + (long)(pos - base) * hd;
-            float v[4];
 #pragma unroll
-            for (int j = 0; j < 4; ++j) v[j] = (j < per_lane && lane + 32 * j < hd) ? bf2f(vrow[lane + 32 * j]) : 0.f;
+        for (int o = 0; o < 2; ++o) {
+            int idx = tid + o * ATT_THREADS;
+            if (idx < outs) {
+                int h = idx / hd, d = idx % hd;
+                const float* ph = scores + h * len;
+                int pos = base;
+                for (; pos + 3 < end; pos += 4) {
 #pragma unroll
-            for (int h = 0; h < 8; ++h) {
-                if (h < hp) {
-                    float p_h = scores[h * len + pos];
-#pragma unroll
-                    for (int j = 0; j < 4; ++j) acc[h][j] += p_h * v[j];
+                    for (int u = 0; u < 4; ++u) acc[o][u] += ph[pos + u] * bf2f(vbuf[(long)(pos + u - base) * hd + d]);
                 }
+                for (; pos < end; ++pos) acc[o][0] += ph[pos] * bf2f(vbuf[(long)(pos - base) * hd + d]);
             }
         }
     }
-    __syncthreads();
-    float* partial = scores;  // [WARPS][hp * hd]
 #pragma unroll
-    for (int h = 0; h < 8; ++h)
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-            if (h < hp && j < per_lane && lane + 32 * j < hd) partial[warp * hp * hd + h * hd + lane + 32 * j] = acc[h][j];
-    __syncthreads();
-    for (int i = threadIdx.x; i < hp * hd; i += THREADS) {
-        float sum = 0.f;
-        for (int w = 0; w < WARPS; ++w) sum += partial[w * hp * hd + i];
-        L.attn[qh0 * hd + i] = sum;
-    }
-}
-
-// (3)/(5) Split-K matvec + residual: tile = chunk * row_tiles + row_tile. Each chunk stores its
-// partial; the last chunk to arrive for a row tile sums them in chunk order (deterministic)
-// with the residual. With one chunk the partial is the result.
-__device__ void splitk_body(const Model& m, const Globals& g, const Layer& L, int t, int pdl, int early,
-                            const bf16* w, long ld, const float* input, int k_total, int splits,
-                            float* part, unsigned* arrive, bool residual_from_mid, float* out) {
-    int T = m.tile_rows;
-    int row_tiles = m.hidden / T;
-    int c = t / row_tiles, r = t % row_tiles;
-    int k = k_total / splits;
-    Smem s = carve(smem_raw, k);
-    load_tile(s.w, w, (long)r * T, stage_rows_for(T, k), ld, (long)c * k, k);
-    mark(MARK_ISSUED);
-    if (pdl && early) pdl_trigger();
-    if (pdl) pdl_wait();
-    mark(MARK_RELEASED);
-    for (int i = threadIdx.x; i < k; i += THREADS) s.x[i] = input[c * k + i];
-    __syncthreads();
-    staged_dots(s, w, (long)r * T, T, ld, (long)c * k, k, s.res);
-    __shared__ int last;
-    if (splits > 1) {
-        for (int i = threadIdx.x; i < T; i += THREADS) part[(long)c * m.hidden + r * T + i] = s.res[i];
-        __threadfence();
-        __syncthreads();
-        if (threadIdx.x == 0) last = ((atomicAdd(&arrive[r], 1u) + 1u) % (unsigned)splits) == 0u;
-        __syncthreads();
-        if (!last) return;
-        __threadfence();
-    }
-    // Residual rows.
-    float* resid = s.x;  // reuse: T floats
-    __syncthreads();
-    if (residual_from_mid) {
-        for (int i = threadIdx.x; i < T; i += THREADS) resid[i] = L.x_mid[r * T + i];
-    } else {
-        load_residual(resid, m, g, L, T, r * T);
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < T; i += THREADS) {
-        float acc = resid[i];
-        if (splits > 1) {
-            for (int cc = 0; cc < splits; ++cc) acc += __ldcg(&part[(long)cc * m.hidden + r * T + i]);
-        } else {
-            acc += s.res[i];
-        }
-        out[r * T + i] = acc;
-    }
-}
-
-// (4) RMSNorm + gate/up matvecs + SiLU(gate) * up: two weight stages through one buffer.
-__device__ void up_gate_body(const Model& m, const Globals& g, const Layer& L, int t, int pdl, int early) {
-    int T = m.tile_rows;
-    Smem s = carve(smem_raw, m.hidden);
-    long row0 = (long)t * T;
-    // Both matrices' rows in one stage when they fit (all loads issued before the wait).
-    bool one_stage = 2 * T * m.hidden * 2 <= stage_bytes(m.hidden);
-    if (one_stage) {
-        load_tile(s.w, L.w_gate, row0, T, m.hidden, 0, m.hidden);
-        load_tile(s.w + (long)T * m.hidden, L.w_up, row0, T, m.hidden, 0, m.hidden);
-    } else {
-        load_tile(s.w, L.w_gate, row0, stage_rows_for(T, m.hidden), m.hidden, 0, m.hidden);
-    }
-    mark(MARK_ISSUED);
-    if (pdl && early) pdl_trigger();
-    if (pdl) pdl_wait();
-    mark(MARK_RELEASED);
-    for (int i = threadIdx.x; i < m.hidden; i += THREADS) s.x[i] = L.x_mid[i];
-    __syncthreads();
-    rmsnorm_inplace(s.x, L.norm2, m.hidden, m.eps, s.scratch);
-    if (one_stage) {
-        mark(MARK_PREPARED);
-        cp_async_wait_all();
-        __syncthreads();
-        mark(MARK_LANDED);
-        dot_rows(s.w, s.x, 2 * T, m.hidden, s.res, s.scratch);
-        __syncthreads();
-        mark(MARK_COMPUTED);
-    } else {
-        staged_dots(s, L.w_gate, row0, T, m.hidden, 0, m.hidden, s.res);
-        load_tile(s.w, L.w_up, row0, stage_rows_for(T, m.hidden), m.hidden, 0, m.hidden);
-        staged_dots(s, L.w_up, row0, T, m.hidden, 0, m.hidden, s.res + T);
-    }
-    for (int i = threadIdx.x; i < T; i += THREADS) {
-        float gt = s.res[i], up = s.res[T + i];
-        L.h[row0 + i] = gt / (1.f + __expf(-gt)) * up;
-    }
-}
-
-// (6) Final RMSNorm + LM head + fused argmax into tokens[pos + 1].
-__device__ void lm_head_body(const Model& m, const Globals& g, int t, int pdl, int early) {
-    int T = m.lm_tile_rows;
-    Smem s = carve(smem_raw, m.hidden);
-    long row0 = (long)t * T;
-    load_tile(s.w, g.lm_head, row0, stage_rows_for(T, m.hidden), m.hidden, 0, m.hidden);
-    mark(MARK_ISSUED);
-    if (pdl && early) pdl_trigger();
-    if (pdl) pdl_wait();
-    mark(MARK_RELEASED);
-    for (int i = threadIdx.x; i < m.hidden; i += THREADS) s.x[i] = g.x_final[i];
-    __syncthreads();
-    rmsnorm_inplace(s.x, g.final_norm, m.hidden, m.eps, s.scratch);
-    staged_dots(s, g.lm_head, row0, T, m.hidden, 0, m.hidden, s.res);
-    int p = *g.pos;
-    if (threadIdx.x < 32) {
-        u64 best = 0;
-        for (int i = threadIdx.x; i < T; i += 32) {
-            float v = s.res[i];
-            g.logits[row0 + i] = v;
-            unsigned u = __float_as_uint(v);
-            unsigned key = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-            u64 packed = ((u64)key << 32) | (u64)(0xFFFFFFFFu - (unsigned)(row0 + i));
-            best = packed > best ? packed : best;
-        }
-        for (int o = 16; o > 0; o >>= 1) {
-            u64 other = __shfl_xor_sync(0xffffffffu, best, o);
-            best = other > best ? other : best;
-        }
-        if (threadIdx.x == 0) atomicMax(&g.tokens[p + 1], best);
+    for (int o = 0; o < 2; ++o) {
+        int idx = tid + o * ATT_THREADS;
+        if (idx < outs) L.attn[qh0 * hd + idx] = (acc[o][0] + acc[o][1]) + (acc[o][2] + acc[o][3]);
     }
 }
 
 // ---- grid wrappers -------------------------------------------------------------------------
+// Streaming kernels run one CTA per SM (the host sizes the grid); attention one CTA per task.
 
-extern "C" __global__ void __launch_bounds__(THREADS) k_qkv_rope(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) k_qkv_rope(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
     trace_begin(trace);
-    qkv_rope_body(m, g, L, blockIdx.x, pdl, early);
+    qkv_rope_body(m, g, L, pdl, early);
     trace_end();
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS) k_attention(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
+extern "C" __global__ void __launch_bounds__(ATT_THREADS) k_attention(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
     trace_begin(trace);
     attention_body(m, g, L, blockIdx.x, pdl, early);
     trace_end();
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS) k_o_proj(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) k_o_proj(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
     trace_begin(trace);
-    splitk_body(m, g, L, blockIdx.x, pdl, early, L.w_o, m.q_dim, L.attn, m.q_dim, m.s_attn, L.o_part,
-                L.o_arrive, false, L.x_mid);
+    o_proj_body(m, g, L, pdl, early);
     trace_end();
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS) k_up_gate(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) k_up_gate(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
     trace_begin(trace);
-    up_gate_body(m, g, L, blockIdx.x, pdl, early);
+    up_gate_body(m, g, L, pdl, early);
     trace_end();
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS) k_down(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) k_down(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
     trace_begin(trace);
-    splitk_body(m, g, L, blockIdx.x, pdl, early, L.w_down, m.inter, L.h, m.inter, m.s_down, L.d_part,
-                L.d_arrive, true, L.x_out);
+    down_body(m, g, L, pdl, early);
     trace_end();
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS) k_lm_head(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) k_lm_head(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
     trace_begin(trace);
     (void)L;
-    lm_head_body(m, g, blockIdx.x, pdl, early);
+    lm_head_body(m, g, pdl, early);
     trace_end();
 }
 

@@ -14,7 +14,7 @@ use mkc_scheduler::schedule::Trigger;
 use mkc_scheduler::{Schedule, Target};
 
 use crate::error::{check, BackendError};
-use crate::kernels::{self, KernelInfo, THREADS};
+use crate::kernels::{self, KernelInfo};
 use crate::weights::{layout, Fill, HostWeights, PER_LAYER};
 
 /// An open GPU: the primary context of device 0.
@@ -81,8 +81,19 @@ impl Gpu {
     }
 }
 
+/// Set when the watchdog fired: a kernel may still be spinning, so no drop may synchronise,
+/// free or destroy anything (each would block behind it); the process exit reclaims the GPU.
+static STALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn stalled() -> bool {
+    STALLED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 impl Drop for Gpu {
     fn drop(&mut self) {
+        if stalled() {
+            return;
+        }
         let _ = self.ctx;
         // SAFETY: retained in `open`.
         unsafe { result::primary_ctx::release(self.dev) }.ok();
@@ -117,6 +128,9 @@ impl DevBuf {
 
 impl Drop for DevBuf {
     fn drop(&mut self) {
+        if stalled() {
+            return;
+        }
         // SAFETY: allocated by `new`, freed once.
         unsafe { result::free_sync(self.ptr) }.ok();
     }
@@ -143,6 +157,8 @@ struct KModel {
     max_seq: i32,
     eps: f32,
     log2_theta: f32,
+    /// Ring slots per operator kind, in `ENTRY_POINTS` order.
+    ring: [i32; 6],
 }
 
 /// The kernels' `Globals` struct.
@@ -201,6 +217,9 @@ pub struct StepGraph {
 
 impl Drop for StepGraph {
     fn drop(&mut self) {
+        if stalled() {
+            return;
+        }
         // SAFETY: created by `capture`, destroyed once.
         unsafe {
             result::graph::exec_destroy(self.exec).ok();
@@ -357,6 +376,20 @@ fn load_operators(cubin: &[u8], model: &Model) -> Result<(sys::CUmodule, Vec<OpF
             "cuFuncSetAttribute",
             name,
         )?;
+        // Prefer the largest shared-memory carveout: with the default preference the driver's
+        // choice can keep a successor CTA off an SM that has room for it (gpu.md).
+        // SAFETY: valid function and attribute.
+        check(
+            unsafe {
+                result::function::set_function_attribute(
+                    f,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                    100,
+                )
+            },
+            "cuFuncSetAttribute",
+            name,
+        )?;
         funcs.push((kind, f, smem));
     }
     Ok((module, funcs))
@@ -414,6 +447,10 @@ impl Runner {
             max_seq: model.workload.max_seq_len as i32,
             eps: g.norm_eps as f32,
             log2_theta: (g.rope_theta as f32).log2(),
+            ring: std::array::from_fn(|i| {
+                let kind = kernels::ENTRY_POINTS[i].1;
+                kernels::stream(model, kind).map_or(0, |s| s.slots_per_warp() as i32)
+            }),
         };
         let mut runner = Runner {
             model: model.clone(),
@@ -431,6 +468,12 @@ impl Runner {
         };
         runner.allocate(weights)?;
         Ok(runner)
+    }
+
+    /// CTAs launched for a grid of `kind` whose schedule has `tasks` tiles: the streaming
+    /// kernels run one CTA per SM that walks a range of weight pages.
+    pub fn grid_ctas(&self, kind: OpKind, tasks: u32) -> u32 {
+        kernels::grid_ctas(&self.model, kind, tasks, self._gpu.sms as u32)
     }
 
     fn alloc(&mut self, bytes: usize, what: &str) -> Result<u64, BackendError> {
@@ -464,7 +507,8 @@ impl Runner {
         let qkv_rows = m.qkv_rows() as usize;
         let kv_bytes =
             g.kv_heads as usize * m.workload.max_seq_len as usize * g.head_dim as usize * 2;
-        let row_tiles = hidden / m.lowering.matvec_tile_rows as usize;
+        // One arrival counter per output row is more than any page size needs.
+        let row_tiles = hidden;
         let s_attn = m.lowering.vtp_shards.attention_o_proj as usize;
         let s_down = m.lowering.vtp_shards.up_gate_down as usize;
         let mut x_in = 0u64;
@@ -581,6 +625,7 @@ impl Runner {
             early,
             trace,
         } = *grid;
+        let ctas = self.grid_ctas(kind, ctas);
         let mut km = self.km;
         let mut globals = self.globals;
         let mut l = self.layers[layer.min(self.layers.len() - 1)];
@@ -603,7 +648,7 @@ impl Runner {
             gridDimX: ctas,
             gridDimY: 1,
             gridDimZ: 1,
-            blockDimX: THREADS,
+            blockDimX: kernels::threads(kind),
             blockDimY: 1,
             blockDimZ: 1,
             sharedMemBytes: smem,
@@ -827,6 +872,7 @@ impl Runner {
                 }
             }
             if started.elapsed() > limit {
+                STALLED.store(true, std::sync::atomic::Ordering::SeqCst);
                 return Err(BackendError::Watchdog {
                     target: target.name().to_string(),
                     pos,
@@ -879,9 +925,15 @@ impl Runner {
         let slots = TRACE_SLOTS;
         let mut offsets = Vec::with_capacity(plan.kernels.len());
         let mut total = 0usize;
-        for k in &plan.kernels {
+        let g = &schedule.graph;
+        let ctas: Vec<u32> = plan
+            .kernels
+            .iter()
+            .map(|k| self.grid_ctas(g.op(k.op).kind, k.ctas))
+            .collect();
+        for &c in &ctas {
             offsets.push(total);
-            total += k.ctas as usize * slots;
+            total += c as usize * slots;
         }
         let buf = self.alloc(total * 8, "CTA trace")?;
         // SAFETY: `buf` holds total u64.
@@ -921,17 +973,17 @@ impl Runner {
             "cuMemcpyDtoH",
             "CTA trace",
         )?;
-        let g = &schedule.graph;
         Ok(plan
             .kernels
             .iter()
             .zip(&offsets)
-            .map(|(k, &off)| {
+            .zip(&ctas)
+            .map(|((k, &off), &n)| {
                 let op = g.op(k.op);
                 GridTrace {
                     kind: op.kind,
                     layer: op.layer,
-                    ctas: (0..k.ctas as usize)
+                    ctas: (0..n as usize)
                         .map(|c| {
                             let mut a = [0u64; TRACE_SLOTS];
                             a.copy_from_slice(&host[off + c * slots..off + (c + 1) * slots]);
@@ -1010,7 +1062,7 @@ impl Runner {
                     result::launch_kernel(
                         self.read_bw,
                         (132 * 16, 1, 1),
-                        (THREADS, 1, 1),
+                        (256, 1, 1),
                         0,
                         self.stream,
                         &mut args,
@@ -1026,6 +1078,10 @@ impl Runner {
 
 impl Drop for Runner {
     fn drop(&mut self) {
+        if stalled() {
+            std::mem::forget(std::mem::take(&mut self.bufs));
+            return;
+        }
         self.sync("drop").ok();
         self.bufs.clear();
         // SAFETY: created in `new`, destroyed once.
@@ -1070,7 +1126,10 @@ pub fn loaded_kernel_info(gpu: &Gpu, cubin: &[u8]) -> Result<Vec<KernelInfo>, Ba
         let local = attr(A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)? as u32;
         out.push(KernelInfo {
             name: name.to_string(),
-            threads: THREADS,
+            threads: kernels::ENTRY_POINTS
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or(256, |(_, kind)| kernels::threads(*kind)),
             registers: attr(A::CU_FUNC_ATTRIBUTE_NUM_REGS)? as u32,
             static_smem: attr(A::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)? as u32,
             dynamic_smem: 0,

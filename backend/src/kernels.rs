@@ -14,14 +14,36 @@ use crate::error::BackendError;
 /// The CUDA source of every operator.
 pub const SOURCE: &str = include_str!("../kernels/mkc.cu");
 
-/// Threads per CTA of every kernel (the source's `THREADS`).
-pub const THREADS: u32 = 256;
+/// Threads per CTA of the streaming matvec kernels (the source's `THREADS`): eight consumer
+/// warps and one producer warp.
+pub const THREADS: u32 = 288;
 
-/// Bytes of the shared-memory weight stage (the source's `STAGE_BYTES`).
-pub const STAGE_BYTES: u32 = 65536;
+/// Threads per CTA of the attention kernel (the source's `ATT_THREADS`).
+pub const ATT_THREADS: u32 = 256;
 
-/// Warps per CTA.
-const WARPS: u32 = THREADS / 32;
+/// Bytes of one weight page (the source's `PAGE_BYTES`).
+pub const PAGE_BYTES: u32 = 16384;
+
+/// Most ring slots a streaming kernel may use (the source's `MAX_SLOTS`).
+pub const MAX_SLOTS: u32 = 16;
+
+/// Consumer warps of a streaming kernel (the source's `CONSUMER_WARPS`).
+pub const CONSUMER_WARPS: u32 = 8;
+
+/// Shared memory one CTA may use on sm_90 with the opt-in (bytes).
+const SMEM_PER_CTA: u32 = 232_448;
+
+/// Positions of K/V staged per attention chunk (the source's `ATT_CHUNK`).
+const ATT_CHUNK: u32 = 256;
+
+/// Threads per CTA of the kernel for `kind`.
+pub fn threads(kind: OpKind) -> u32 {
+    if kind == OpKind::Attention {
+        ATT_THREADS
+    } else {
+        THREADS
+    }
+}
 
 /// Kernel entry names, in operator order.
 pub const ENTRY_POINTS: &[(&str, OpKind)] = &[
@@ -163,9 +185,13 @@ pub fn parse_ptxas_log(log: &str) -> Vec<KernelInfo> {
     for line in log.lines() {
         if let Some(rest) = line.split("Compiling entry function '").nth(1) {
             let name = rest.split('\'').next().unwrap_or("").to_string();
+            let threads = match ENTRY_POINTS.iter().find(|(n, _)| *n == name) {
+                Some((_, kind)) => self::threads(*kind),
+                None => 256,
+            };
             out.push(KernelInfo {
                 name,
-                threads: THREADS,
+                threads,
                 registers: 0,
                 static_smem: 0,
                 dynamic_smem: 0,
@@ -198,22 +224,108 @@ pub fn parse_ptxas_log(log: &str) -> Vec<KernelInfo> {
     out
 }
 
+/// How a streaming matvec operator walks its weights: the geometry the kernel's `matvec()`
+/// derives, mirrored here to size grids and shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stream {
+    /// Columns per page row (the K chunk).
+    pub k: u32,
+    /// K chunks.
+    pub splits: u32,
+    /// Output rows per chunk.
+    pub out_rows: u32,
+    /// Output rows per page (matrix rows per page, halved for gate/up pages).
+    pub page_out: u32,
+    /// Floats of the input vector staged in shared memory.
+    pub x_len: u32,
+}
+
+impl Stream {
+    /// Weight pages of one launch.
+    pub fn pages(&self) -> u32 {
+        self.splits * (self.out_rows / self.page_out)
+    }
+
+    /// Matrix rows in one page.
+    pub fn page_rows(&self) -> u32 {
+        PAGE_BYTES / (2 * self.k)
+    }
+
+    /// Shared memory before the ring: barriers, input vector, scratch (the source's
+    /// `ring_offset`).
+    pub fn ring_offset(&self) -> u32 {
+        (2 * MAX_SLOTS * 8 + self.x_len * 4 + 64 * 4).div_ceil(128) * 128
+    }
+
+    /// Ring slots per consumer warp: as many as fit in one CTA's shared memory, at most
+    /// `MAX_SLOTS / CONSUMER_WARPS`. `MKC_RING_PER_WARP` caps it (developers' A/B runs).
+    pub fn slots_per_warp(&self) -> u32 {
+        let fit = SMEM_PER_CTA.saturating_sub(self.ring_offset()) / (PAGE_BYTES * CONSUMER_WARPS);
+        let cap = std::env::var("MKC_RING_PER_WARP")
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+            .unwrap_or(MAX_SLOTS / CONSUMER_WARPS);
+        fit.min(MAX_SLOTS / CONSUMER_WARPS).min(cap).max(1)
+    }
+
+    /// Dynamic shared memory of the kernel.
+    pub fn dynamic_smem(&self) -> u32 {
+        self.ring_offset() + self.slots_per_warp() * CONSUMER_WARPS * PAGE_BYTES
+    }
+
+    /// CTAs to launch: one per SM, never more than there are pages.
+    pub fn ctas(&self, sms: u32) -> u32 {
+        self.pages().min(sms).max(1)
+    }
+}
+
+/// The streaming geometry of a matvec operator (None for attention).
+pub fn stream(model: &Model, kind: OpKind) -> Option<Stream> {
+    let g = &model.geometry;
+    let shards = &model.lowering.vtp_shards;
+    let (k, splits, out_rows, paired, x_len) = match kind {
+        OpKind::Attention => return None,
+        OpKind::QkvRope => (g.hidden, 1, model.qkv_rows(), false, g.hidden),
+        OpKind::OProj => {
+            let s = shards.attention_o_proj;
+            (model.q_dim() / s, s, g.hidden, false, model.q_dim())
+        }
+        OpKind::UpGate => (g.hidden, 1, g.intermediate, true, g.hidden),
+        OpKind::Down => {
+            let s = shards.up_gate_down;
+            (g.intermediate / s, s, g.hidden, false, g.intermediate)
+        }
+        OpKind::LmHead => (g.hidden, 1, g.vocab, false, g.hidden),
+    };
+    let page_rows = PAGE_BYTES / (2 * k.max(1));
+    Some(Stream {
+        k,
+        splits,
+        out_rows,
+        page_out: if paired { page_rows / 2 } else { page_rows }.max(1),
+        x_len,
+    })
+}
+
 /// Dynamic shared memory each operator kernel needs for `model`.
 pub fn dynamic_smem(model: &Model, kind: OpKind) -> u32 {
+    if let Some(s) = stream(model, kind) {
+        return s.dynamic_smem();
+    }
     let g = &model.geometry;
-    // [weight stage (STAGE_BYTES) | activation vector (k floats) | 256 result floats | scratch
-    // (WARPS x DOT_ROWS floats for the dot product's cross-warp sums)]
-    let vector = |k: u32| STAGE_BYTES + k * 4 + 256 * 4 + WARPS * 16 * 4;
-    match kind {
-        OpKind::QkvRope | OpKind::UpGate | OpKind::LmHead => vector(g.hidden),
-        OpKind::OProj => vector(model.q_dim() / model.lowering.vtp_shards.attention_o_proj),
-        OpKind::Down => vector(g.intermediate / model.lowering.vtp_shards.up_gate_down),
-        OpKind::Attention => {
-            let hp = model.heads_per_attention_task();
-            let scores = (hp * model.workload.max_seq_len).max(WARPS * hp * g.head_dim);
-            // K and V chunks of ATT_CHUNK (256) rows in bf16, then q and the scores.
-            2 * 256 * g.head_dim * 2 + (hp * g.head_dim + scores + 64) * 4
-        }
+    let hp = model.heads_per_attention_task();
+    // K chunk (rows padded by 8 elements), V chunk, q, then the scores.
+    ATT_CHUNK * (g.head_dim + 8) * 2
+        + ATT_CHUNK * g.head_dim * 2
+        + (hp * g.head_dim + hp * model.workload.max_seq_len) * 4
+}
+
+/// CTAs the backend launches for one grid of `kind`: one per SM for the streaming kernels,
+/// one per task for attention.
+pub fn grid_ctas(model: &Model, kind: OpKind, tasks: u32, sms: u32) -> u32 {
+    match stream(model, kind) {
+        Some(s) => s.ctas(sms),
+        None => tasks,
     }
 }
 
@@ -229,36 +341,62 @@ pub fn with_model(mut kernels: Vec<KernelInfo>, model: &Model) -> Vec<KernelInfo
 
 /// Checks the model fits the kernels' assumptions; the error names the field and the fix.
 pub fn check_model(model: &Model) -> Result<(), BackendError> {
-    let (g, l) = (&model.geometry, &model.lowering);
+    let g = &model.geometry;
     let fail = |field: &str, why: String| {
         Err(BackendError::Unsupported(format!(
             "the CUDA backend cannot run this model: {field}: {why}"
         )))
     };
-    if l.matvec_tile_rows > 64 || l.matvec_tile_rows % 2 != 0 {
-        return fail(
-            "lowering.matvec_tile_rows",
-            "must be even and at most 64 (RoPE pairs, result buffer); use 16".into(),
-        );
-    }
-    if l.lm_head_tile_rows > 256 {
-        return fail("lowering.lm_head_tile_rows", "at most 256; use 32".into());
-    }
     let hp = model.heads_per_attention_task();
-    if g.head_dim > 128 || hp > 8 {
+    if hp * g.head_dim > 2 * ATT_THREADS || g.head_dim % 8 != 0 {
         return fail(
             "lowering.attention_split",
-            format!("{hp} query heads of {} per attention task exceed the kernel's registers; raise attention_split", g.head_dim),
+            format!(
+                "{hp} query heads of {} per attention task exceed the kernel's {} outputs \
+                 (head_dim must also be a multiple of 8); raise attention_split",
+                g.head_dim,
+                2 * ATT_THREADS
+            ),
         );
     }
-    if dynamic_smem(model, OpKind::Attention) > 227 * 1024 {
+    if dynamic_smem(model, OpKind::Attention) > SMEM_PER_CTA {
         return fail(
             "workload.max_seq_len",
             "the attention scores do not fit in shared memory; lower max_seq_len".into(),
         );
     }
-    for kind in [OpKind::QkvRope, OpKind::OProj, OpKind::Down] {
-        if dynamic_smem(model, kind) > 227 * 1024 {
+    for (_, kind) in ENTRY_POINTS {
+        let Some(s) = stream(model, *kind) else {
+            continue;
+        };
+        let field = match kind {
+            OpKind::OProj => "lowering.vtp_shards.attention_o_proj",
+            OpKind::Down => "lowering.vtp_shards.up_gate_down",
+            _ => "geometry.hidden",
+        };
+        if ![512, 1024, 2048].contains(&s.k) {
+            return fail(
+                field,
+                format!(
+                    "{} streams rows of {} columns; the kernels take 512, 1024 or 2048 per K \
+                     chunk (choose shards so that the chunk is one of these)",
+                    kind.name(),
+                    s.k
+                ),
+            );
+        }
+        if s.out_rows % s.page_out != 0 {
+            return fail(
+                "geometry",
+                format!(
+                    "{} has {} output rows, not a multiple of the {} rows a 16 KiB page holds",
+                    kind.name(),
+                    s.out_rows,
+                    s.page_out
+                ),
+            );
+        }
+        if s.ring_offset() + CONSUMER_WARPS * PAGE_BYTES > SMEM_PER_CTA {
             return fail(
                 "geometry",
                 format!("{} needs too much shared memory", kind.name()),
