@@ -22,8 +22,11 @@ typedef unsigned long long u64;
 #define THREADS (CONSUMER_THREADS + 32)
 // Attention kernel threads.
 #define ATT_THREADS 256
-// Weight pages and the most ring slots a streaming kernel may use.
+// Weight pages (the host passes its PAGE_BYTES with -D so the two cannot disagree) and the most
+// ring slots a streaming kernel may use.
+#ifndef PAGE_BYTES
 #define PAGE_BYTES 16384
+#endif
 #define MAX_SLOTS 16
 
 struct Model {
@@ -617,7 +620,7 @@ __device__ void lm_head_body(const Model& m, const Globals& g, int pdl, int earl
 // first chunk is issued before the wait (earlier steps wrote it), the current position after.
 // Scores: one thread per position (K rows padded so these reads are conflict-free); softmax:
 // one warp per head; output: one thread per (head, dimension).
-#define ATT_CHUNK 256
+#define ATT_CHUNK 128
 
 __device__ void attention_body(const Model& m, const Globals& g, const Layer& L, int t, int pdl, int early) {
     int gq = m.heads / m.kv_heads;

@@ -157,7 +157,7 @@ struct KModel {
     max_seq: i32,
     eps: f32,
     log2_theta: f32,
-    /// Ring slots per operator kind, in `ENTRY_POINTS` order.
+    /// Ring slots per consumer warp per operator kind, in `ENTRY_POINTS` order.
     ring: [i32; 6],
 }
 

@@ -21,11 +21,17 @@ pub const THREADS: u32 = 288;
 /// Threads per CTA of the attention kernel (the source's `ATT_THREADS`).
 pub const ATT_THREADS: u32 = 256;
 
-/// Bytes of one weight page (the source's `PAGE_BYTES`).
+/// Bytes of one weight page (passed to the source as `-DPAGE_BYTES`). 8 KiB pages measured
+/// ~15% slower on the H200 (docs/perf.md).
 pub const PAGE_BYTES: u32 = 16384;
 
 /// Most ring slots a streaming kernel may use (the source's `MAX_SLOTS`).
 pub const MAX_SLOTS: u32 = 16;
+
+/// Shared memory a streaming CTA budgets for itself: the whole SM. Halving it so that a
+/// successor grid's CTA could be resident early measured 25% slower on the H200
+/// (docs/perf.md). `MKC_STREAM_SMEM` overrides it (developers' A/B runs).
+const STREAM_SMEM_BUDGET: u32 = SMEM_PER_CTA;
 
 /// Consumer warps of a streaming kernel (the source's `CONSUMER_WARPS`).
 pub const CONSUMER_WARPS: u32 = 8;
@@ -34,7 +40,7 @@ pub const CONSUMER_WARPS: u32 = 8;
 const SMEM_PER_CTA: u32 = 232_448;
 
 /// Positions of K/V staged per attention chunk (the source's `ATT_CHUNK`).
-const ATT_CHUNK: u32 = 256;
+const ATT_CHUNK: u32 = 128;
 
 /// Threads per CTA of the kernel for `kind`.
 pub fn threads(kind: OpKind) -> u32 {
@@ -124,6 +130,7 @@ fn compile_with(arch: &str, traced: bool) -> Result<Compiled, BackendError> {
         .map_err(|e| BackendError::Compile(format!("{e:?}")))?;
     let mut options = vec![
         format!("--gpu-architecture={arch}"),
+        format!("-DPAGE_BYTES={PAGE_BYTES}"),
         "--std=c++17".to_string(),
         "-lineinfo".to_string(),
         "--ptxas-options=-v".to_string(),
@@ -257,15 +264,16 @@ impl Stream {
         (2 * MAX_SLOTS * 8 + self.x_len * 4 + 64 * 4).div_ceil(128) * 128
     }
 
-    /// Ring slots per consumer warp: as many as fit in one CTA's shared memory, at most
-    /// `MAX_SLOTS / CONSUMER_WARPS`. `MKC_RING_PER_WARP` caps it (developers' A/B runs).
+    /// Ring slots per consumer warp: as many as fit the streaming budget, at least one, at
+    /// most `MAX_SLOTS / CONSUMER_WARPS`.
     pub fn slots_per_warp(&self) -> u32 {
-        let fit = SMEM_PER_CTA.saturating_sub(self.ring_offset()) / (PAGE_BYTES * CONSUMER_WARPS);
-        let cap = std::env::var("MKC_RING_PER_WARP")
+        let budget = std::env::var("MKC_STREAM_SMEM")
             .ok()
             .and_then(|v| v.parse::<u32>().ok())
-            .unwrap_or(MAX_SLOTS / CONSUMER_WARPS);
-        fit.min(MAX_SLOTS / CONSUMER_WARPS).min(cap).max(1)
+            .unwrap_or(STREAM_SMEM_BUDGET)
+            .min(SMEM_PER_CTA);
+        let fit = budget.saturating_sub(self.ring_offset()) / (PAGE_BYTES * CONSUMER_WARPS);
+        fit.clamp(1, MAX_SLOTS / CONSUMER_WARPS)
     }
 
     /// Dynamic shared memory of the kernel.
@@ -277,6 +285,23 @@ impl Stream {
     pub fn ctas(&self, sms: u32) -> u32 {
         self.pages().min(sms).max(1)
     }
+}
+
+/// Pages `[first, first + count)` of CTA `b` of `g` (the source's `page_range`): contiguous
+/// ranges, balanced to within one page.
+pub fn page_range(pages: u32, b: u32, g: u32) -> (u32, u32) {
+    let first = (b as u64 * pages as u64 / g as u64) as u32;
+    let end = ((b as u64 + 1) * pages as u64 / g as u64) as u32;
+    (first, end - first)
+}
+
+/// Ring slot and lap of a CTA's page `i` (the source's `ring_slot`): page i belongs to consumer
+/// warp `i % CONSUMER_WARPS`, which owns `per_warp` slots and takes its pages in order. The
+/// parity waits on a slot's barriers are sound only because each slot has one consumer whose
+/// laps come in order (tested as a property).
+pub fn ring_slot(i: u32, per_warp: u32) -> (u32, u32) {
+    let (w, j) = (i % CONSUMER_WARPS, i / CONSUMER_WARPS);
+    (w * per_warp + j % per_warp, j / per_warp)
 }
 
 /// The streaming geometry of a matvec operator (None for attention).
@@ -348,7 +373,7 @@ pub fn check_model(model: &Model) -> Result<(), BackendError> {
         )))
     };
     let hp = model.heads_per_attention_task();
-    if hp * g.head_dim > 2 * ATT_THREADS || g.head_dim % 8 != 0 {
+    if hp * g.head_dim > 2 * ATT_THREADS || !g.head_dim.is_multiple_of(8) {
         return fail(
             "lowering.attention_split",
             format!(

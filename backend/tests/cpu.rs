@@ -286,3 +286,96 @@ fn compiled_resources_replace_the_declared_ones_in_chain_schedules() {
     }
     assert!(mkc_scheduler::check::check(&s).is_empty());
 }
+
+/// Every output row of every streaming operator is covered by exactly one page, each CTA's
+/// share of pages differs by at most one, and the shared memory fits an SM.
+#[test]
+fn streaming_grids_cover_every_row_once_within_shared_memory() {
+    let mut split = resolve_model("llama1b").unwrap();
+    split.lowering.attention_split = 4;
+    split.lowering.vtp_shards.attention_o_proj = 2;
+    for (name, m) in [
+        ("llama1b", resolve_model("llama1b").unwrap()),
+        ("split", split),
+    ] {
+        kernels::check_model(&m).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for (entry, kind) in kernels::ENTRY_POINTS {
+            let Some(s) = kernels::stream(&m, *kind) else {
+                continue;
+            };
+            assert_eq!(
+                s.pages() * s.page_out,
+                s.splits * s.out_rows,
+                "{name} {entry}"
+            );
+            assert_eq!(
+                s.page_rows() * s.k * 2,
+                kernels::PAGE_BYTES,
+                "{name} {entry}"
+            );
+            let smem = kernels::dynamic_smem(&m, *kind);
+            assert!(smem + 1024 <= 233_472, "{name} {entry}: {smem} B");
+            let g = kernels::grid_ctas(&m, *kind, 1, 132);
+            assert!(g <= s.pages() && g <= 132, "{name} {entry}: {g} CTAs");
+            let shares: Vec<u32> = (0..g)
+                .map(|b| kernels::page_range(s.pages(), b, g).1)
+                .collect();
+            let (lo, hi) = (shares.iter().min().unwrap(), shares.iter().max().unwrap());
+            assert!(hi - lo <= 1, "{name} {entry}: shares {lo}..{hi}");
+        }
+    }
+}
+
+/// Models the kernels cannot stream are refused with the field to change.
+#[test]
+fn models_the_kernels_cannot_stream_name_the_field() {
+    let tiny = resolve_model("tiny").unwrap();
+    let e = kernels::check_model(&tiny).unwrap_err().to_string();
+    assert!(e.contains("geometry.hidden") && e.contains("2048"), "{e}");
+    let mut m = resolve_model("llama1b").unwrap();
+    m.lowering.vtp_shards.up_gate_down = 1;
+    let e = kernels::check_model(&m).unwrap_err().to_string();
+    assert!(e.contains("lowering.vtp_shards.up_gate_down"), "{e}");
+}
+
+proptest::proptest! {
+    /// The page split of a grid is a partition: consecutive, disjoint, complete.
+    #[test]
+    fn page_ranges_partition_the_pages(pages in 1u32..100_000, g in 1u32..300) {
+        let g = g.min(pages);
+        let mut next = 0;
+        for b in 0..g {
+            let (first, count) = kernels::page_range(pages, b, g);
+            proptest::prop_assert_eq!(first, next);
+            proptest::prop_assert!(count >= 1);
+            next = first + count;
+        }
+        proptest::prop_assert_eq!(next, pages);
+    }
+
+    /// The ring protocol's invariants: every slot has one consumer warp; a slot's laps come in
+    /// page order one at a time (so a parity wait can never see a phase two laps old); and a
+    /// page's slot was last used by an earlier page of the same warp (so the producer, which
+    /// issues in page order, never waits on a consumer that waits on it).
+    #[test]
+    fn ring_slots_have_one_in_order_consumer(count in 0u32..2_000, per_warp in 1u32..3) {
+        let slots = (kernels::CONSUMER_WARPS * per_warp) as usize;
+        let mut owner = vec![None; slots];
+        let mut last: Vec<Option<(u32, u32)>> = vec![None; slots];
+        for i in 0..count {
+            let (slot, lap) = kernels::ring_slot(i, per_warp);
+            let warp = i % kernels::CONSUMER_WARPS;
+            let s = slot as usize;
+            proptest::prop_assert!(s < slots);
+            proptest::prop_assert_eq!(*owner[s].get_or_insert(warp), warp);
+            match last[s] {
+                None => proptest::prop_assert_eq!(lap, 0),
+                Some((prev_page, prev_lap)) => {
+                    proptest::prop_assert_eq!(lap, prev_lap + 1);
+                    proptest::prop_assert!(prev_page < i && prev_page % kernels::CONSUMER_WARPS == warp);
+                }
+            }
+            last[s] = Some((i, lap));
+        }
+    }
+}
