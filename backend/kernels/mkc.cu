@@ -21,7 +21,7 @@ typedef unsigned long long u64;
 #define CONSUMER_THREADS (CONSUMER_WARPS * 32)
 #define THREADS (CONSUMER_THREADS + 32)
 // Attention kernel threads.
-#define ATT_THREADS 256
+#define ATT_THREADS 512
 // Weight pages (the host passes its PAGE_BYTES with -D so the two cannot disagree) and the most
 // ring slots a streaming kernel may use.
 #ifndef PAGE_BYTES
@@ -662,34 +662,23 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
         }
         cp_async_wait_all();
         __syncthreads();
-        int pos = base + tid;
-        if (pos < end) {
-            const uint4* krow = reinterpret_cast<const uint4*>(kbuf + (long)tid * ks);
-            float acc[8];
-#pragma unroll
-            for (int h = 0; h < 8; ++h) acc[h] = 0.f;
-            for (int c = 0; c < hd / 8; ++c) {
-                uint4 w = krow[c];
-                unsigned words[4] = {w.x, w.y, w.z, w.w};
-                float kv[8];
-#pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    kv[2 * j] = __uint_as_float(words[j] << 16);
-                    kv[2 * j + 1] = __uint_as_float(words[j] & 0xFFFF0000u);
-                }
-#pragma unroll
-                for (int h = 0; h < 8; ++h) {
-                    if (h < hp) {
-                        const float4* qh = reinterpret_cast<const float4*>(q + h * hd + c * 8);
-                        float4 qa = qh[0], qb = qh[1];
-                        acc[h] += qa.x * kv[0] + qa.y * kv[1] + qa.z * kv[2] + qa.w * kv[3] + qb.x * kv[4] +
-                                  qb.y * kv[5] + qb.z * kv[6] + qb.w * kv[7];
-                    }
-                }
+        // One thread per (head, position): a warp shares the head (q reads broadcast) and
+        // takes consecutive positions (padded K rows: conflict-free).
+        int c = end - base;
+        for (int idx = tid; idx < hp * c; idx += ATT_THREADS) {
+            int h = idx / c, i = idx % c;
+            const uint4* krow = reinterpret_cast<const uint4*>(kbuf + (long)i * ks);
+            const float4* qh = reinterpret_cast<const float4*>(q + h * hd);
+            float acc = 0.f;
+            for (int cc = 0; cc < hd / 8; ++cc) {
+                uint4 w = krow[cc];
+                float4 qa = qh[2 * cc], qb = qh[2 * cc + 1];
+                acc += qa.x * __uint_as_float(w.x << 16) + qa.y * __uint_as_float(w.x & 0xFFFF0000u) +
+                       qa.z * __uint_as_float(w.y << 16) + qa.w * __uint_as_float(w.y & 0xFFFF0000u) +
+                       qb.x * __uint_as_float(w.z << 16) + qb.y * __uint_as_float(w.z & 0xFFFF0000u) +
+                       qb.z * __uint_as_float(w.w << 16) + qb.w * __uint_as_float(w.w & 0xFFFF0000u);
             }
-#pragma unroll
-            for (int h = 0; h < 8; ++h)
-                if (h < hp) scores[h * len + pos] = acc[h] * scale;
+            scores[h * len + base + i] = acc * scale;
         }
     }
     __syncthreads();
@@ -707,8 +696,12 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
         float inv = 1.f / sum;
         for (int i = lane; i < len; i += 32) scores[h * len + i] *= inv;
     }
-    // Output: thread (h, d) sums p[h][pos] * V[pos][d] over positions, four partial sums.
+    // Output: thread (h, d, slice) sums p[h][pos] * V[pos][d] over the positions of its slice
+    // (pos = slice mod slices); the slices are added through shared memory at the end.
     const int outs = hp * hd;
+    const int slices = ATT_THREADS / outs > 0 ? ATT_THREADS / outs : 1;
+    int idx0 = tid % outs, slice = tid / outs;
+    bool active = slice < slices;
     float acc[2][4];
 #pragma unroll
     for (int o = 0; o < 2; ++o)
@@ -722,25 +715,35 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
         }
         cp_async_wait_all();
         __syncthreads();
+        if (!active) continue;
 #pragma unroll
         for (int o = 0; o < 2; ++o) {
-            int idx = tid + o * ATT_THREADS;
+            int idx = idx0 + o * ATT_THREADS;
             if (idx < outs) {
                 int h = idx / hd, d = idx % hd;
                 const float* ph = scores + h * len;
-                int pos = base;
-                for (; pos + 3 < end; pos += 4) {
+                int pos = base + slice;
+                for (; pos + 3 * slices < end; pos += 4 * slices) {
 #pragma unroll
-                    for (int u = 0; u < 4; ++u) acc[o][u] += ph[pos + u] * bf2f(vbuf[(long)(pos + u - base) * hd + d]);
+                    for (int u = 0; u < 4; ++u)
+                        acc[o][u] += ph[pos + u * slices] * bf2f(vbuf[(long)(pos + u * slices - base) * hd + d]);
                 }
-                for (; pos < end; ++pos) acc[o][0] += ph[pos] * bf2f(vbuf[(long)(pos - base) * hd + d]);
+                for (; pos < end; pos += slices) acc[o][0] += ph[pos] * bf2f(vbuf[(long)(pos - base) * hd + d]);
             }
         }
     }
+    __syncthreads();
+    float* red = scores;  // the scores are consumed: [slices][outs] partial sums
 #pragma unroll
     for (int o = 0; o < 2; ++o) {
-        int idx = tid + o * ATT_THREADS;
-        if (idx < outs) L.attn[qh0 * hd + idx] = (acc[o][0] + acc[o][1]) + (acc[o][2] + acc[o][3]);
+        int idx = idx0 + o * ATT_THREADS;
+        if (active && idx < outs) red[slice * outs + idx] = (acc[o][0] + acc[o][1]) + (acc[o][2] + acc[o][3]);
+    }
+    __syncthreads();
+    for (int idx = tid; idx < outs; idx += ATT_THREADS) {
+        float sum = 0.f;
+        for (int sl = 0; sl < slices; ++sl) sum += red[sl * outs + idx];
+        L.attn[qh0 * hd + idx] = sum;
     }
 }
 

@@ -19,7 +19,7 @@ pub const SOURCE: &str = include_str!("../kernels/mkc.cu");
 pub const THREADS: u32 = 288;
 
 /// Threads per CTA of the attention kernel (the source's `ATT_THREADS`).
-pub const ATT_THREADS: u32 = 256;
+pub const ATT_THREADS: u32 = 512;
 
 /// Bytes of one weight page (passed to the source as `-DPAGE_BYTES`). 8 KiB pages measured
 /// ~15% slower on the H200 (docs/perf.md).
