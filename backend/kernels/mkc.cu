@@ -618,8 +618,10 @@ __device__ void lm_head_body(const Model& m, const Globals& g, int pdl, int earl
 // (2) Decode attention: task = (KV head, query-head group), ATT_THREADS threads. K and V rows
 // are staged in shared memory by cp.async in chunks of ATT_CHUNK positions: the history of the
 // first chunk is issued before the wait (earlier steps wrote it), the current position after.
-// Scores: one thread per position (K rows padded so these reads are conflict-free); softmax:
-// one warp per head; output: one thread per (head, dimension).
+// Scores: one thread per (head, position) (K rows padded so these reads are conflict-free);
+// softmax: one warp per head; output: one thread per (head, dimension, position parity), the
+// halves added through shared memory. The task's chain is latency, not bandwidth: more threads
+// per CTA shortened it (one CTA per KV head stays: more CTAs measured slower in the chain).
 #define ATT_CHUNK 128
 
 __device__ void attention_body(const Model& m, const Globals& g, const Layer& L, int t, int pdl, int early) {
