@@ -161,7 +161,9 @@ extern __shared__ __align__(128) unsigned char smem_raw[];
 // stage the input vector (RMSNorm where the operator has one), then each takes every eighth
 // page of the CTA, holds its slice of the input vector in registers, computes the page's rows
 // (a page holds whole rows of one K chunk, so a row's sum never crosses warps), releases the
-// slot, and applies the operator's epilogue to those rows.
+// slot, and applies the operator's epilogue to those rows. One such CTA fills an SM (registers
+// and shared memory): smaller CTAs that let a successor grid's CTA be resident early, pages of
+// 8 KiB, and pages claimed dynamically were all measured slower on the H200 (docs/perf.md).
 
 // Issues cp.async copies of rows [from, to) of a [pos][hd] bf16 cache into `dst`, whose rows
 // are `stride` elements apart (padding keeps per-thread row reads free of bank conflicts).
