@@ -31,7 +31,7 @@ typedef unsigned long long u64;
 
 struct Model {
     int hidden, inter, q_dim, kv_dim, heads, kv_heads, head_dim, vocab, layers;
-    int tile_rows, lm_tile_rows, attn_split, s_attn, s_down, max_seq;
+    int attn_split, s_attn, s_down, max_seq;
     float eps, log2_theta;
     int ring[6];  // ring slots per consumer warp, per operator kind in ENTRY_POINTS order
 };
@@ -60,11 +60,11 @@ struct Layer {
     float* qkv;         // [q_dim + 2 kv_dim]
     float* attn;        // [q_dim]
     float* o_part;      // [s_attn][hidden]
-    unsigned* o_arrive; // [hidden / tile_rows]
+    unsigned* o_arrive; // [hidden]: split-K arrivals, one per page of output rows
     float* x_mid;       // [hidden]
     float* h;           // [inter]
     float* d_part;      // [s_down][hidden]
-    unsigned* d_arrive; // [hidden / tile_rows]
+    unsigned* d_arrive; // [hidden]: split-K arrivals, one per page of output rows
     float* x_out;       // [hidden]
 };
 

@@ -149,8 +149,6 @@ struct KModel {
     head_dim: i32,
     vocab: i32,
     layers: i32,
-    tile_rows: i32,
-    lm_tile_rows: i32,
     attn_split: i32,
     s_attn: i32,
     s_down: i32,
@@ -354,12 +352,7 @@ pub struct Runner {
 
 /// Loads a cubin and prepares every operator kernel (dynamic shared memory opted in).
 fn load_operators(cubin: &[u8], model: &Model) -> Result<(sys::CUmodule, Vec<OpFn>), BackendError> {
-    // SAFETY: the cubin is a complete image produced by NVRTC for this architecture.
-    let module = check(
-        unsafe { result::module::load_data(cubin.as_ptr() as *const c_void) },
-        "cuModuleLoadData",
-        "mkc.cu",
-    )?;
+    let module = load_module(cubin)?;
     let mut funcs = Vec::new();
     for &(name, kind) in kernels::ENTRY_POINTS {
         let f = func(module, name)?;
@@ -393,6 +386,16 @@ fn load_operators(cubin: &[u8], model: &Model) -> Result<(sys::CUmodule, Vec<OpF
         funcs.push((kind, f, smem));
     }
     Ok((module, funcs))
+}
+
+/// Loads a cubin produced by [`kernels::compile`] into the current context.
+fn load_module(cubin: &[u8]) -> Result<sys::CUmodule, BackendError> {
+    // SAFETY: the cubin is a complete image produced by NVRTC for this architecture.
+    check(
+        unsafe { result::module::load_data(cubin.as_ptr() as *const c_void) },
+        "cuModuleLoadData",
+        "mkc.cu",
+    )
 }
 
 /// An operator kernel: its kind, function and dynamic shared memory.
@@ -439,8 +442,6 @@ impl Runner {
             head_dim: g.head_dim as i32,
             vocab: g.vocab as i32,
             layers: g.layers as i32,
-            tile_rows: l.matvec_tile_rows as i32,
-            lm_tile_rows: l.lm_head_tile_rows as i32,
             attn_split: l.attention_split as i32,
             s_attn: l.vtp_shards.attention_o_proj as i32,
             s_down: l.vtp_shards.up_gate_down as i32,
@@ -508,18 +509,18 @@ impl Runner {
         let kv_bytes =
             g.kv_heads as usize * m.workload.max_seq_len as usize * g.head_dim as usize * 2;
         // One arrival counter per output row is more than any page size needs.
-        let row_tiles = hidden;
+        let arrive_counters = hidden;
         let s_attn = m.lowering.vtp_shards.attention_o_proj as usize;
         let s_down = m.lowering.vtp_shards.up_gate_down as usize;
         let mut x_in = 0u64;
         for l in 0..g.layers as usize {
             let w = |t: usize| ptrs[l * PER_LAYER + t];
-            let o_arrive = self.alloc(row_tiles * 4, "o_arrive")?;
-            let d_arrive = self.alloc(row_tiles * 4, "d_arrive")?;
+            let o_arrive = self.alloc(arrive_counters * 4, "o_arrive")?;
+            let d_arrive = self.alloc(arrive_counters * 4, "d_arrive")?;
             for p in [o_arrive, d_arrive] {
                 // SAFETY: counters start at zero once; they are monotonic afterwards.
                 check(
-                    unsafe { result::memset_d8_sync(p, 0, row_tiles * 4) },
+                    unsafe { result::memset_d8_sync(p, 0, arrive_counters * 4) },
                     "cuMemsetD8",
                     "arrive",
                 )?;
@@ -1100,12 +1101,7 @@ impl Drop for Runner {
 /// compiler log carries none.
 pub fn loaded_kernel_info(gpu: &Gpu, cubin: &[u8]) -> Result<Vec<KernelInfo>, BackendError> {
     let _ = gpu;
-    // SAFETY: the cubin is a complete image produced by NVRTC.
-    let module = check(
-        unsafe { result::module::load_data(cubin.as_ptr() as *const c_void) },
-        "cuModuleLoadData",
-        "mkc.cu",
-    )?;
+    let module = load_module(cubin)?;
     let mut out = Vec::new();
     let names = kernels::ENTRY_POINTS.iter().map(|(n, _)| *n).chain([
         "k_read_bw",
@@ -1126,10 +1122,7 @@ pub fn loaded_kernel_info(gpu: &Gpu, cubin: &[u8]) -> Result<Vec<KernelInfo>, Ba
         let local = attr(A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)? as u32;
         out.push(KernelInfo {
             name: name.to_string(),
-            threads: kernels::ENTRY_POINTS
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map_or(256, |(_, kind)| kernels::threads(*kind)),
+            threads: kernels::threads_of(name),
             registers: attr(A::CU_FUNC_ATTRIBUTE_NUM_REGS)? as u32,
             static_smem: attr(A::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)? as u32,
             dynamic_smem: 0,

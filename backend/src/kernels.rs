@@ -51,6 +51,14 @@ pub fn threads(kind: OpKind) -> u32 {
     }
 }
 
+/// Threads per CTA of the kernel named `name` (the helper kernels run 256).
+pub fn threads_of(name: &str) -> u32 {
+    ENTRY_POINTS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(256, |(_, kind)| threads(*kind))
+}
+
 /// Kernel entry names, in operator order.
 pub const ENTRY_POINTS: &[(&str, OpKind)] = &[
     ("k_qkv_rope", OpKind::QkvRope),
@@ -192,13 +200,9 @@ pub fn parse_ptxas_log(log: &str) -> Vec<KernelInfo> {
     for line in log.lines() {
         if let Some(rest) = line.split("Compiling entry function '").nth(1) {
             let name = rest.split('\'').next().unwrap_or("").to_string();
-            let threads = match ENTRY_POINTS.iter().find(|(n, _)| *n == name) {
-                Some((_, kind)) => self::threads(*kind),
-                None => 256,
-            };
             out.push(KernelInfo {
+                threads: threads_of(&name),
                 name,
-                threads,
                 registers: 0,
                 static_smem: 0,
                 dynamic_smem: 0,
@@ -241,8 +245,8 @@ pub struct Stream {
     pub splits: u32,
     /// Output rows per chunk.
     pub out_rows: u32,
-    /// Output rows per page (matrix rows per page, halved for gate/up pages).
-    pub page_out: u32,
+    /// A page holds matching rows of two matrices (gate/up).
+    pub paired: bool,
     /// Floats of the input vector staged in shared memory.
     pub x_len: u32,
 }
@@ -250,12 +254,17 @@ pub struct Stream {
 impl Stream {
     /// Weight pages of one launch.
     pub fn pages(&self) -> u32 {
-        self.splits * (self.out_rows / self.page_out)
+        self.splits * (self.out_rows / self.page_out())
     }
 
     /// Matrix rows in one page.
     pub fn page_rows(&self) -> u32 {
-        PAGE_BYTES / (2 * self.k)
+        PAGE_BYTES / (2 * self.k.max(1))
+    }
+
+    /// Output rows per page (matrix rows per page, halved for gate/up pages).
+    pub fn page_out(&self) -> u32 {
+        (self.page_rows() / if self.paired { 2 } else { 1 }).max(1)
     }
 
     /// Shared memory before the ring: barriers, input vector, scratch (the source's
@@ -322,12 +331,11 @@ pub fn stream(model: &Model, kind: OpKind) -> Option<Stream> {
         }
         OpKind::LmHead => (g.hidden, 1, g.vocab, false, g.hidden),
     };
-    let page_rows = PAGE_BYTES / (2 * k.max(1));
     Some(Stream {
         k,
         splits,
         out_rows,
-        page_out: if paired { page_rows / 2 } else { page_rows }.max(1),
+        paired,
         x_len,
     })
 }
@@ -410,14 +418,14 @@ pub fn check_model(model: &Model) -> Result<(), BackendError> {
                 ),
             );
         }
-        if s.out_rows % s.page_out != 0 {
+        if s.out_rows % s.page_out() != 0 {
             return fail(
                 "geometry",
                 format!(
                     "{} has {} output rows, not a multiple of the {} rows a 16 KiB page holds",
                     kind.name(),
                     s.out_rows,
-                    s.page_out
+                    s.page_out()
                 ),
             );
         }

@@ -304,7 +304,7 @@ fn streaming_grids_cover_every_row_once_within_shared_memory() {
                 continue;
             };
             assert_eq!(
-                s.pages() * s.page_out,
+                s.pages() * s.page_out(),
                 s.splits * s.out_rows,
                 "{name} {entry}"
             );
