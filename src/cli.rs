@@ -103,7 +103,7 @@ pub struct BenchArgs {
     /// Also time each operator kind alone (all layers back to back) against its floor.
     #[arg(long)]
     pub per_kernel: bool,
-    /// Also trace one decode step per target: per operator kind, the mean time of each CTA
+    /// Also trace one decode step per target (the middle position): per operator kind, the mean time of each CTA
     /// phase (issue, wait, prepare, weights landing, compute, epilogue) and each grid's
     /// marginal time in the chain.
     #[arg(long)]

@@ -207,6 +207,21 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned b
                  : "memory");
 }
 
+// Bulk copy like `bulk_copy` with an L2 eviction-priority hint (`policy` from createpolicy).
+__device__ __forceinline__ void bulk_copy_hinted(void* dst, const void* src, unsigned bytes, u64* bar, u64 policy) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
+                 ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
+                 : "memory");
+}
+
+// L2 policy for weight pages: each is read once per step, so it goes first when L2 evicts,
+// keeping the KV cache, activations and norm weights (re-read every step) resident.
+__device__ __forceinline__ u64 evict_first_policy() {
+    u64 p;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+    return p;
+}
+
 // Barrier among the consumer warps only (the producer never joins).
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" ::"n"(CONSUMER_THREADS) : "memory"); }
 
@@ -252,27 +267,33 @@ __device__ __forceinline__ void page_coords(const Matvec& v, int p, int& chunk, 
     row0 = (p % per_chunk) * v.page_out;
 }
 
-// Shared memory of a streaming kernel:
-// [full mbarriers | empty mbarriers | input vector (x_len floats) | scratch | page ring].
+// Shared memory of a streaming kernel: [full mbarriers | empty mbarriers | norm mbarrier (16 B) |
+// input vector (x_len floats) | RMSNorm weights (norm_len bf16) | scratch | page ring].
 struct Stream {
     u64* full;
     u64* empty;
+    u64* norm_bar;   // completes when the norm weights have landed
     float* x;
+    bf16* norm;
     float* scratch;  // 64 floats
     bf16* ring;
     int per_warp;  // ring slots per consumer warp
 };
 
 // Bytes before the ring (mirrored by the host's dynamic shared memory computation).
-__device__ __forceinline__ int ring_offset(int x_len) { return (2 * MAX_SLOTS * 8 + x_len * 4 + 64 * 4 + 127) / 128 * 128; }
+__device__ __forceinline__ int ring_offset(int x_len, int norm_len) {
+    return (2 * MAX_SLOTS * 8 + 16 + x_len * 4 + norm_len * 2 + 64 * 4 + 127) / 128 * 128;
+}
 
-__device__ Stream carve_stream(int x_len, int per_warp) {
+__device__ Stream carve_stream(int x_len, int norm_len, int per_warp) {
     Stream s;
     s.full = (u64*)smem_raw;
     s.empty = s.full + MAX_SLOTS;
-    s.x = (float*)(smem_raw + 2 * MAX_SLOTS * 8);
-    s.scratch = s.x + x_len;
-    s.ring = (bf16*)(smem_raw + ring_offset(x_len));
+    s.norm_bar = s.empty + MAX_SLOTS;
+    s.x = (float*)(smem_raw + 2 * MAX_SLOTS * 8 + 16);
+    s.norm = (bf16*)(s.x + x_len);
+    s.scratch = (float*)(s.norm + norm_len);
+    s.ring = (bf16*)(smem_raw + ring_offset(x_len, norm_len));
     s.per_warp = per_warp;
     return s;
 }
@@ -287,6 +308,7 @@ __device__ void ring_init(const Stream& s) {
         mbar_init(&s.full[i], 1);
         mbar_init(&s.empty[i], 1);
     }
+    mbar_init(s.norm_bar, 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 
@@ -306,6 +328,7 @@ __device__ __forceinline__ void ring_slot(const Stream& s, int i, int& slot, int
 // Producer (one lane): streams `count` pages from `first` through the ring.
 __device__ void produce(const Stream& s, const Matvec& v, int first, int count) {
     const unsigned bytes = (unsigned)(v.page_rows * v.k * 2);
+    const u64 policy = evict_first_policy();
     for (int i = 0; i < count; ++i) {
         int slot, lap;
         ring_slot(s, i, slot, lap);
@@ -317,13 +340,13 @@ __device__ void produce(const Stream& s, const Matvec& v, int first, int count) 
         mbar_expect_tx(&s.full[slot], bytes);
         if (v.w1) {
             unsigned half = bytes / 2;
-            bulk_copy(dst, v.w0 + (long)row0 * v.ld + col0, half, &s.full[slot]);
-            bulk_copy(dst + half / 2, v.w1 + (long)row0 * v.ld + col0, half, &s.full[slot]);
+            bulk_copy_hinted(dst, v.w0 + (long)row0 * v.ld + col0, half, &s.full[slot], policy);
+            bulk_copy_hinted(dst + half / 2, v.w1 + (long)row0 * v.ld + col0, half, &s.full[slot], policy);
         } else if (v.k == v.ld) {
-            bulk_copy(dst, v.w0 + (long)row0 * v.ld, bytes, &s.full[slot]);
+            bulk_copy_hinted(dst, v.w0 + (long)row0 * v.ld, bytes, &s.full[slot], policy);
         } else {
             for (int r = 0; r < v.page_rows; ++r)
-                bulk_copy(dst + (long)r * v.k, v.w0 + (long)(row0 + r) * v.ld + col0, (unsigned)(v.k * 2), &s.full[slot]);
+                bulk_copy_hinted(dst + (long)r * v.k, v.w0 + (long)(row0 + r) * v.ld + col0, (unsigned)(v.k * 2), &s.full[slot], policy);
         }
     }
 }
@@ -400,26 +423,36 @@ __device__ void consume(const Stream& s, const Matvec& v, int first, int count, 
 }
 
 // Runs a streaming operator: barriers, producer, the grid-dependency wait, `prepare` (stages the
-// input vector in s.x; consumers only), the consumers, then `finish` (consumers only).
+// input vector in s.x; consumers only), the consumers, then `finish` (consumers only). The
+// producer's first request is the operator's RMSNorm weights (`norm`, norm_len bf16; null for
+// none), ahead of its pages: loaded after the wait instead, they queued behind every CTA's ring
+// fill and held the normalisation ~2-3 µs (docs/perf.md).
 template <typename Prepare, typename Epilogue, typename Finish>
-__device__ void run_stream(const Matvec& v, int x_len, int per_warp, int pdl, int early, Prepare prepare,
-                           Epilogue& epilogue, Finish finish) {
-    Stream s = carve_stream(x_len, per_warp);
+__device__ void run_stream(const Matvec& v, int x_len, const bf16* norm, int norm_len, int per_warp, int pdl,
+                           int early, Prepare prepare, Epilogue& epilogue, Finish finish) {
+    Stream s = carve_stream(x_len, norm ? norm_len : 0, per_warp);
     int first, count;
     page_range(v.pages, first, count);
     if (pdl && early) pdl_trigger();
     if (threadIdx.x >= CONSUMER_THREADS) {
-        if (threadIdx.x == CONSUMER_THREADS) ring_init(s);
+        if (threadIdx.x == CONSUMER_THREADS) {
+            ring_init(s);
+            if (norm) {
+                mbar_expect_tx(s.norm_bar, (unsigned)(norm_len * 2));
+                bulk_copy(s.norm, norm, (unsigned)(norm_len * 2), s.norm_bar);
+            }
+        }
         __syncwarp();
         ring_ready_arrive();
         if (threadIdx.x == CONSUMER_THREADS) produce(s, v, first, count);
         return;
     }
     mark(MARK_ISSUED);
+    ring_ready_wait();  // the ring's barriers are initialised (the producer arrives at once)
     if (pdl) pdl_wait();
     mark(MARK_RELEASED);
     prepare(s);
-    ring_ready_wait();  // also orders prepare's shared-memory writes before the dot products
+    consumers_sync();  // prepare's shared-memory writes before the dot products
     mark(MARK_PREPARED);
     int nj = v.k / 256;
     if (nj == 8) consume<8>(s, v, first, count, epilogue);
@@ -429,17 +462,20 @@ __device__ void run_stream(const Matvec& v, int x_len, int per_warp, int pdl, in
     finish(s);
 }
 
-// x (length n, in smem) <- x * rsqrt(mean(x^2) + eps) * w, over the consumer threads.
-__device__ void rmsnorm_consumers(float* x, const bf16* w, int n, float eps, float* scratch) {
+// s.x (length n) <- x * rsqrt(mean(x^2) + eps) * w over the consumer threads, with w the norm
+// weights the producer copies into s.norm.
+__device__ void rmsnorm_consumers(const Stream& s, int n, float eps) {
+    float* x = s.x;
     float ss = 0.f;
     for (int i = threadIdx.x; i < n; i += CONSUMER_THREADS) ss += x[i] * x[i];
     ss = warp_sum(ss);
-    if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = ss;
+    if (threadIdx.x % 32 == 0) s.scratch[threadIdx.x / 32] = ss;
     consumers_sync();
     float total = 0.f;
-    for (int i = 0; i < CONSUMER_WARPS; ++i) total += scratch[i];
+    for (int i = 0; i < CONSUMER_WARPS; ++i) total += s.scratch[i];
     float inv = rsqrtf(total / n + eps);
-    for (int i = threadIdx.x; i < n; i += CONSUMER_THREADS) x[i] = x[i] * inv * bf2f(w[i]);
+    mbar_wait(s.norm_bar, 0);
+    for (int i = threadIdx.x; i < n; i += CONSUMER_THREADS) x[i] = x[i] * inv * bf2f(s.norm[i]);
 }
 
 // Copies n floats of `src` (written by the predecessor: plain coherent loads) into `dst`.
@@ -509,9 +545,9 @@ __device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, 
     auto prepare = [&](const Stream& s) {
         stage_residual(s.x, m, g, L);
         consumers_sync();
-        rmsnorm_consumers(s.x, L.norm1, m.hidden, m.eps, s.scratch);
+        rmsnorm_consumers(s, m.hidden, m.eps);
     };
-    run_stream(v, m.hidden, m.ring[0], pdl, early, prepare, ep, NoFinish{});
+    run_stream(v, m.hidden, L.norm1, m.hidden, m.ring[0], pdl, early, prepare, ep, NoFinish{});
 }
 
 // (3)/(5) Split-K matvec + residual. Each page stores its partial rows; the last of the chunks
@@ -555,14 +591,14 @@ __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, in
     Matvec v = matvec(L.w_o, 0, m.q_dim, m.q_dim / m.s_attn, m.s_attn, m.hidden);
     SplitKEpilogue ep{m, g, L, m.s_attn, L.o_part, L.o_arrive, false, L.x_mid};
     auto prepare = [&](const Stream& s) { stage_vector(s.x, L.attn, m.q_dim); };
-    run_stream(v, m.q_dim, m.ring[2], pdl, early, prepare, ep, NoFinish{});
+    run_stream(v, m.q_dim, 0, 0, m.ring[2], pdl, early, prepare, ep, NoFinish{});
 }
 
 __device__ void down_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
     Matvec v = matvec(L.w_down, 0, m.inter, m.inter / m.s_down, m.s_down, m.hidden);
     SplitKEpilogue ep{m, g, L, m.s_down, L.d_part, L.d_arrive, true, L.x_out};
     auto prepare = [&](const Stream& s) { stage_vector(s.x, L.h, m.inter); };
-    run_stream(v, m.inter, m.ring[4], pdl, early, prepare, ep, NoFinish{});
+    run_stream(v, m.inter, 0, 0, m.ring[4], pdl, early, prepare, ep, NoFinish{});
 }
 
 // (4) RMSNorm + gate/up matvecs + SiLU(gate) * up: a page holds matching gate and up rows.
@@ -585,9 +621,9 @@ __device__ void up_gate_body(const Model& m, const Globals& g, const Layer& L, i
     auto prepare = [&](const Stream& s) {
         stage_vector(s.x, L.x_mid, m.hidden);
         consumers_sync();
-        rmsnorm_consumers(s.x, L.norm2, m.hidden, m.eps, s.scratch);
+        rmsnorm_consumers(s, m.hidden, m.eps);
     };
-    run_stream(v, m.hidden, m.ring[3], pdl, early, prepare, ep, NoFinish{});
+    run_stream(v, m.hidden, L.norm2, m.hidden, m.ring[3], pdl, early, prepare, ep, NoFinish{});
 }
 
 // (6) Final RMSNorm + LM head + fused argmax into tokens[pos + 1]: each warp keeps its best
@@ -615,12 +651,12 @@ __device__ void lm_head_body(const Model& m, const Globals& g, int pdl, int earl
     auto prepare = [&](const Stream& s) {
         stage_vector(s.x, g.x_final, m.hidden);
         consumers_sync();
-        rmsnorm_consumers(s.x, g.final_norm, m.hidden, m.eps, s.scratch);
+        rmsnorm_consumers(s, m.hidden, m.eps);
     };
     auto finish = [&](const Stream&) {
         if (threadIdx.x % 32 == 0 && ep.best) atomicMax(&g.tokens[*g.pos + 1], ep.best);
     };
-    run_stream(v, m.hidden, m.ring[5], pdl, early, prepare, ep, finish);
+    run_stream(v, m.hidden, g.final_norm, m.hidden, m.ring[5], pdl, early, prepare, ep, finish);
 }
 
 // (2) Decode attention: task = (KV head, query-head group), ATT_THREADS threads. K and V rows

@@ -249,6 +249,8 @@ pub struct Stream {
     pub paired: bool,
     /// Floats of the input vector staged in shared memory.
     pub x_len: u32,
+    /// RMSNorm weights (bf16) the producer copies into shared memory first; 0 for none.
+    pub norm_len: u32,
 }
 
 impl Stream {
@@ -267,10 +269,10 @@ impl Stream {
         (self.page_rows() / if self.paired { 2 } else { 1 }).max(1)
     }
 
-    /// Shared memory before the ring: barriers, input vector, scratch (the source's
-    /// `ring_offset`).
+    /// Shared memory before the ring: barriers, input vector, norm weights, scratch (the
+    /// source's `ring_offset`).
     pub fn ring_offset(&self) -> u32 {
-        (2 * MAX_SLOTS * 8 + self.x_len * 4 + 64 * 4).div_ceil(128) * 128
+        (2 * MAX_SLOTS * 8 + 16 + self.x_len * 4 + self.norm_len * 2 + 64 * 4).div_ceil(128) * 128
     }
 
     /// Ring slots per consumer warp: as many as fit the streaming budget, at least one, at
@@ -317,19 +319,19 @@ pub fn ring_slot(i: u32, per_warp: u32) -> (u32, u32) {
 pub fn stream(model: &Model, kind: OpKind) -> Option<Stream> {
     let g = &model.geometry;
     let shards = &model.lowering.vtp_shards;
-    let (k, splits, out_rows, paired, x_len) = match kind {
+    let (k, splits, out_rows, paired, x_len, norm_len) = match kind {
         OpKind::Attention => return None,
-        OpKind::QkvRope => (g.hidden, 1, model.qkv_rows(), false, g.hidden),
+        OpKind::QkvRope => (g.hidden, 1, model.qkv_rows(), false, g.hidden, g.hidden),
         OpKind::OProj => {
             let s = shards.attention_o_proj;
-            (model.q_dim() / s, s, g.hidden, false, model.q_dim())
+            (model.q_dim() / s, s, g.hidden, false, model.q_dim(), 0)
         }
-        OpKind::UpGate => (g.hidden, 1, g.intermediate, true, g.hidden),
+        OpKind::UpGate => (g.hidden, 1, g.intermediate, true, g.hidden, g.hidden),
         OpKind::Down => {
             let s = shards.up_gate_down;
-            (g.intermediate / s, s, g.hidden, false, g.intermediate)
+            (g.intermediate / s, s, g.hidden, false, g.intermediate, 0)
         }
-        OpKind::LmHead => (g.hidden, 1, g.vocab, false, g.hidden),
+        OpKind::LmHead => (g.hidden, 1, g.vocab, false, g.hidden, g.hidden),
     };
     Some(Stream {
         k,
@@ -337,6 +339,7 @@ pub fn stream(model: &Model, kind: OpKind) -> Option<Stream> {
         out_rows,
         paired,
         x_len,
+        norm_len,
     })
 }
 

@@ -47,6 +47,10 @@ struct PhaseRow {
     cta_life_us: f64,
     /// Mean increase of the step's last exit caused by each grid of this kind.
     marginal_us: f64,
+    /// Mean over grids of (last CTA entry - first CTA entry).
+    entry_spread_us: f64,
+    /// Mean over grids of (last CTA exit - first CTA exit): the tail a successor's wait absorbs.
+    exit_spread_us: f64,
 }
 
 /// The whole report.
@@ -185,7 +189,8 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     let mut cta_phases = Vec::new();
     if args.cta_phases {
         let khz = s.runner.clock_khz()? as f64;
-        let pos = s.prompt.len() as u32 + s.generate.saturating_sub(2);
+        // The middle decode position: the KV length of the median step the table reports.
+        let pos = s.prompt.len() as u32 + s.generate.saturating_sub(1) / 2;
         for &t in &targets {
             let sched = s.schedule(t, sms)?;
             let grids = s.runner.trace_step(&sched, pos)?;
@@ -235,12 +240,13 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
         }
         if !report.cta_phases.is_empty() {
             println!("  CTA phases (us, means over CTAs and grids of a kind; one traced step):");
-            println!("  target kernel         grids  CTAs   issue   wait  prepare  land  compute  epilog   life  marginal");
+            println!("  target kernel         grids  CTAs   issue   wait  prepare  land  compute  epilog   life  marginal  entry±  exit±");
             for r in &report.cta_phases {
                 println!(
-                    "  {:<6} {:<13} {:>5} {:>5} {:>7.2} {:>6.2} {:>8.2} {:>5.2} {:>8.2} {:>7.2} {:>6.2} {:>9.2}",
+                    "  {:<6} {:<13} {:>5} {:>5} {:>7.2} {:>6.2} {:>8.2} {:>5.2} {:>8.2} {:>7.2} {:>6.2} {:>9.2} {:>7.2} {:>6.2}",
                     r.target, r.kernel, r.grids, r.ctas_per_grid, r.issue_us, r.wait_us, r.prepare_us,
-                    r.land_us, r.compute_us, r.epilogue_us, r.cta_life_us, r.marginal_us
+                    r.land_us, r.compute_us, r.epilogue_us, r.cta_life_us, r.marginal_us,
+                    r.entry_spread_us, r.exit_spread_us
                 );
             }
         }
@@ -316,6 +322,14 @@ fn phase_rows(
                 v.iter().sum::<f64>() / v.len() as f64
             }
         };
+        let spread = |slot: usize| {
+            let per_grid = of_kind.iter().map(|&i| {
+                let t = grids[i].ctas.iter().map(|c| c[slot]).filter(|&t| t > 0);
+                let (lo, hi) = t.fold((u64::MAX, 0), |(lo, hi), t| (lo.min(t), hi.max(t)));
+                hi.saturating_sub(lo) as f64 / 1e3
+            });
+            per_grid.sum::<f64>() / of_kind.len() as f64
+        };
         rows.push(PhaseRow {
             target: target.to_string(),
             kernel: name.to_string(),
@@ -329,6 +343,8 @@ fn phase_rows(
             epilogue_us: phase(5, 6),
             cta_life_us: phase(0, 6),
             marginal_us: of_kind.iter().map(|&i| marginal[i]).sum::<f64>() / of_kind.len() as f64,
+            entry_spread_us: spread(8),
+            exit_spread_us: spread(9),
         });
     }
     rows
