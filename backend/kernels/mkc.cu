@@ -7,6 +7,11 @@
 // computing whole rows. Compiled at run time by NVRTC for
 // sm_90a; no CUDA headers are needed (bf16 is handled as raw 16-bit values).
 //
+// Split-K operators (O-projection, down) only store partial sums, one block per K chunk (VTP
+// shard); the next operator that stages the residual stream sums them with the residual in
+// chunk order (deterministic) and writes its CTA's slice of the sum for later readers. No
+// counters, fences or last-arriver reads: the grid-dependency wait already orders them.
+//
 // Dependency protocol inside a chain (PDL): every kernel first issues its independent loads
 // (its weight pages, with bulk copies into shared memory; KV history prefetches), then triggers its
 // successor if the schedule says `early`, then waits (griddepcontrol.wait) before its first read
@@ -43,7 +48,8 @@ struct Globals {
     u64* tokens;            // packed (key, ~index) per position; tokens[pos] is the input token
     const int* pos;         // current position
     float* logits;          // [vocab] of the current step
-    float* x_final;         // residual stream entering the LM head: the last layer's x_out
+    const float* final_mid; // the last layer's x_mid and down partials: the LM head's input is
+    const float* final_part;// their sum
 };
 
 struct Layer {
@@ -56,16 +62,15 @@ struct Layer {
     const bf16* norm2;  // [hidden]
     bf16* k_cache;      // [kv_heads][max_seq][head_dim]
     bf16* v_cache;      // [kv_heads][max_seq][head_dim]
-    const float* x_in;  // residual input, null for layer 0 (the embedding row)
+    const float* prev_mid;  // the previous layer's x_mid, null for layer 0 (the embedding row)
+    const float* prev_part; // the previous layer's down partials [s_down][hidden]
+    float* x_in;        // [hidden] residual entering the layer: prev_mid + sum of prev_part
     float* qkv;         // [q_dim + 2 kv_dim]
     float* attn;        // [q_dim]
-    float* o_part;      // [s_attn][hidden]
-    unsigned* o_arrive; // [hidden]: split-K arrivals, one per page of output rows
-    float* x_mid;       // [hidden]
+    float* o_part;      // [s_attn][hidden] O-projection partial sums, one row block per K chunk
+    float* x_mid;       // [hidden] x_in + sum of o_part
     float* h;           // [inter]
-    float* d_part;      // [s_down][hidden]
-    unsigned* d_arrive; // [hidden]: split-K arrivals, one per page of output rows
-    float* x_out;       // [hidden]
+    float* d_part;      // [s_down][hidden] down-projection partial sums
 };
 
 // ---- small helpers ---------------------------------------------------------------------
@@ -484,20 +489,64 @@ __device__ void stage_vector(float* dst, const float* src, int n) {
         *reinterpret_cast<float4*>(dst + i) = *reinterpret_cast<const float4*>(src + i);
 }
 
-// The residual stream entering a layer: the embedding row of the current token for layer 0.
-__device__ void stage_residual(float* dst, const Model& m, const Globals& g, const Layer& L) {
-    if (L.x_in == 0) {
-        unsigned tok = token_of(g.tokens[*g.pos]);
-        const bf16* row = g.embed + (long)tok * m.hidden;
-        for (int i = threadIdx.x; i < m.hidden; i += CONSUMER_THREADS) dst[i] = bf2f(row[i]);
-    } else {
-        stage_vector(dst, L.x_in, m.hidden);
+// dst <- base + parts[0] + ... + parts[splits - 1] (n <= 2 CONSUMER_THREADS * 4 floats each,
+// added in that order): the residual stream, reduced from the split-K partials that produced
+// it. A thread issues the loads of up to SUM_BATCH chunks before its first add: one L2 round
+// trip per batch (a loop of dependent load-add steps made this prepare ~2 µs slower). This CTA
+// also writes its share of the float4 groups of the sum to `out` (null: none), for the
+// operators that read the residual later.
+#define SUM_BATCH 4
+__device__ void stage_sum(float* dst, const float* base, const float* parts, int splits, int n, float* out) {
+    constexpr int G = 2;
+    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+    int at[G];
+    float4 acc[G];
+#pragma unroll
+    for (int q = 0; q < G; ++q) {
+        at[q] = (threadIdx.x + q * CONSUMER_THREADS) * 4;
+        acc[q] = at[q] < n ? *reinterpret_cast<const float4*>(base + at[q]) : zero;
+    }
+    for (int c0 = 0; c0 < splits; c0 += SUM_BATCH) {
+        float4 p[G][SUM_BATCH];
+#pragma unroll
+        for (int q = 0; q < G; ++q)
+#pragma unroll
+            for (int c = 0; c < SUM_BATCH; ++c)
+                p[q][c] = at[q] < n && c0 + c < splits
+                              ? *reinterpret_cast<const float4*>(parts + (long)(c0 + c) * n + at[q])
+                              : zero;
+#pragma unroll
+        for (int q = 0; q < G; ++q)
+#pragma unroll
+            for (int c = 0; c < SUM_BATCH; ++c) {
+                if (c0 + c >= splits) continue;
+                acc[q].x += p[q][c].x;
+                acc[q].y += p[q][c].y;
+                acc[q].z += p[q][c].z;
+                acc[q].w += p[q][c].w;
+            }
+    }
+#pragma unroll
+    for (int q = 0; q < G; ++q) {
+        if (at[q] >= n) continue;
+        *reinterpret_cast<float4*>(dst + at[q]) = acc[q];
+        if (out && (at[q] / 4) % gridDim.x == blockIdx.x) *reinterpret_cast<float4*>(out + at[q]) = acc[q];
     }
 }
 
-__device__ __forceinline__ float residual_at(const Model& m, const Globals& g, const Layer& L, int i) {
-    if (L.x_in == 0) return bf2f(g.embed[(long)token_of(g.tokens[*g.pos]) * m.hidden + i]);
-    return L.x_in[i];
+// The residual stream entering a layer: the embedding row of the current token for layer 0,
+// else the previous layer's x_mid plus its down partials. Written to L.x_in as well.
+__device__ void stage_layer_input(float* dst, const Model& m, const Globals& g, const Layer& L) {
+    if (L.prev_mid) {
+        stage_sum(dst, L.prev_mid, L.prev_part, m.s_down, m.hidden, L.x_in);
+        return;
+    }
+    unsigned tok = token_of(g.tokens[*g.pos]);
+    const bf16* row = g.embed + (long)tok * m.hidden;
+    for (int i = threadIdx.x; i < m.hidden; i += CONSUMER_THREADS) {
+        dst[i] = bf2f(row[i]);
+        if (blockIdx.x == 0) L.x_in[i] = dst[i];
+    }
 }
 
 struct NoFinish {
@@ -543,60 +592,37 @@ __device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, 
     Matvec v = matvec(L.w_qkv, 0, m.hidden, m.hidden, 1, m.q_dim + 2 * m.kv_dim);
     QkvEpilogue ep{m, g, L, *g.pos};
     auto prepare = [&](const Stream& s) {
-        stage_residual(s.x, m, g, L);
+        stage_layer_input(s.x, m, g, L);
         consumers_sync();
         rmsnorm_consumers(s, m.hidden, m.eps);
     };
     run_stream(v, m.hidden, L.norm1, m.hidden, m.ring[0], pdl, early, prepare, ep, NoFinish{});
 }
 
-// (3)/(5) Split-K matvec + residual. Each page stores its partial rows; the last of the chunks
-// to arrive for a page's rows sums the partials in chunk order (deterministic) with the
-// residual. With one chunk the sum is the result.
-struct SplitKEpilogue {
-    const Model& m;
-    const Globals& g;
-    const Layer& L;
-    int splits;
+// (3)/(5) Split-K matvec: each page's rows go to its K chunk's block of partial sums (with one
+// chunk, the product itself); the next operator adds them to the residual (`stage_sum`).
+struct PartialEpilogue {
     float* part;
-    unsigned* arrive;
-    bool residual_from_mid;
-    float* out;
+    int n;  // rows per chunk block
     template <int R>
     __device__ void operator()(int chunk, int row0, const float (&v)[R]) {
         int lane = threadIdx.x % 32;
-        if (splits > 1) {
-            if (lane < R) part[(long)chunk * m.hidden + row0 + lane] = v[lane];
-            __threadfence();
-            __syncwarp();
-            unsigned last = 0;
-            if (lane == 0) last = ((atomicAdd(&arrive[row0 / R], 1u) + 1u) % (unsigned)splits) == 0u;
-            last = __shfl_sync(0xffffffffu, last, 0);
-            if (!last) return;
-            __threadfence();
-        }
-        if (lane >= R) return;
-        int r = row0 + lane;
-        float acc = residual_from_mid ? L.x_mid[r] : residual_at(m, g, L, r);
-        if (splits > 1) {
-            for (int c = 0; c < splits; ++c) acc += __ldcg(&part[(long)c * m.hidden + r]);
-        } else {
-            acc += v[lane];
-        }
-        out[r] = acc;
+        if (lane < R) part[(long)chunk * n + row0 + lane] = v[lane];
     }
 };
 
 __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
+    (void)g;
     Matvec v = matvec(L.w_o, 0, m.q_dim, m.q_dim / m.s_attn, m.s_attn, m.hidden);
-    SplitKEpilogue ep{m, g, L, m.s_attn, L.o_part, L.o_arrive, false, L.x_mid};
+    PartialEpilogue ep{L.o_part, m.hidden};
     auto prepare = [&](const Stream& s) { stage_vector(s.x, L.attn, m.q_dim); };
     run_stream(v, m.q_dim, 0, 0, m.ring[2], pdl, early, prepare, ep, NoFinish{});
 }
 
 __device__ void down_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
+    (void)g;
     Matvec v = matvec(L.w_down, 0, m.inter, m.inter / m.s_down, m.s_down, m.hidden);
-    SplitKEpilogue ep{m, g, L, m.s_down, L.d_part, L.d_arrive, true, L.x_out};
+    PartialEpilogue ep{L.d_part, m.hidden};
     auto prepare = [&](const Stream& s) { stage_vector(s.x, L.h, m.inter); };
     run_stream(v, m.inter, 0, 0, m.ring[4], pdl, early, prepare, ep, NoFinish{});
 }
@@ -619,7 +645,7 @@ __device__ void up_gate_body(const Model& m, const Globals& g, const Layer& L, i
     Matvec v = matvec(L.w_gate, L.w_up, m.hidden, m.hidden, 1, m.inter);
     UpGateEpilogue ep{L};
     auto prepare = [&](const Stream& s) {
-        stage_vector(s.x, L.x_mid, m.hidden);
+        stage_sum(s.x, L.x_in, L.o_part, m.s_attn, m.hidden, L.x_mid);
         consumers_sync();
         rmsnorm_consumers(s, m.hidden, m.eps);
     };
@@ -649,7 +675,7 @@ __device__ void lm_head_body(const Model& m, const Globals& g, int pdl, int earl
     Matvec v = matvec(g.lm_head, 0, m.hidden, m.hidden, 1, m.vocab);
     LmHeadEpilogue ep{g, 0};
     auto prepare = [&](const Stream& s) {
-        stage_vector(s.x, g.x_final, m.hidden);
+        stage_sum(s.x, g.final_mid, g.final_part, m.s_down, m.hidden, nullptr);
         consumers_sync();
         rmsnorm_consumers(s, m.hidden, m.eps);
     };

@@ -169,7 +169,8 @@ struct KGlobals {
     tokens: u64,
     pos: u64,
     logits: u64,
-    x_final: u64,
+    final_mid: u64,
+    final_part: u64,
 }
 
 /// The kernels' `Layer` struct.
@@ -185,16 +186,15 @@ struct KLayer {
     norm2: u64,
     k_cache: u64,
     v_cache: u64,
+    prev_mid: u64,
+    prev_part: u64,
     x_in: u64,
     qkv: u64,
     attn: u64,
     o_part: u64,
-    o_arrive: u64,
     x_mid: u64,
     h: u64,
     d_part: u64,
-    d_arrive: u64,
-    x_out: u64,
 }
 
 /// Where weights come from.
@@ -508,23 +508,12 @@ impl Runner {
         let qkv_rows = m.qkv_rows() as usize;
         let kv_bytes =
             g.kv_heads as usize * m.workload.max_seq_len as usize * g.head_dim as usize * 2;
-        // One arrival counter per output row is more than any page size needs.
-        let arrive_counters = hidden;
         let s_attn = m.lowering.vtp_shards.attention_o_proj as usize;
         let s_down = m.lowering.vtp_shards.up_gate_down as usize;
-        let mut x_in = 0u64;
+        // The residual stream leaving the previous layer: its x_mid plus its down partials.
+        let (mut prev_mid, mut prev_part) = (0u64, 0u64);
         for l in 0..g.layers as usize {
             let w = |t: usize| ptrs[l * PER_LAYER + t];
-            let o_arrive = self.alloc(arrive_counters * 4, "o_arrive")?;
-            let d_arrive = self.alloc(arrive_counters * 4, "d_arrive")?;
-            for p in [o_arrive, d_arrive] {
-                // SAFETY: counters start at zero once; they are monotonic afterwards.
-                check(
-                    unsafe { result::memset_d8_sync(p, 0, arrive_counters * 4) },
-                    "cuMemsetD8",
-                    "arrive",
-                )?;
-            }
             let layer = KLayer {
                 w_qkv: w(0),
                 w_o: w(1),
@@ -535,18 +524,17 @@ impl Runner {
                 norm2: w(6),
                 k_cache: self.alloc(kv_bytes, "k_cache")?,
                 v_cache: self.alloc(kv_bytes, "v_cache")?,
-                x_in,
+                prev_mid,
+                prev_part,
+                x_in: self.alloc(hidden * 4, "x_in")?,
                 qkv: self.alloc(qkv_rows * 4, "qkv")?,
                 attn: self.alloc(m.q_dim() as usize * 4, "attn")?,
                 o_part: self.alloc(s_attn * hidden * 4, "o_part")?,
-                o_arrive,
                 x_mid: self.alloc(hidden * 4, "x_mid")?,
                 h: self.alloc(inter * 4, "h")?,
                 d_part: self.alloc(s_down * hidden * 4, "d_part")?,
-                d_arrive,
-                x_out: self.alloc(hidden * 4, "x_out")?,
             };
-            x_in = layer.x_out;
+            (prev_mid, prev_part) = (layer.x_mid, layer.d_part);
             self.layers.push(layer);
         }
         let base = g.layers as usize * PER_LAYER;
@@ -563,7 +551,8 @@ impl Runner {
             tokens: self.alloc((m.workload.max_seq_len as usize + 1) * 8, "tokens")?,
             pos: self.alloc(4, "pos")?,
             logits: self.alloc(g.vocab as usize * 4, "logits")?,
-            x_final: x_in,
+            final_mid: prev_mid,
+            final_part: prev_part,
         };
         self.sync("weights and buffers")
     }
