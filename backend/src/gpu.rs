@@ -1,8 +1,9 @@
 //! The GPU runner: one context, the compiled module, device buffers for weights, activations,
-//! KV cache and counters, and one CUDA graph per target built from a chain schedule.
+//! split-K partial sums and the KV cache, and one CUDA graph per target built from a chain
+//! schedule.
 //!
 //! Every driver call is checked and named. Each decode step is one graph launch preceded by a
-//! memset of the position (no kernel resets anything: split-K arrival counters are monotonic,
+//! memset of the position (no kernel resets anything: partial sums are overwritten each step,
 //! argmax slots are one per position). A watchdog polls each step's completion event.
 
 use std::ffi::c_void;
