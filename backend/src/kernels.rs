@@ -410,6 +410,8 @@ pub fn check_model(model: &Model) -> Result<(), BackendError> {
             OpKind::Down => "lowering.vtp_shards.up_gate_down",
             _ => "geometry.hidden",
         };
+        // For QKV the chunk is the hidden size, so this also keeps the residual stream within
+        // the 2048 floats the kernels' `stage_sum` stages.
         if ![512, 1024, 2048].contains(&s.k) {
             return fail(
                 field,
