@@ -605,6 +605,16 @@ impl Runner {
         )
     }
 
+    /// Writes the position the next step's kernels run at (stream-ordered before the step).
+    fn set_position(&self, pos: u32) -> Result<(), BackendError> {
+        // SAFETY: `pos` is a live device buffer of one u32 on this runner's stream.
+        check(
+            unsafe { sys::cuMemsetD32Async(self.globals.pos, pos, 1, self.stream).result() },
+            "cuMemsetD32Async",
+            "pos",
+        )
+    }
+
     /// Launches one grid of a chain on the runner's stream (captured when a capture is open).
     fn launch(&self, grid: &GridLaunch) -> Result<(), BackendError> {
         let GridLaunch {
@@ -777,13 +787,10 @@ impl Runner {
         let last = p_len as u32 + generate - 1;
         for pos in 0..last {
             let capture = opts.capture_logits.contains(&pos);
-            // SAFETY: `pos` and `logits` are live device buffers of the sizes written.
+            self.set_position(pos)?;
+            // SAFETY: `logits` is a live device buffer of the size written; the events and graph
+            // belong to this runner and its stream.
             unsafe {
-                check(
-                    sys::cuMemsetD32Async(self.globals.pos, pos, 1, self.stream).result(),
-                    "cuMemsetD32Async",
-                    "pos",
-                )?;
                 if capture {
                     check(
                         result::memset_d8_async(self.globals.logits, 0xFF, vocab * 4, self.stream),
@@ -943,19 +950,13 @@ impl Runner {
             .map(|t| t.1.clone())
             .unwrap_or_default();
         let graph = self.capture_with(schedule, &funcs, |i| buf + offsets[i] as u64 * 8)?;
-        // SAFETY: live buffers and graph on this runner's stream.
-        unsafe {
-            check(
-                sys::cuMemsetD32Async(self.globals.pos, pos, 1, self.stream).result(),
-                "cuMemsetD32Async",
-                "pos",
-            )?;
-            check(
-                result::graph::launch(graph.exec, self.stream),
-                "cuGraphLaunch",
-                "traced step",
-            )?;
-        }
+        self.set_position(pos)?;
+        // SAFETY: a live graph on this runner's stream.
+        check(
+            unsafe { result::graph::launch(graph.exec, self.stream) },
+            "cuGraphLaunch",
+            "traced step",
+        )?;
         self.sync("traced step")?;
         let mut host = vec![0u64; total];
         // SAFETY: `buf` holds total u64; the stream is idle.
