@@ -39,6 +39,9 @@ pub struct KernelsArgs {
     /// GPU architecture to compile for.
     #[arg(long, default_value = "sm_90a")]
     pub arch: String,
+    /// SMs of the target GPU (H100 and H200: 132): grids and rings are sized per SM.
+    #[arg(long, default_value_t = 132, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub sms: u32,
     /// Print one JSON array.
     #[arg(long)]
     pub json: bool,
@@ -108,6 +111,11 @@ pub struct BenchArgs {
     /// marginal time in the chain.
     #[arg(long)]
     pub cta_phases: bool,
+    /// With --cta-phases: also write every traced CTA as one CSV row (target, grid, kind,
+    /// layer, CTA, SM, entry and exit in ns from the step's first entry, then each phase mark
+    /// in ns from the CTA's entry), for timeline plots.
+    #[arg(long, value_name = "FILE", requires = "cta_phases")]
+    pub cta_trace_out: Option<std::path::PathBuf>,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,

@@ -88,7 +88,8 @@ __device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.lau
 
 // CTA phase tracing (mkc bench --cta-phases), compiled in only with -DMKC_TRACE: the marks cost
 // ~8% of the step even when no trace buffer is given. Thread 0 of each CTA records clock64() at
-// the phase marks below (slots 0-6) and %globaltimer at entry and exit (slots 8, 9).
+// the phase marks below (slots 0-6), its SM (slot 7) and %globaltimer at entry and exit
+// (slots 8, 9).
 #define TRACE_SLOTS 10
 enum { MARK_ENTRY = 0, MARK_ISSUED = 1, MARK_RELEASED = 2, MARK_PREPARED = 3, MARK_LANDED = 4,
        MARK_COMPUTED = 5, MARK_EXIT = 6 };
@@ -109,6 +110,9 @@ __device__ __forceinline__ void trace_begin(u64* trace) {
     if (threadIdx.x == 0) {
         trace_ptr = trace;
         if (trace) {
+            unsigned sm;
+            asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+            trace[blockIdx.x * TRACE_SLOTS + 7] = sm;
             trace[blockIdx.x * TRACE_SLOTS + 8] = globaltimer();
             trace[blockIdx.x * TRACE_SLOTS + MARK_ENTRY] = (u64)clock64();
         }
@@ -162,9 +166,11 @@ extern __shared__ __align__(128) unsigned char smem_raw[];
 // 16 KiB weight pages. Warp 8 is the producer: one lane issues bulk asynchronous copies (TMA,
 // cp.async.bulk) of each page into a ring of shared-memory slots, each slot guarded by a `full`
 // and an `empty` mbarrier. The producer never waits on the predecessor grid, so weights stream
-// from the moment the CTA is resident. Warps 0-7 are consumers: after griddepcontrol.wait they
-// stage the input vector (RMSNorm where the operator has one), then each takes every eighth
-// page of the CTA, holds its slice of the input vector in registers, computes the page's rows
+// from the moment the CTA is resident. Warps 0-7 are consumers: after griddepcontrol.wait the
+// normalised operators stage their input vector in shared memory (summed from split-K partials
+// and RMS-normalised in one pass), while the O-projection and down read theirs straight from
+// global memory; each warp then takes every eighth page of the CTA, holds its slice of the
+// input vector in registers, computes the page's rows
 // (a page holds whole rows of one K chunk, so a row's sum never crosses warps), releases the
 // slot, and applies the operator's epilogue to those rows. One such CTA fills an SM (registers
 // and shared memory): smaller CTAs that let a successor grid's CTA be resident early, pages of
@@ -396,10 +402,11 @@ __device__ __forceinline__ void page_dots(const bf16* page, const float (&xr)[NJ
     for (int r = 0; r < R; ++r) out[r] = warp_sum(out[r]);
 }
 
-// Consumer warp: computes its pages (every CONSUMER_WARPS-th of the CTA's range) and hands each
-// page's row sums to `epilogue(page, chunk, row0, sums)`.
+// Consumer warp: computes its pages (every CONSUMER_WARPS-th of the CTA's range) with the input
+// vector `x` (shared or global memory) and hands each page's row sums to
+// `epilogue(chunk, row0, sums)`.
 template <int NJ, typename Epilogue>
-__device__ void consume(const Stream& s, const Matvec& v, int first, int count, Epilogue& epilogue) {
+__device__ void consume(const Stream& s, const Matvec& v, const float* x, int first, int count, Epilogue& epilogue) {
     constexpr int R = PAGE_BYTES / (2 * 256 * NJ);
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     float xr[NJ][8];
@@ -409,7 +416,7 @@ __device__ void consume(const Stream& s, const Matvec& v, int first, int count, 
         int chunk, row0;
         page_coords(v, first + i, chunk, row0);
         if (chunk != loaded) {
-            load_x<NJ>(xr, s.x, v.k, chunk);
+            load_x<NJ>(xr, x, v.k, chunk);
             loaded = chunk;
         }
         int slot, lap;
@@ -428,13 +435,14 @@ __device__ void consume(const Stream& s, const Matvec& v, int first, int count, 
 }
 
 // Runs a streaming operator: barriers, producer, the grid-dependency wait, `prepare` (stages the
-// input vector in s.x; consumers only), the consumers, then `finish` (consumers only). The
+// input vector in s.x; consumers only), the consumers (reading x_global instead of s.x where it
+// is set), then `finish` (consumers only). The
 // producer's first request is the operator's RMSNorm weights (`norm`, norm_len bf16; null for
 // none), ahead of its pages: loaded after the wait instead, they queued behind every CTA's ring
 // fill and held the normalisation ~2-3 µs (docs/perf.md).
 template <typename Prepare, typename Epilogue, typename Finish>
-__device__ void run_stream(const Matvec& v, int x_len, const bf16* norm, int norm_len, int per_warp, int pdl,
-                           int early, Prepare prepare, Epilogue& epilogue, Finish finish) {
+__device__ void run_stream(const Matvec& v, int x_len, const float* x_global, const bf16* norm, int norm_len,
+                           int per_warp, int pdl, int early, Prepare prepare, Epilogue& epilogue, Finish finish) {
     Stream s = carve_stream(x_len, norm ? norm_len : 0, per_warp);
     int first, count;
     page_range(v.pages, first, count);
@@ -460,9 +468,15 @@ __device__ void run_stream(const Matvec& v, int x_len, const bf16* norm, int nor
     consumers_sync();  // prepare's shared-memory writes before the dot products
     mark(MARK_PREPARED);
     int nj = v.k / 256;
-    if (nj == 8) consume<8>(s, v, first, count, epilogue);
-    else if (nj == 4) consume<4>(s, v, first, count, epilogue);
-    else consume<2>(s, v, first, count, epilogue);
+    if (x_global) {
+        if (nj == 8) consume<8>(s, v, x_global, first, count, epilogue);
+        else if (nj == 4) consume<4>(s, v, x_global, first, count, epilogue);
+        else consume<2>(s, v, x_global, first, count, epilogue);
+    } else {
+        if (nj == 8) consume<8>(s, v, s.x, first, count, epilogue);
+        else if (nj == 4) consume<4>(s, v, s.x, first, count, epilogue);
+        else consume<2>(s, v, s.x, first, count, epilogue);
+    }
     mark(MARK_COMPUTED);
     finish(s);
 }
@@ -483,20 +497,17 @@ __device__ void rmsnorm_consumers(const Stream& s, int n, float eps) {
     for (int i = threadIdx.x; i < n; i += CONSUMER_THREADS) x[i] = x[i] * inv * bf2f(s.norm[i]);
 }
 
-// Copies n floats of `src` (written by the predecessor: plain coherent loads) into `dst`.
-__device__ void stage_vector(float* dst, const float* src, int n) {
-    for (int i = threadIdx.x * 4; i < n; i += CONSUMER_THREADS * 4)
-        *reinterpret_cast<float4*>(dst + i) = *reinterpret_cast<const float4*>(src + i);
-}
-
 // dst <- base + parts[0] + ... + parts[splits - 1] (n <= 2 CONSUMER_THREADS * 4 floats each,
 // added in that order): the residual stream, reduced from the split-K partials that produced
 // it. A thread issues the loads of up to SUM_BATCH chunks before its first add: one L2 round
 // trip per batch (a loop of dependent load-add steps made this prepare ~2 µs slower). This CTA
 // also writes its share of the float4 groups of the sum to `out` (null: none), for the
-// operators that read the residual later.
+// operators that read the residual later. With `norm` (the stream whose producer loads the
+// RMSNorm weights) the sum is normalised in registers before it is stored: one pass over the
+// vector and one barrier, where staging and then `rmsnorm_consumers` took three and two.
 #define SUM_BATCH 4
-__device__ void stage_sum(float* dst, const float* base, const float* parts, int splits, int n, float* out) {
+__device__ void stage_sum(float* dst, const float* base, const float* parts, int splits, int n, float* out,
+                          const Stream* norm, float eps) {
     constexpr int G = 2;
     const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
     int at[G];
@@ -527,26 +538,50 @@ __device__ void stage_sum(float* dst, const float* base, const float* parts, int
             }
     }
 #pragma unroll
-    for (int q = 0; q < G; ++q) {
-        if (at[q] >= n) continue;
-        *reinterpret_cast<float4*>(dst + at[q]) = acc[q];
-        if (out && (at[q] / 4) % gridDim.x == blockIdx.x) *reinterpret_cast<float4*>(out + at[q]) = acc[q];
+    for (int q = 0; q < G; ++q)
+        if (out && at[q] < n && (at[q] / 4) % gridDim.x == blockIdx.x) *reinterpret_cast<float4*>(out + at[q]) = acc[q];
+    if (norm) {
+        float ss = 0.f;
+#pragma unroll
+        for (int q = 0; q < G; ++q) ss += acc[q].x * acc[q].x + acc[q].y * acc[q].y + acc[q].z * acc[q].z + acc[q].w * acc[q].w;
+        ss = warp_sum(ss);
+        if (threadIdx.x % 32 == 0) norm->scratch[threadIdx.x / 32] = ss;
+        consumers_sync();
+        float total = 0.f;
+        for (int i = 0; i < CONSUMER_WARPS; ++i) total += norm->scratch[i];
+        float inv = rsqrtf(total / n + eps);
+        mbar_wait(norm->norm_bar, 0);
+#pragma unroll
+        for (int q = 0; q < G; ++q) {
+            if (at[q] >= n) continue;
+            const bf16* w = norm->norm + at[q];
+            acc[q].x = acc[q].x * inv * bf2f(w[0]);
+            acc[q].y = acc[q].y * inv * bf2f(w[1]);
+            acc[q].z = acc[q].z * inv * bf2f(w[2]);
+            acc[q].w = acc[q].w * inv * bf2f(w[3]);
+        }
     }
+#pragma unroll
+    for (int q = 0; q < G; ++q)
+        if (at[q] < n) *reinterpret_cast<float4*>(dst + at[q]) = acc[q];
 }
 
-// The residual stream entering a layer: the embedding row of the current token for layer 0,
-// else the previous layer's x_mid plus its down partials. Written to L.x_in as well.
-__device__ void stage_layer_input(float* dst, const Model& m, const Globals& g, const Layer& L) {
+// The RMS-normalised residual stream entering a layer, staged in s.x: the embedding row of the
+// current token for layer 0, else the previous layer's x_mid plus its down partials. The
+// un-normalised stream is written to L.x_in as well.
+__device__ void stage_layer_input(const Stream& s, const Model& m, const Globals& g, const Layer& L) {
     if (L.prev_mid) {
-        stage_sum(dst, L.prev_mid, L.prev_part, m.s_down, m.hidden, L.x_in);
+        stage_sum(s.x, L.prev_mid, L.prev_part, m.s_down, m.hidden, L.x_in, &s, m.eps);
         return;
     }
     unsigned tok = token_of(g.tokens[*g.pos]);
     const bf16* row = g.embed + (long)tok * m.hidden;
     for (int i = threadIdx.x; i < m.hidden; i += CONSUMER_THREADS) {
-        dst[i] = bf2f(row[i]);
-        if (blockIdx.x == 0) L.x_in[i] = dst[i];
+        s.x[i] = bf2f(row[i]);
+        if (blockIdx.x == 0) L.x_in[i] = s.x[i];
     }
+    consumers_sync();
+    rmsnorm_consumers(s, m.hidden, m.eps);
 }
 
 struct NoFinish {
@@ -591,12 +626,8 @@ struct QkvEpilogue {
 __device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
     Matvec v = matvec(L.w_qkv, 0, m.hidden, m.hidden, 1, m.q_dim + 2 * m.kv_dim);
     QkvEpilogue ep{m, g, L, *g.pos};
-    auto prepare = [&](const Stream& s) {
-        stage_layer_input(s.x, m, g, L);
-        consumers_sync();
-        rmsnorm_consumers(s, m.hidden, m.eps);
-    };
-    run_stream(v, m.hidden, L.norm1, m.hidden, m.ring[0], pdl, early, prepare, ep, NoFinish{});
+    auto prepare = [&](const Stream& s) { stage_layer_input(s, m, g, L); };
+    run_stream(v, m.hidden, nullptr, L.norm1, m.hidden, m.ring[0], pdl, early, prepare, ep, NoFinish{});
 }
 
 // (3)/(5) Split-K matvec: each page's rows go to its K chunk's block of partial sums (with one
@@ -615,16 +646,19 @@ __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, in
     (void)g;
     Matvec v = matvec(L.w_o, 0, m.q_dim, m.q_dim / m.s_attn, m.s_attn, m.hidden);
     PartialEpilogue ep{L.o_part, m.hidden};
-    auto prepare = [&](const Stream& s) { stage_vector(s.x, L.attn, m.q_dim); };
-    run_stream(v, m.q_dim, 0, 0, m.ring[2], pdl, early, prepare, ep, NoFinish{});
+    // Like down, the consumers load their slices of the attention output from global memory.
+    auto prepare = [](const Stream&) {};
+    run_stream(v, 0, L.attn, nullptr, 0, m.ring[2], pdl, early, prepare, ep, NoFinish{});
 }
 
 __device__ void down_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
     (void)g;
     Matvec v = matvec(L.w_down, 0, m.inter, m.inter / m.s_down, m.s_down, m.hidden);
     PartialEpilogue ep{L.d_part, m.hidden};
-    auto prepare = [&](const Stream& s) { stage_vector(s.x, L.h, m.inter); };
-    run_stream(v, m.inter, 0, 0, m.ring[4], pdl, early, prepare, ep, NoFinish{});
+    // The consumers load their slices of h straight from global memory (L2) into registers:
+    // no staging pass and barrier before the first page (pdl -9 µs per step, docs/perf.md).
+    auto prepare = [](const Stream&) {};
+    run_stream(v, 0, L.h, nullptr, 0, m.ring[4], pdl, early, prepare, ep, NoFinish{});
 }
 
 // (4) RMSNorm + gate/up matvecs + SiLU(gate) * up: a page holds matching gate and up rows.
@@ -644,12 +678,8 @@ __device__ void up_gate_body(const Model& m, const Globals& g, const Layer& L, i
     (void)g;
     Matvec v = matvec(L.w_gate, L.w_up, m.hidden, m.hidden, 1, m.inter);
     UpGateEpilogue ep{L};
-    auto prepare = [&](const Stream& s) {
-        stage_sum(s.x, L.x_in, L.o_part, m.s_attn, m.hidden, L.x_mid);
-        consumers_sync();
-        rmsnorm_consumers(s, m.hidden, m.eps);
-    };
-    run_stream(v, m.hidden, L.norm2, m.hidden, m.ring[3], pdl, early, prepare, ep, NoFinish{});
+    auto prepare = [&](const Stream& s) { stage_sum(s.x, L.x_in, L.o_part, m.s_attn, m.hidden, L.x_mid, &s, m.eps); };
+    run_stream(v, m.hidden, nullptr, L.norm2, m.hidden, m.ring[3], pdl, early, prepare, ep, NoFinish{});
 }
 
 // (6) Final RMSNorm + LM head + fused argmax into tokens[pos + 1]: each warp keeps its best
@@ -675,14 +705,12 @@ __device__ void lm_head_body(const Model& m, const Globals& g, int pdl, int earl
     Matvec v = matvec(g.lm_head, 0, m.hidden, m.hidden, 1, m.vocab);
     LmHeadEpilogue ep{g, 0};
     auto prepare = [&](const Stream& s) {
-        stage_sum(s.x, g.final_mid, g.final_part, m.s_down, m.hidden, nullptr);
-        consumers_sync();
-        rmsnorm_consumers(s, m.hidden, m.eps);
+        stage_sum(s.x, g.final_mid, g.final_part, m.s_down, m.hidden, nullptr, &s, m.eps);
     };
     auto finish = [&](const Stream&) {
         if (threadIdx.x % 32 == 0 && ep.best) atomicMax(&g.tokens[*g.pos + 1], ep.best);
     };
-    run_stream(v, m.hidden, g.final_norm, m.hidden, m.ring[5], pdl, early, prepare, ep, finish);
+    run_stream(v, m.hidden, nullptr, g.final_norm, m.hidden, m.ring[5], pdl, early, prepare, ep, finish);
 }
 
 // (2) Decode attention: task = (KV head, query-head group), ATT_THREADS threads. K and V rows

@@ -322,14 +322,15 @@ pub fn stream(model: &Model, kind: OpKind) -> Option<Stream> {
     let (k, splits, out_rows, paired, x_len, norm_len) = match kind {
         OpKind::Attention => return None,
         OpKind::QkvRope => (g.hidden, 1, model.qkv_rows(), false, g.hidden, g.hidden),
+        // The O-projection and down read their inputs from global memory: no staged vector.
         OpKind::OProj => {
             let s = shards.attention_o_proj;
-            (model.q_dim() / s, s, g.hidden, false, model.q_dim(), 0)
+            (model.q_dim() / s, s, g.hidden, false, 0, 0)
         }
         OpKind::UpGate => (g.hidden, 1, g.intermediate, true, g.hidden, g.hidden),
         OpKind::Down => {
             let s = shards.up_gate_down;
-            (g.intermediate / s, s, g.hidden, false, g.intermediate, 0)
+            (g.intermediate / s, s, g.hidden, false, 0, 0)
         }
         OpKind::LmHead => (g.hidden, 1, g.vocab, false, g.hidden, g.hidden),
     };

@@ -191,10 +191,20 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
         let khz = s.runner.clock_khz()? as f64;
         // The middle decode position: the KV length of the median step the table reports.
         let pos = s.prompt.len() as u32 + s.generate.saturating_sub(1) / 2;
+        let mut csv = String::from(TRACE_CSV_HEADER);
         for &t in &targets {
             let sched = s.schedule(t, sms)?;
             let grids = s.runner.trace_step(&sched, pos)?;
             cta_phases.extend(phase_rows(t.name(), &grids, khz));
+            trace_csv(&mut csv, t.name(), &grids, khz);
+        }
+        if let Some(path) = &args.cta_trace_out {
+            std::fs::write(path, csv).map_err(|e| {
+                CommandError::Input(format!(
+                    "--cta-trace-out {}: cannot write it: {e}",
+                    path.display()
+                ))
+            })?;
         }
     }
     let report = Report {
@@ -275,6 +285,50 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     Ok(())
 }
 
+/// Columns of `--cta-trace-out`.
+const TRACE_CSV_HEADER: &str =
+    "target,grid,kind,layer,cta,sm,entry_ns,exit_ns,issued_ns,released_ns,prepared_ns,landed_ns,computed_ns\n";
+
+/// Appends one CSV row per traced CTA: entry and exit (globaltimer) relative to the step's
+/// first entry, phase marks (clock64) converted to ns after the CTA's entry; a mark the kernel
+/// never reached is left empty.
+fn trace_csv(
+    out: &mut String,
+    target: &str,
+    grids: &[mkc_backend::gpu::GridTrace],
+    clock_khz: f64,
+) {
+    use std::fmt::Write;
+    let t0 = grids
+        .iter()
+        .flat_map(|g| g.ctas.iter().map(|c| c[8]))
+        .filter(|&t| t > 0)
+        .min()
+        .unwrap_or(0);
+    for (gi, g) in grids.iter().enumerate() {
+        for (ci, c) in g.ctas.iter().enumerate() {
+            let layer = g.layer.map(|l| l.to_string()).unwrap_or_default();
+            let _ = write!(
+                out,
+                "{target},{gi},{},{layer},{ci},{},{},{}",
+                g.kind.name(),
+                c[7],
+                c[8].saturating_sub(t0),
+                c[9].saturating_sub(t0)
+            );
+            for slot in 1..=5 {
+                if c[slot] > 0 && c[slot] >= c[0] {
+                    let ns = (c[slot] - c[0]) as f64 / clock_khz * 1e6;
+                    let _ = write!(out, ",{ns:.0}");
+                } else {
+                    out.push(',');
+                }
+            }
+            out.push('\n');
+        }
+    }
+}
+
 /// Summarises a traced step per operator kind.
 fn phase_rows(
     target: &str,
@@ -348,4 +402,44 @@ fn phase_rows(
         });
     }
     rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mkc_backend::gpu::GridTrace;
+    use mkc_ir::graph::OpKind;
+
+    /// Entry and exit are relative to the step's first entry, marks to the CTA's entry (clock
+    /// cycles converted at the given rate), SMs carried through, unreached marks left empty.
+    #[test]
+    fn the_trace_csv_puts_every_cta_on_the_step_timeline() {
+        // 1 GHz: one cycle per ns. CTA slots: marks 0-6, SM, entry ns, exit ns.
+        let cta = |entry_clk: u64, sm: u64, entry: u64, exit: u64, issued: u64| {
+            [entry_clk, issued, 0, 0, 0, 0, 0, sm, entry, exit]
+        };
+        let grids = [
+            GridTrace {
+                kind: OpKind::QkvRope,
+                layer: Some(3),
+                ctas: vec![
+                    cta(1000, 7, 5000, 9000, 1500),
+                    cta(2000, 9, 5200, 9100, 0),
+                ],
+            },
+            GridTrace {
+                kind: OpKind::LmHead,
+                layer: None,
+                ctas: vec![cta(100, 7, 9050, 20000, 130)],
+            },
+        ];
+        let mut csv = String::from(TRACE_CSV_HEADER);
+        trace_csv(&mut csv, "pdl", &grids, 1e6);
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines.len(), 4);
+        assert_eq!(lines[0].split(',').count(), lines[1].split(',').count());
+        assert_eq!(lines[1], "pdl,0,qkv_rope,3,0,7,0,4000,500,,,,");
+        assert_eq!(lines[2], "pdl,0,qkv_rope,3,1,9,200,4100,,,,,");
+        assert_eq!(lines[3], "pdl,1,lm_head,,0,7,4050,15000,30,,,,");
+    }
 }
