@@ -422,10 +422,7 @@ mod tests {
             GridTrace {
                 kind: OpKind::QkvRope,
                 layer: Some(3),
-                ctas: vec![
-                    cta(1000, 7, 5000, 9000, 1500),
-                    cta(2000, 9, 5200, 9100, 0),
-                ],
+                ctas: vec![cta(1000, 7, 5000, 9000, 1500), cta(2000, 9, 5200, 9100, 0)],
             },
             GridTrace {
                 kind: OpKind::LmHead,
