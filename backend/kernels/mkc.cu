@@ -88,11 +88,13 @@ __device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.lau
 
 // CTA phase tracing (mkc bench --cta-phases), compiled in only with -DMKC_TRACE: the marks cost
 // ~8% of the step even when no trace buffer is given. Thread 0 of each CTA records clock64() at
-// the phase marks below (slots 0-6), its SM (slot 7) and %globaltimer at entry and exit
-// (slots 8, 9).
-#define TRACE_SLOTS 10
+// the phase marks below (slots 0-6), its SM (slot 7), %globaltimer at entry and exit
+// (slots 8, 9) and clock64() at two finer marks inside a phase (slots 10, 11: where the
+// normalised operators' partial sums have landed and been normalised; attention's scores and
+// softmax done).
+#define TRACE_SLOTS 12
 enum { MARK_ENTRY = 0, MARK_ISSUED = 1, MARK_RELEASED = 2, MARK_PREPARED = 3, MARK_LANDED = 4,
-       MARK_COMPUTED = 5, MARK_EXIT = 6 };
+       MARK_COMPUTED = 5, MARK_EXIT = 6, MARK_SUB1 = 10, MARK_SUB2 = 11 };
 #ifdef MKC_TRACE
 __shared__ u64* trace_ptr;
 
@@ -537,6 +539,7 @@ __device__ void stage_sum(float* dst, const float* base, const float* parts, int
                 acc[q].w += p[q][c].w;
             }
     }
+    mark(MARK_SUB1);
 #pragma unroll
     for (int q = 0; q < G; ++q)
         if (out && at[q] < n && (at[q] / 4) % gridDim.x == blockIdx.x) *reinterpret_cast<float4*>(out + at[q]) = acc[q];
@@ -551,6 +554,7 @@ __device__ void stage_sum(float* dst, const float* base, const float* parts, int
         for (int i = 0; i < CONSUMER_WARPS; ++i) total += norm->scratch[i];
         float inv = rsqrtf(total / n + eps);
         mbar_wait(norm->norm_bar, 0);
+        mark(MARK_SUB2);
 #pragma unroll
         for (int q = 0; q < G; ++q) {
             if (at[q] >= n) continue;
@@ -762,6 +766,7 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
         }
         cp_async_wait_all();
         __syncthreads();
+        if (base == 0) mark(MARK_PREPARED);
         // One thread per (head, position): a warp shares the head (q reads broadcast) and
         // takes consecutive positions (padded K rows: conflict-free).
         int c = end - base;
@@ -782,6 +787,7 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
         }
     }
     __syncthreads();
+    mark(MARK_SUB1);
     for (int h = warp; h < hp; h += ATT_THREADS / 32) {
         float mx = -3.0e38f;
         for (int i = lane; i < len; i += 32) mx = fmaxf(mx, scores[h * len + i]);
@@ -796,6 +802,7 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
         float inv = 1.f / sum;
         for (int i = lane; i < len; i += 32) scores[h * len + i] *= inv;
     }
+    mark(MARK_SUB2);  // softmax of warp 0's head done
     // Output: thread (h, d, slice) sums p[h][pos] * V[pos][d] over the positions of its slice
     // (pos = slice mod slices); the slices are added through shared memory at the end.
     const int outs = hp * hd;

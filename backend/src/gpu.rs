@@ -228,9 +228,11 @@ impl Drop for StepGraph {
 }
 
 /// Slots per CTA in a phase trace (the kernels' `TRACE_SLOTS`): clock64 at entry, loads issued,
-/// wait released, vector prepared, weights landed, computed, exit (0-6); globaltimer at entry
-/// and exit (8, 9). A mark a kernel does not record is 0.
-pub const TRACE_SLOTS: usize = 10;
+/// wait released, vector prepared, weights landed, computed, exit (0-6); the SM (7);
+/// globaltimer at entry and exit (8, 9); clock64 at two marks inside a phase (10, 11: partial
+/// sums landed and normalised; attention's scores and softmax done). A mark a kernel does not
+/// record is 0.
+pub const TRACE_SLOTS: usize = 12;
 
 /// One grid's CTA phase marks.
 #[derive(Clone, Debug)]

@@ -287,11 +287,11 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
 
 /// Columns of `--cta-trace-out`.
 const TRACE_CSV_HEADER: &str =
-    "target,grid,kind,layer,cta,sm,entry_ns,exit_ns,issued_ns,released_ns,prepared_ns,landed_ns,computed_ns\n";
+    "target,grid,kind,layer,cta,sm,entry_ns,exit_ns,issued_ns,released_ns,prepared_ns,landed_ns,computed_ns,sub1_ns,sub2_ns\n";
 
 /// Appends one CSV row per traced CTA: entry and exit (globaltimer) relative to the step's
-/// first entry, phase marks (clock64) converted to ns after the CTA's entry; a mark the kernel
-/// never reached is left empty.
+/// first entry, phase marks (clock64, including the two finer marks) converted to ns after the
+/// CTA's entry; a mark the kernel never records is left empty.
 fn trace_csv(
     out: &mut String,
     target: &str,
@@ -316,7 +316,7 @@ fn trace_csv(
                 c[8].saturating_sub(t0),
                 c[9].saturating_sub(t0)
             );
-            for slot in 1..=5 {
+            for slot in [1, 2, 3, 4, 5, 10, 11] {
                 if c[slot] > 0 && c[slot] >= c[0] {
                     let ns = (c[slot] - c[0]) as f64 / clock_khz * 1e6;
                     let _ = write!(out, ",{ns:.0}");
@@ -414,9 +414,9 @@ mod tests {
     /// cycles converted at the given rate), SMs carried through, unreached marks left empty.
     #[test]
     fn the_trace_csv_puts_every_cta_on_the_step_timeline() {
-        // 1 GHz: one cycle per ns. CTA slots: marks 0-6, SM, entry ns, exit ns.
+        // 1 GHz: one cycle per ns. CTA slots: marks 0-6, SM, entry ns, exit ns, marks 10-11.
         let cta = |entry_clk: u64, sm: u64, entry: u64, exit: u64, issued: u64| {
-            [entry_clk, issued, 0, 0, 0, 0, 0, sm, entry, exit]
+            [entry_clk, issued, 0, 0, 0, 0, 0, sm, entry, exit, 0, 0]
         };
         let grids = [
             GridTrace {
@@ -435,8 +435,8 @@ mod tests {
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines.len(), 4);
         assert_eq!(lines[0].split(',').count(), lines[1].split(',').count());
-        assert_eq!(lines[1], "pdl,0,qkv_rope,3,0,7,0,4000,500,,,,");
-        assert_eq!(lines[2], "pdl,0,qkv_rope,3,1,9,200,4100,,,,,");
-        assert_eq!(lines[3], "pdl,1,lm_head,,0,7,4050,15000,30,,,,");
+        assert_eq!(lines[1], "pdl,0,qkv_rope,3,0,7,0,4000,500,,,,,,");
+        assert_eq!(lines[2], "pdl,0,qkv_rope,3,1,9,200,4100,,,,,,,");
+        assert_eq!(lines[3], "pdl,1,lm_head,,0,7,4050,15000,30,,,,,,");
     }
 }
