@@ -470,6 +470,8 @@ __device__ void run_stream(const Matvec& v, int x_len, const float* x_global, co
     consumers_sync();  // prepare's shared-memory writes before the dot products
     mark(MARK_PREPARED);
     int nj = v.k / 256;
+    // Spelled out per source so that each inlined copy knows which memory its x lives in (a
+    // helper taking the pointer changed three kernels' code: keep A/B-measured code as it is).
     if (x_global) {
         if (nj == 8) consume<8>(s, v, x_global, first, count, epilogue);
         else if (nj == 4) consume<4>(s, v, x_global, first, count, epilogue);
