@@ -1122,10 +1122,17 @@ pub fn loaded_kernel_info(gpu: &Gpu, cubin: &[u8]) -> Result<Vec<KernelInfo>, Ba
             stack_bytes: local,
             spill_store_bytes: 0,
             spill_load_bytes: 0,
+            code_hash: 0,
         });
     }
     // SAFETY: loaded above, unloaded once.
     unsafe { result::module::unload(module) }.ok();
+    let hashes = kernels::text_hashes(cubin);
+    for k in &mut out {
+        if let Some((_, h)) = hashes.iter().find(|(n, _)| *n == k.name) {
+            k.code_hash = *h;
+        }
+    }
     Ok(out)
 }
 

@@ -97,6 +97,11 @@ pub struct KernelInfo {
     pub spill_store_bytes: u32,
     /// Spill loads, bytes.
     pub spill_load_bytes: u32,
+    /// FNV-1a hash of the kernel's machine code (its `.text` section in the cubin; 0 when not
+    /// known). Equal hashes mean identical code: a source edit that leaves them equal cannot
+    /// change performance, and one that changes them must be measured (docs/perf.md: these
+    /// kernels are sensitive to code generation).
+    pub code_hash: u64,
 }
 
 /// A compiled module.
@@ -170,12 +175,66 @@ fn compile_with(arch: &str, traced: bool) -> Result<Compiled, BackendError> {
             "could not read the cubin ({r:?}, {r2:?})"
         )));
     }
-    let kernels = parse_ptxas_log(&log);
+    let mut kernels = parse_ptxas_log(&log);
+    let hashes = text_hashes(&cubin);
+    for k in &mut kernels {
+        if let Some((_, h)) = hashes.iter().find(|(n, _)| *n == k.name) {
+            k.code_hash = *h;
+        }
+    }
     Ok(Compiled {
         cubin,
         kernels,
         log,
     })
+}
+
+/// `(kernel, FNV-1a hash of its code)` for every `.text.<kernel>` section of an ELF64 cubin;
+/// empty for anything that does not parse as one.
+pub fn text_hashes(cubin: &[u8]) -> Vec<(String, u64)> {
+    let at = |o: usize, n: usize| cubin.get(o..o.checked_add(n)?);
+    let u16_at = |o: usize| at(o, 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u32_at = |o: usize| at(o, 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    let u64_at = |o: usize| {
+        at(o, 8).map(|b| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+    };
+    let parse = || -> Option<Vec<(String, u64)>> {
+        if cubin.get(0..5)? != b"\x7fELF\x02" {
+            return None;
+        }
+        let shoff = u64_at(0x28)? as usize;
+        let (entsize, count, names) = (
+            u16_at(0x3A)? as usize,
+            u16_at(0x3C)? as usize,
+            u16_at(0x3E)? as usize,
+        );
+        // (name offset, file offset, size) of section i.
+        let section = |i: usize| -> Option<(usize, usize, usize)> {
+            let h = shoff.checked_add(i.checked_mul(entsize)?)?;
+            Some((
+                u32_at(h)? as usize,
+                u64_at(h.checked_add(0x18)?)? as usize,
+                u64_at(h.checked_add(0x20)?)? as usize,
+            ))
+        };
+        let strtab = section(names)?.1;
+        let mut out = Vec::new();
+        for i in 0..count {
+            let (name, offset, size) = section(i)?;
+            let start = strtab.checked_add(name)?;
+            let len = cubin.get(start..)?.iter().position(|&b| b == 0)?;
+            let name = std::str::from_utf8(&cubin[start..start + len]).ok()?;
+            if let Some(kernel) = name.strip_prefix(".text.") {
+                let code = cubin.get(offset..offset.checked_add(size)?)?;
+                let hash = code.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+                    (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+                });
+                out.push((kernel.to_string(), hash));
+            }
+        }
+        Some(out)
+    };
+    parse().unwrap_or_default()
 }
 
 fn c_chars_to_string(chars: &[c_char]) -> String {
@@ -209,6 +268,7 @@ pub fn parse_ptxas_log(log: &str) -> Vec<KernelInfo> {
                 stack_bytes: 0,
                 spill_store_bytes: 0,
                 spill_load_bytes: 0,
+                code_hash: 0,
             });
             current = Some(out.len() - 1);
             continue;

@@ -218,6 +218,20 @@ fn kernels_compile_with_nvrtc_when_installed() {
             let traced = kernels::compile_traced("sm_90a").expect("the traced build compiles");
             assert!(!traced.cubin.is_empty() && traced.cubin != c.cubin);
             assert!(!c.cubin.is_empty());
+            // Code hashes: known for every kernel, distinct, reproducible, and moved by the
+            // traced build's marks in every operator that has marks.
+            let again = kernels::compile("sm_90a").expect("compiles twice");
+            let hash = |k: &[kernels::KernelInfo], name: &str| {
+                k.iter().find(|k| k.name == name).map(|k| k.code_hash)
+            };
+            for (name, _) in kernels::ENTRY_POINTS {
+                let h = hash(&c.kernels, name).unwrap();
+                assert_ne!(h, 0, "{name}");
+                assert_eq!(Some(h), hash(&again.kernels, name), "{name}");
+                assert_ne!(Some(h), hash(&traced.kernels, name), "{name}");
+                let same = c.kernels.iter().filter(|k| k.code_hash == h).count();
+                assert_eq!(same, 1, "{name} shares its hash");
+            }
             for (name, _) in kernels::ENTRY_POINTS {
                 let k = c
                     .kernels
@@ -270,6 +284,7 @@ fn compiled_resources_replace_the_declared_ones_in_chain_schedules() {
             stack_bytes: 0,
             spill_store_bytes: 0,
             spill_load_bytes: 0,
+            code_hash: 0,
         })
         .collect();
     let n = kernels::apply_to_schedule(&mut s, &infos);
@@ -324,6 +339,44 @@ fn streaming_grids_cover_every_row_once_within_shared_memory() {
             assert!(hi - lo <= 1, "{name} {entry}: shares {lo}..{hi}");
         }
     }
+}
+
+/// The code hash reader takes sections named `.text.<kernel>` from an ELF64 image and nothing
+/// from bytes that are not one (never panics on truncated input).
+#[test]
+fn code_hashes_come_from_text_sections_only() {
+    // A minimal ELF64: header, then [shstrtab | code], then three section headers.
+    let names = b"\0.shstrtab\0.text.k_a\0.data\0";
+    let code = [1u8, 2, 3, 4, 5, 6, 7, 8];
+    let mut elf = vec![0u8; 64];
+    elf[..5].copy_from_slice(b"\x7fELF\x02");
+    let names_at = elf.len();
+    elf.extend_from_slice(names);
+    let code_at = elf.len();
+    elf.extend_from_slice(&code);
+    let shoff = elf.len();
+    let header = |name: u32, offset: usize, size: usize| {
+        let mut h = vec![0u8; 64];
+        h[0..4].copy_from_slice(&name.to_le_bytes());
+        h[0x18..0x20].copy_from_slice(&(offset as u64).to_le_bytes());
+        h[0x20..0x28].copy_from_slice(&(size as u64).to_le_bytes());
+        h
+    };
+    elf.extend(header(1, names_at, names.len()));
+    elf.extend(header(11, code_at, code.len()));
+    elf.extend(header(21, code_at, 4));
+    elf[0x28..0x30].copy_from_slice(&(shoff as u64).to_le_bytes());
+    elf[0x3A..0x3C].copy_from_slice(&64u16.to_le_bytes());
+    elf[0x3C..0x3E].copy_from_slice(&3u16.to_le_bytes());
+    elf[0x3E..0x40].copy_from_slice(&0u16.to_le_bytes());
+    let fnv = code.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    assert_eq!(kernels::text_hashes(&elf), vec![("k_a".to_string(), fnv)]);
+    for cut in [0, 4, 40, shoff + 10, elf.len() - 1] {
+        let _ = kernels::text_hashes(&elf[..cut]);
+    }
+    assert!(kernels::text_hashes(b"not an elf at all").is_empty());
 }
 
 /// Models the kernels cannot stream are refused with the field to change.

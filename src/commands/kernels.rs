@@ -43,6 +43,7 @@ pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
                     "static_smem": k.static_smem, "dynamic_smem": k.dynamic_smem,
                     "stack_bytes": k.stack_bytes, "spill_store_bytes": k.spill_store_bytes,
                     "spill_load_bytes": k.spill_load_bytes,
+                    "code_hash": format!("{:016x}", k.code_hash),
                     "blocks_per_sm": occ.map(|o| o.blocks_per_sm),
                     "limiter": occ.map(|o| o.limiter.name()),
                 })
@@ -57,14 +58,14 @@ pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
             infos.len()
         );
         println!(
-            "  kernel        threads  regs  static B  dynamic B  stack B  spill st/ld B  CTA/SM"
+            "  kernel        threads  regs  static B  dynamic B  stack B  spill st/ld B  code          CTA/SM"
         );
         for k in &infos {
             let occ = occupancy(&rules, &resources(k), None)
                 .map(|o| format!("{} ({})", o.blocks_per_sm, o.limiter.name()))
                 .unwrap_or_else(|e| format!("cannot launch: {e}"));
             println!(
-                "  {:<13} {:>7} {:>5} {:>9} {:>10} {:>8} {:>7}/{:<6} {}",
+                "  {:<13} {:>7} {:>5} {:>9} {:>10} {:>8} {:>7}/{:<6} {:012x}  {}",
                 k.name,
                 k.threads,
                 k.registers,
@@ -73,6 +74,7 @@ pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
                 k.stack_bytes,
                 k.spill_store_bytes,
                 k.spill_load_bytes,
+                k.code_hash >> 16,
                 occ
             );
         }
