@@ -396,7 +396,10 @@ fn kernels_compile_or_say_nvrtc_is_missing() {
         // Every kernel carries a 16-hex-digit hash of its machine code.
         for k in v.as_array().unwrap() {
             let h = k["code_hash"].as_str().unwrap();
-            assert!(h.len() == 16 && u64::from_str_radix(h, 16).unwrap() != 0, "{k}");
+            assert!(
+                h.len() == 16 && u64::from_str_radix(h, 16).unwrap() != 0,
+                "{k}"
+            );
         }
     } else {
         eprintln!("SKIPPED kernel compilation: {}", stderr(&o).trim());
