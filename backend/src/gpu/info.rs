@@ -1,0 +1,56 @@
+//! Kernel figures as the driver reports them after loading a cubin.
+
+use cudarc::driver::{result, sys};
+
+use super::device::Gpu;
+use super::setup::{func, load_module};
+use crate::error::check;
+use crate::kernels::{self, KernelInfo};
+use crate::BackendError;
+
+/// Registers, static shared memory and local (spill/stack) bytes of every kernel as the driver
+/// reports them after loading `cubin` on `gpu`: the authoritative figures, used when the
+/// compiler log carries none.
+pub fn loaded_kernel_info(gpu: &Gpu, cubin: &[u8]) -> Result<Vec<KernelInfo>, BackendError> {
+    let _ = gpu;
+    let module = load_module(cubin)?;
+    let mut out = Vec::new();
+    let names = kernels::ENTRY_POINTS.iter().map(|(n, _)| *n).chain([
+        "k_read_bw",
+        "k_fill_matrix",
+        "k_fill_norm",
+    ]);
+    for name in names {
+        let f = func(module, name)?;
+        let attr = |a| {
+            // SAFETY: valid function and attribute.
+            check(
+                unsafe { result::function::get_function_attribute(f, a) },
+                "cuFuncGetAttribute",
+                name,
+            )
+        };
+        use sys::CUfunction_attribute as A;
+        let local = attr(A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)? as u32;
+        out.push(KernelInfo {
+            name: name.to_string(),
+            threads: kernels::threads_of(name),
+            registers: attr(A::CU_FUNC_ATTRIBUTE_NUM_REGS)? as u32,
+            static_smem: attr(A::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)? as u32,
+            dynamic_smem: 0,
+            stack_bytes: local,
+            spill_store_bytes: 0,
+            spill_load_bytes: 0,
+            code_hash: 0,
+        });
+    }
+    // SAFETY: loaded above, unloaded once.
+    unsafe { result::module::unload(module) }.ok();
+    let hashes = kernels::text_hashes(cubin);
+    for k in &mut out {
+        if let Some((_, h)) = hashes.iter().find(|(n, _)| *n == k.name) {
+            k.code_hash = *h;
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,214 @@
+//! Launching grids and capturing them into one CUDA graph per decode step.
+
+use std::ffi::c_void;
+
+use cudarc::driver::{result, sys};
+use mkc_ir::OpKind;
+use mkc_scheduler::schedule::Trigger;
+use mkc_scheduler::{Schedule, Target};
+
+use super::abi::{KGlobals, KLayer, KModel};
+use super::device::stalled;
+use super::{OpFn, Runner};
+use crate::error::{check, BackendError};
+use crate::kernels;
+
+/// An instantiated CUDA graph of one decode step.
+pub struct StepGraph {
+    pub(super) exec: sys::CUgraphExec,
+    graph: sys::CUgraph,
+    /// Target it runs.
+    pub target: Target,
+}
+
+impl Drop for StepGraph {
+    fn drop(&mut self) {
+        if stalled() {
+            return;
+        }
+        // SAFETY: created by `capture`, destroyed once.
+        unsafe {
+            result::graph::exec_destroy(self.exec).ok();
+            result::graph::destroy(self.graph).ok();
+        }
+    }
+}
+
+/// The operator kernel of `kind` among `funcs`.
+pub(super) fn op_fn(funcs: &[OpFn], kind: OpKind) -> OpFn {
+    *funcs
+        .iter()
+        .find(|(k, _, _)| *k == kind)
+        .expect("a kernel per operator kind")
+}
+
+/// One grid launch: which kernel, on which layer's buffers, how, and where it traces.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct GridLaunch {
+    /// The kernel, its kind and dynamic shared memory.
+    pub(super) f: OpFn,
+    pub(super) layer: usize,
+    pub(super) ctas: u32,
+    /// Carries the programmatic-serialization attribute.
+    pub(super) pdl_attribute: bool,
+    /// Calls griddepcontrol.wait.
+    pub(super) waits: bool,
+    /// Triggers its successor right after issuing its loads.
+    pub(super) early: bool,
+    /// Device address of the grid's CTA trace buffer, 0 for none.
+    pub(super) trace: u64,
+}
+
+impl Runner {
+    pub(super) fn sync(&self, what: &str) -> Result<(), BackendError> {
+        // SAFETY: the stream belongs to this runner.
+        check(
+            unsafe { result::stream::synchronize(self.stream) },
+            "cuStreamSynchronize",
+            what,
+        )
+    }
+
+    /// Writes the position the next step's kernels run at (stream-ordered before the step).
+    pub(super) fn set_position(&self, pos: u32) -> Result<(), BackendError> {
+        // SAFETY: `pos` is a live device buffer of one u32 on this runner's stream.
+        check(
+            unsafe { sys::cuMemsetD32Async(self.globals.pos, pos, 1, self.stream).result() },
+            "cuMemsetD32Async",
+            "pos",
+        )
+    }
+
+    /// Launches one grid of a chain on the runner's stream (captured when a capture is open).
+    fn launch(&self, grid: &GridLaunch) -> Result<(), BackendError> {
+        let GridLaunch {
+            f: (kind, f, smem),
+            layer,
+            ctas,
+            pdl_attribute,
+            waits,
+            early,
+            trace,
+        } = *grid;
+        let ctas = self.grid_ctas(kind, ctas);
+        let mut km = self.km;
+        let mut globals = self.globals;
+        let mut l = self.layers[layer.min(self.layers.len() - 1)];
+        let mut pdl: i32 = waits as i32;
+        let mut early: i32 = early as i32;
+        let mut trace = trace;
+        let mut args: [*mut c_void; 6] = [
+            &mut km as *mut KModel as *mut c_void,
+            &mut globals as *mut KGlobals as *mut c_void,
+            &mut l as *mut KLayer as *mut c_void,
+            &mut pdl as *mut i32 as *mut c_void,
+            &mut early as *mut i32 as *mut c_void,
+            &mut trace as *mut u64 as *mut c_void,
+        ];
+        // SAFETY: zero is a valid bit pattern for the attribute union.
+        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        let config = sys::CUlaunchConfig {
+            gridDimX: ctas,
+            gridDimY: 1,
+            gridDimZ: 1,
+            blockDimX: kernels::threads(kind),
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: smem,
+            hStream: self.stream,
+            attrs: if pdl_attribute {
+                &mut attr
+            } else {
+                std::ptr::null_mut()
+            },
+            numAttrs: pdl_attribute as u32,
+        };
+        // SAFETY: the arguments match the kernels' (Model, Globals, Layer, int, int) signature
+        // and outlive the call; every pointer inside them is a live device allocation.
+        let r =
+            unsafe { sys::cuLaunchKernelEx(&config, f, args.as_mut_ptr(), std::ptr::null_mut()) };
+        check(r.result(), "cuLaunchKernelEx", kernels::entry_point(kind))
+    }
+
+    /// Captures one decode step of a chain schedule (`graph` or `pdl`) into a CUDA graph.
+    pub fn capture(&self, schedule: &Schedule) -> Result<StepGraph, BackendError> {
+        self.capture_with(schedule, &self.funcs, |_| 0)
+    }
+
+    /// Captures with the kernels `funcs` and `trace(i)` as grid i's CTA trace buffer (0: none).
+    pub(super) fn capture_with(
+        &self,
+        schedule: &Schedule,
+        funcs: &[OpFn],
+        trace: impl Fn(usize) -> u64,
+    ) -> Result<StepGraph, BackendError> {
+        let plan = schedule.chain().ok_or_else(|| {
+            BackendError::Unsupported(
+                "the CUDA backend runs the graph and pdl targets; the persistent megakernel is \
+                 not implemented yet"
+                    .into(),
+            )
+        })?;
+        let g = &schedule.graph;
+        let grids = plan.kernels.iter().enumerate().map(|(i, k)| {
+            let op = g.op(k.op);
+            GridLaunch {
+                f: op_fn(funcs, op.kind),
+                layer: op.layer.unwrap_or(0) as usize,
+                ctas: k.ctas,
+                pdl_attribute: k.pdl_attribute,
+                waits: k.wait.is_some(),
+                early: k.trigger == Some(Trigger::Early),
+                trace: trace(i),
+            }
+        });
+        self.capture_grids(schedule.target, schedule.target.name(), grids)
+    }
+
+    /// Captures `grids`, launched in order on the runner's stream, into an instantiated graph.
+    pub(super) fn capture_grids(
+        &self,
+        target: Target,
+        what: &str,
+        grids: impl Iterator<Item = GridLaunch>,
+    ) -> Result<StepGraph, BackendError> {
+        // SAFETY: the stream belongs to this runner and is idle.
+        check(
+            unsafe {
+                result::stream::begin_capture(
+                    self.stream,
+                    sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+                )
+            },
+            "cuStreamBeginCapture",
+            what,
+        )?;
+        let mut launched = Ok(());
+        for grid in grids {
+            if let Err(e) = self.launch(&grid) {
+                launched = Err(e);
+                break;
+            }
+        }
+        // SAFETY: capture was begun above on this stream (and is ended even if a launch failed).
+        let graph = check(
+            unsafe { result::stream::end_capture(self.stream) },
+            "cuStreamEndCapture",
+            what,
+        )?;
+        launched?;
+        // SAFETY: `graph` is a complete captured graph.
+        let exec = check(
+            unsafe { result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0)) },
+            "cuGraphInstantiate",
+            what,
+        )?;
+        Ok(StepGraph {
+            exec,
+            graph,
+            target,
+        })
+    }
+}

@@ -1,0 +1,78 @@
+//! The GPU runner: one context, the compiled module, device buffers for weights, activations,
+//! split-K partial sums and the KV cache, and one CUDA graph per target built from a chain
+//! schedule.
+//!
+//! Every driver call is checked and named. Each decode step is one graph launch preceded by a
+//! memset of the position (no kernel resets anything: partial sums are overwritten each step,
+//! argmax slots are one per position). A watchdog polls each step's completion event.
+//!
+//! Modules: `device` (context, buffers, events), `abi` (the kernels' parameter structs),
+//! `setup` (compile, load, allocate, fill), `launch` (grids and graph capture), `run` (the
+//! workload under a watchdog, timings), `trace` (CTA phase traces), `info` (driver figures).
+
+mod abi;
+mod device;
+mod info;
+mod launch;
+mod run;
+mod setup;
+mod trace;
+
+use cudarc::driver::{result, sys};
+use mkc_ir::{Model, OpKind};
+
+pub use device::Gpu;
+pub use info::loaded_kernel_info;
+pub use launch::StepGraph;
+pub use run::{RunOptions, RunOutput};
+pub use setup::WeightSource;
+pub use trace::{GridTrace, TRACE_SLOTS};
+
+use crate::kernels::KernelInfo;
+use abi::{KGlobals, KLayer, KModel};
+use device::{stalled, DevBuf};
+
+/// An operator kernel: its kind, function and dynamic shared memory.
+type OpFn = (OpKind, sys::CUfunction, u32);
+
+/// The runner: module, buffers and launch logic for one model.
+pub struct Runner {
+    model: Model,
+    km: KModel,
+    globals: KGlobals,
+    layers: Vec<KLayer>,
+    stream: sys::CUstream,
+    module: sys::CUmodule,
+    funcs: Vec<OpFn>,
+    /// The traced build of the operators, loaded on first use by `trace_step`.
+    traced: Option<(sys::CUmodule, Vec<OpFn>)>,
+    read_bw: sys::CUfunction,
+    /// Kernel figures from the compiler, with this model's dynamic shared memory.
+    pub kernel_info: Vec<KernelInfo>,
+    bufs: Vec<DevBuf>,
+    _gpu: Gpu,
+}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        if stalled() {
+            std::mem::forget(std::mem::take(&mut self.bufs));
+            return;
+        }
+        self.sync("drop").ok();
+        self.bufs.clear();
+        // SAFETY: created in `new`, destroyed once.
+        unsafe {
+            result::stream::destroy(self.stream).ok();
+            result::module::unload(self.module).ok();
+            if let Some((m, _)) = self.traced.take() {
+                result::module::unload(m).ok();
+            }
+        }
+    }
+}
+
+/// SMs of the runner's GPU.
+pub fn sm_count(r: &Runner) -> u32 {
+    r._gpu.sms as u32
+}

@@ -1,0 +1,268 @@
+//! Building a runner: compiling and loading the kernels, allocating every buffer, filling or
+//! uploading the weights.
+
+use std::ffi::c_void;
+
+use cudarc::driver::{result, sys};
+use mkc_ir::{Model, OpKind};
+
+use super::abi::{KGlobals, KLayer, KModel};
+use super::device::{DevBuf, Gpu};
+use super::{OpFn, Runner};
+use crate::error::{check, BackendError};
+use crate::kernels;
+use crate::weights::{layout, Fill, HostWeights, PER_LAYER};
+
+/// Where weights come from.
+pub enum WeightSource<'a> {
+    /// Generated on the GPU from a seed (the CPU reproduces them with [`crate::weights::generate`]).
+    Random(u32),
+    /// Uploaded from host memory (a checkpoint).
+    Host(&'a HostWeights),
+}
+
+/// Loads a cubin and prepares every operator kernel (dynamic shared memory opted in).
+pub(super) fn load_operators(
+    cubin: &[u8],
+    model: &Model,
+) -> Result<(sys::CUmodule, Vec<OpFn>), BackendError> {
+    let module = load_module(cubin)?;
+    let mut funcs = Vec::new();
+    for &(name, kind) in kernels::ENTRY_POINTS {
+        let f = func(module, name)?;
+        let smem = kernels::dynamic_smem(model, kind);
+        // SAFETY: valid function and attribute.
+        check(
+            unsafe {
+                result::function::set_function_attribute(
+                    f,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    smem as i32,
+                )
+            },
+            "cuFuncSetAttribute",
+            name,
+        )?;
+        // Prefer the largest shared-memory carveout: with the default preference the driver's
+        // choice can keep a successor CTA off an SM that has room for it (gpu.md).
+        // SAFETY: valid function and attribute.
+        check(
+            unsafe {
+                result::function::set_function_attribute(
+                    f,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                    100,
+                )
+            },
+            "cuFuncSetAttribute",
+            name,
+        )?;
+        funcs.push((kind, f, smem));
+    }
+    Ok((module, funcs))
+}
+
+/// Loads a cubin produced by [`kernels::compile`] into the current context.
+pub(super) fn load_module(cubin: &[u8]) -> Result<sys::CUmodule, BackendError> {
+    // SAFETY: the cubin is a complete image produced by NVRTC for this architecture.
+    check(
+        unsafe { result::module::load_data(cubin.as_ptr() as *const c_void) },
+        "cuModuleLoadData",
+        "mkc.cu",
+    )
+}
+
+pub(super) fn func(module: sys::CUmodule, name: &str) -> Result<sys::CUfunction, BackendError> {
+    let c = std::ffi::CString::new(name).expect("no NUL");
+    // SAFETY: `module` is loaded; the name is NUL-terminated.
+    check(
+        unsafe { result::module::get_function(module, c) },
+        "cuModuleGetFunction",
+        name,
+    )
+}
+
+impl Runner {
+    /// Compiles the kernels, allocates every buffer and fills the weights.
+    pub fn new(gpu: Gpu, model: &Model, weights: WeightSource<'_>) -> Result<Runner, BackendError> {
+        if gpu.cc != (9, 0) {
+            return Err(BackendError::Unsupported(format!(
+                "the CUDA backend targets sm_90a (H100/H200); {} is sm_{}{}",
+                gpu.name, gpu.cc.0, gpu.cc.1
+            )));
+        }
+        kernels::check_model(model)?;
+        let compiled = kernels::compile("sm_90a")?;
+        let kernel_info = kernels::with_model(compiled.kernels.clone(), model);
+        let (module, funcs) = load_operators(&compiled.cubin, model)?;
+        let read_bw = func(module, "k_read_bw")?;
+        let stream = check(
+            result::stream::create(result::stream::StreamKind::NonBlocking),
+            "cuStreamCreate",
+            "runner stream",
+        )?;
+        let g = &model.geometry;
+        let l = &model.lowering;
+        let km = KModel {
+            hidden: g.hidden as i32,
+            inter: g.intermediate as i32,
+            q_dim: model.q_dim() as i32,
+            kv_dim: model.kv_dim() as i32,
+            heads: g.heads as i32,
+            kv_heads: g.kv_heads as i32,
+            head_dim: g.head_dim as i32,
+            vocab: g.vocab as i32,
+            layers: g.layers as i32,
+            attn_split: l.attention_split as i32,
+            s_attn: l.vtp_shards.attention_o_proj as i32,
+            s_down: l.vtp_shards.up_gate_down as i32,
+            max_seq: model.workload.max_seq_len as i32,
+            eps: g.norm_eps as f32,
+            log2_theta: (g.rope_theta as f32).log2(),
+            ring: std::array::from_fn(|i| {
+                let kind = kernels::ENTRY_POINTS[i].1;
+                kernels::stream(model, kind).map_or(0, |s| s.slots_per_warp() as i32)
+            }),
+        };
+        let mut runner = Runner {
+            model: model.clone(),
+            km,
+            globals: KGlobals::default(),
+            layers: Vec::new(),
+            stream,
+            module,
+            funcs,
+            traced: None,
+            read_bw,
+            kernel_info,
+            bufs: Vec::new(),
+            _gpu: gpu,
+        };
+        runner.allocate(weights)?;
+        Ok(runner)
+    }
+
+    /// CTAs launched for a grid of `kind` whose schedule has `tasks` tiles: the streaming
+    /// kernels run one CTA per SM that walks a range of weight pages.
+    pub fn grid_ctas(&self, kind: OpKind, tasks: u32) -> u32 {
+        kernels::grid_ctas(&self.model, kind, tasks, self._gpu.sms as u32)
+    }
+
+    pub(super) fn alloc(&mut self, bytes: usize, what: &str) -> Result<u64, BackendError> {
+        let b = DevBuf::new(bytes, what)?;
+        let p = b.ptr;
+        self.bufs.push(b);
+        Ok(p)
+    }
+
+    fn allocate(&mut self, weights: WeightSource<'_>) -> Result<(), BackendError> {
+        let m = self.model.clone();
+        let g = &m.geometry;
+        let specs = layout(&m);
+        let mut ptrs = Vec::with_capacity(specs.len());
+        for (i, s) in specs.iter().enumerate() {
+            let p = self.alloc(s.len() as usize * 2, &s.name)?;
+            match &weights {
+                WeightSource::Random(seed) => self.fill(p, s, *seed)?,
+                WeightSource::Host(w) => {
+                    // SAFETY: `p` holds exactly this tensor's bytes.
+                    check(
+                        unsafe { result::memcpy_htod_sync(p, &w.tensors[i]) },
+                        "cuMemcpyHtoD",
+                        s.name.clone(),
+                    )?;
+                }
+            }
+            ptrs.push(p);
+        }
+        let (hidden, inter) = (g.hidden as usize, g.intermediate as usize);
+        let qkv_rows = m.qkv_rows() as usize;
+        let kv_bytes =
+            g.kv_heads as usize * m.workload.max_seq_len as usize * g.head_dim as usize * 2;
+        let s_attn = m.lowering.vtp_shards.attention_o_proj as usize;
+        let s_down = m.lowering.vtp_shards.up_gate_down as usize;
+        // The residual stream leaving the previous layer: its x_mid plus its down partials.
+        let (mut prev_mid, mut prev_part) = (0u64, 0u64);
+        for l in 0..g.layers as usize {
+            let w = |t: usize| ptrs[l * PER_LAYER + t];
+            let layer = KLayer {
+                w_qkv: w(0),
+                w_o: w(1),
+                w_gate: w(2),
+                w_up: w(3),
+                w_down: w(4),
+                norm1: w(5),
+                norm2: w(6),
+                k_cache: self.alloc(kv_bytes, "k_cache")?,
+                v_cache: self.alloc(kv_bytes, "v_cache")?,
+                prev_mid,
+                prev_part,
+                x_in: self.alloc(hidden * 4, "x_in")?,
+                qkv: self.alloc(qkv_rows * 4, "qkv")?,
+                attn: self.alloc(m.q_dim() as usize * 4, "attn")?,
+                o_part: self.alloc(s_attn * hidden * 4, "o_part")?,
+                x_mid: self.alloc(hidden * 4, "x_mid")?,
+                h: self.alloc(inter * 4, "h")?,
+                d_part: self.alloc(s_down * hidden * 4, "d_part")?,
+            };
+            (prev_mid, prev_part) = (layer.x_mid, layer.d_part);
+            self.layers.push(layer);
+        }
+        let base = g.layers as usize * PER_LAYER;
+        let embed = ptrs[base];
+        let lm_head = if g.tied_embeddings {
+            embed
+        } else {
+            ptrs[base + 1]
+        };
+        self.globals = KGlobals {
+            embed,
+            lm_head,
+            final_norm: *ptrs.last().expect("final norm"),
+            tokens: self.alloc((m.workload.max_seq_len as usize + 1) * 8, "tokens")?,
+            pos: self.alloc(4, "pos")?,
+            logits: self.alloc(g.vocab as usize * 4, "logits")?,
+            final_mid: prev_mid,
+            final_part: prev_part,
+        };
+        self.sync("weights and buffers")
+    }
+
+    fn fill(
+        &self,
+        ptr: u64,
+        spec: &crate::weights::TensorSpec,
+        seed: u32,
+    ) -> Result<(), BackendError> {
+        let name = match spec.fill {
+            Fill::Matrix { .. } => "k_fill_matrix",
+            Fill::Norm => "k_fill_norm",
+        };
+        let f = func(self.module, name)?;
+        let mut out = ptr;
+        let mut n = spec.len();
+        let mut seed = seed;
+        let mut stream = spec.stream;
+        let mut shift: i32 = match spec.fill {
+            Fill::Matrix { shift } => shift,
+            Fill::Norm => 0,
+        };
+        let mut args: Vec<*mut c_void> = vec![
+            &mut out as *mut u64 as *mut c_void,
+            &mut n as *mut u64 as *mut c_void,
+            &mut seed as *mut u32 as *mut c_void,
+            &mut stream as *mut u32 as *mut c_void,
+        ];
+        if matches!(spec.fill, Fill::Matrix { .. }) {
+            args.push(&mut shift as *mut i32 as *mut c_void);
+        }
+        // SAFETY: the argument list matches the kernel's signature; `out` holds n bf16.
+        check(
+            unsafe {
+                result::launch_kernel(f, (1024, 1, 1), (256, 1, 1), 0, self.stream, &mut args)
+            },
+            "cuLaunchKernel",
+            name,
+        )
+    }
+}

@@ -1,0 +1,125 @@
+//! Tracing one decode step: every CTA's phase marks, SM and entry/exit times, from a separately
+//! compiled build (`-DMKC_TRACE`).
+
+use cudarc::driver::{result, sys};
+use mkc_ir::OpKind;
+use mkc_scheduler::Schedule;
+
+use super::setup::load_operators;
+use super::Runner;
+use crate::error::{check, BackendError};
+use crate::kernels;
+
+/// Slots per CTA in a phase trace (the kernels' `TRACE_SLOTS`): clock64 at entry, loads issued,
+/// wait released, vector prepared, weights landed, computed, exit (0-6); the SM (7);
+/// globaltimer at entry and exit (8, 9); clock64 at two marks inside a phase (10, 11: partial
+/// sums landed and normalised; attention's scores and softmax done). A mark a kernel does not
+/// record is 0.
+pub const TRACE_SLOTS: usize = 12;
+
+/// One grid's CTA phase marks.
+#[derive(Clone, Debug)]
+pub struct GridTrace {
+    /// Operator kind.
+    pub kind: OpKind,
+    /// Layer (None for the LM head).
+    pub layer: Option<u32>,
+    /// Per CTA: the TRACE_SLOTS marks.
+    pub ctas: Vec<[u64; TRACE_SLOTS]>,
+}
+
+impl Runner {
+    /// Runs one decode step at position `pos` with every CTA tracing its phases
+    /// (`mkc bench --cta-phases`). The model state must be valid at `pos` (run the workload
+    /// first); re-running a position rewrites the same values.
+    pub fn trace_step(
+        &mut self,
+        schedule: &Schedule,
+        pos: u32,
+    ) -> Result<Vec<GridTrace>, BackendError> {
+        let plan = schedule.chain().ok_or_else(|| {
+            BackendError::Unsupported("only chain schedules can be traced".into())
+        })?;
+        let slots = TRACE_SLOTS;
+        let mut offsets = Vec::with_capacity(plan.kernels.len());
+        let mut total = 0usize;
+        let g = &schedule.graph;
+        let ctas: Vec<u32> = plan
+            .kernels
+            .iter()
+            .map(|k| self.grid_ctas(g.op(k.op).kind, k.ctas))
+            .collect();
+        for &c in &ctas {
+            offsets.push(total);
+            total += c as usize * slots;
+        }
+        let buf = self.alloc(total * 8, "CTA trace")?;
+        // SAFETY: `buf` holds total u64.
+        check(
+            unsafe { result::memset_d8_sync(buf, 0, total * 8) },
+            "cuMemsetD8",
+            "CTA trace",
+        )?;
+        if self.traced.is_none() {
+            let compiled = kernels::compile_traced("sm_90a")?;
+            self.traced = Some(load_operators(&compiled.cubin, &self.model)?);
+        }
+        let funcs = self
+            .traced
+            .as_ref()
+            .map(|t| t.1.clone())
+            .unwrap_or_default();
+        let graph = self.capture_with(schedule, &funcs, |i| buf + offsets[i] as u64 * 8)?;
+        self.set_position(pos)?;
+        // SAFETY: a live graph on this runner's stream.
+        check(
+            unsafe { result::graph::launch(graph.exec, self.stream) },
+            "cuGraphLaunch",
+            "traced step",
+        )?;
+        self.sync("traced step")?;
+        let mut host = vec![0u64; total];
+        // SAFETY: `buf` holds total u64; the stream is idle.
+        check(
+            unsafe { result::memcpy_dtoh_sync(&mut host, buf) },
+            "cuMemcpyDtoH",
+            "CTA trace",
+        )?;
+        Ok(plan
+            .kernels
+            .iter()
+            .zip(&offsets)
+            .zip(&ctas)
+            .map(|((k, &off), &n)| {
+                let op = g.op(k.op);
+                GridTrace {
+                    kind: op.kind,
+                    layer: op.layer,
+                    ctas: (0..n as usize)
+                        .map(|c| {
+                            let mut a = [0u64; TRACE_SLOTS];
+                            a.copy_from_slice(&host[off + c * slots..off + (c + 1) * slots]);
+                            a
+                        })
+                        .collect(),
+                }
+            })
+            .collect())
+    }
+
+    /// SM clock rate in kHz (for converting clock64 phase marks).
+    pub fn clock_khz(&self) -> Result<u32, BackendError> {
+        // SAFETY: valid device and attribute.
+        check(
+            unsafe {
+                result::device::get_attribute(
+                    self._gpu.dev,
+                    sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE,
+                )
+            },
+            "cuDeviceGetAttribute",
+            "clock rate",
+        )
+        .map(|v| v as u32)
+    }
+}
