@@ -407,3 +407,24 @@ fn kernels_compile_or_say_nvrtc_is_missing() {
         assert!(stderr(&o).contains("NVRTC"));
     }
 }
+
+#[test]
+fn a_trace_file_that_cannot_be_created_fails_before_any_gpu_work() {
+    let o = mkc(&[
+        "bench",
+        "tiny",
+        "--cta-phases",
+        "--cta-trace-out",
+        "/nonexistent-dir/trace.csv",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("--cta-trace-out") && e.contains("Fix:") && !e.contains("CUDA"),
+        "{e}"
+    );
+    // It needs the trace it writes.
+    let o = mkc(&["bench", "tiny", "--cta-trace-out", "/tmp/x.csv"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--cta-phases"), "{}", stderr(&o));
+}

@@ -78,6 +78,17 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     if args.trials == 0 {
         return Err(CommandError::Input("--trials must be at least 1.".into()));
     }
+    // Create the trace file first, so that a bad path fails before any GPU work.
+    let mut trace_file = match &args.cta_trace_out {
+        Some(path) => Some(std::fs::File::create(path).map_err(|e| {
+            CommandError::Input(format!(
+                "--cta-trace-out {}: cannot create it ({e}). Fix: give a path in a writable \
+                 directory.",
+                path.display()
+            ))
+        })?),
+        None => None,
+    };
     let mut s = Session::open(&args.common)?;
     let sms = mkc_backend::gpu::sm_count(&s.runner);
     let measured_gbs = s.runner.read_bandwidth(2 << 30, 5)?;
@@ -198,10 +209,11 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
             cta_phases.extend(phase_rows(t.name(), &grids, khz));
             trace_csv(&mut csv, t.name(), &grids, khz);
         }
-        if let Some(path) = &args.cta_trace_out {
-            std::fs::write(path, csv).map_err(|e| {
-                CommandError::Input(format!(
-                    "--cta-trace-out {}: cannot write it: {e}",
+        if let (Some(file), Some(path)) = (trace_file.as_mut(), &args.cta_trace_out) {
+            use std::io::Write;
+            file.write_all(csv.as_bytes()).map_err(|e| {
+                CommandError::Internal(format!(
+                    "--cta-trace-out {}: write failed: {e}",
                     path.display()
                 ))
             })?;
