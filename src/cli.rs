@@ -39,9 +39,6 @@ pub struct KernelsArgs {
     /// GPU architecture to compile for.
     #[arg(long, default_value = "sm_90a")]
     pub arch: String,
-    /// SMs of the target GPU (H100 and H200: 132): grids and rings are sized per SM.
-    #[arg(long, default_value_t = 132, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub sms: u32,
     /// Print one JSON array.
     #[arg(long)]
     pub json: bool,
