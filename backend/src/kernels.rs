@@ -176,12 +176,7 @@ fn compile_with(arch: &str, traced: bool) -> Result<Compiled, BackendError> {
         )));
     }
     let mut kernels = parse_ptxas_log(&log);
-    let hashes = text_hashes(&cubin);
-    for k in &mut kernels {
-        if let Some((_, h)) = hashes.iter().find(|(n, _)| *n == k.name) {
-            k.code_hash = *h;
-        }
-    }
+    set_code_hashes(&mut kernels, &cubin);
     Ok(Compiled {
         cubin,
         kernels,
@@ -235,6 +230,16 @@ pub fn text_hashes(cubin: &[u8]) -> Vec<(String, u64)> {
         Some(out)
     };
     parse().unwrap_or_default()
+}
+
+/// Fills in each kernel's `code_hash` from `cubin` (the image its figures describe).
+pub fn set_code_hashes(kernels: &mut [KernelInfo], cubin: &[u8]) {
+    let hashes = text_hashes(cubin);
+    for k in kernels {
+        if let Some((_, h)) = hashes.iter().find(|(n, _)| *n == k.name) {
+            k.code_hash = *h;
+        }
+    }
 }
 
 fn c_chars_to_string(chars: &[c_char]) -> String {

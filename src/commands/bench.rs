@@ -297,6 +297,16 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     Ok(())
 }
 
+/// The traced step's first CTA entry (globaltimer, ns; slot 8 of a CTA's trace).
+fn step_start(grids: &[mkc_backend::gpu::GridTrace]) -> u64 {
+    grids
+        .iter()
+        .flat_map(|g| g.ctas.iter().map(|c| c[8]))
+        .filter(|&t| t > 0)
+        .min()
+        .unwrap_or(0)
+}
+
 /// Columns of `--cta-trace-out`.
 const TRACE_CSV_HEADER: &str =
     "target,grid,kind,layer,cta,sm,entry_ns,exit_ns,issued_ns,released_ns,prepared_ns,landed_ns,computed_ns,sub1_ns,sub2_ns\n";
@@ -311,12 +321,7 @@ fn trace_csv(
     clock_khz: f64,
 ) {
     use std::fmt::Write;
-    let t0 = grids
-        .iter()
-        .flat_map(|g| g.ctas.iter().map(|c| c[8]))
-        .filter(|&t| t > 0)
-        .min()
-        .unwrap_or(0);
+    let t0 = step_start(grids);
     for (gi, g) in grids.iter().enumerate() {
         for (ci, c) in g.ctas.iter().enumerate() {
             let layer = g.layer.map(|l| l.to_string()).unwrap_or_default();
@@ -349,12 +354,7 @@ fn phase_rows(
 ) -> Vec<PhaseRow> {
     let us = |cycles: f64| cycles / clock_khz * 1e3;
     // Marginal time of grid i: how much it moves the step's last exit (globaltimer, ns).
-    let mut last_exit = grids
-        .iter()
-        .flat_map(|g| g.ctas.iter().map(|c| c[8]))
-        .filter(|&t| t > 0)
-        .min()
-        .unwrap_or(0);
+    let mut last_exit = step_start(grids);
     let mut marginal = Vec::with_capacity(grids.len());
     for g in grids {
         let exit = g

@@ -46,11 +46,6 @@ pub fn loaded_kernel_info(gpu: &Gpu, cubin: &[u8]) -> Result<Vec<KernelInfo>, Ba
     }
     // SAFETY: loaded above, unloaded once.
     unsafe { result::module::unload(module) }.ok();
-    let hashes = kernels::text_hashes(cubin);
-    for k in &mut out {
-        if let Some((_, h)) = hashes.iter().find(|(n, _)| *n == k.name) {
-            k.code_hash = *h;
-        }
-    }
+    kernels::set_code_hashes(&mut out, cubin);
     Ok(out)
 }
