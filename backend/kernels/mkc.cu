@@ -485,12 +485,9 @@ __device__ void run_stream(const Matvec& v, int x_len, const float* x_global, co
     finish(s);
 }
 
-// s.x (length n) <- x * rsqrt(mean(x^2) + eps) * w over the consumer threads, with w the norm
-// weights the producer copies into s.norm.
-__device__ void rmsnorm_consumers(const Stream& s, int n, float eps) {
-    float* x = s.x;
-    float ss = 0.f;
-    for (int i = threadIdx.x; i < n; i += CONSUMER_THREADS) ss += x[i] * x[i];
+// rsqrt(mean(x^2) + eps) of a vector of n floats, from each consumer thread's partial sum of
+// squares `ss`; returns once the producer's norm weights (s.norm) have landed too.
+__device__ __forceinline__ float rms_inverse(const Stream& s, float ss, int n, float eps) {
     ss = warp_sum(ss);
     if (threadIdx.x % 32 == 0) s.scratch[threadIdx.x / 32] = ss;
     consumers_sync();
@@ -498,6 +495,16 @@ __device__ void rmsnorm_consumers(const Stream& s, int n, float eps) {
     for (int i = 0; i < CONSUMER_WARPS; ++i) total += s.scratch[i];
     float inv = rsqrtf(total / n + eps);
     mbar_wait(s.norm_bar, 0);
+    return inv;
+}
+
+// s.x (length n) <- x * rsqrt(mean(x^2) + eps) * w over the consumer threads, with w the norm
+// weights the producer copies into s.norm.
+__device__ void rmsnorm_consumers(const Stream& s, int n, float eps) {
+    float* x = s.x;
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < n; i += CONSUMER_THREADS) ss += x[i] * x[i];
+    float inv = rms_inverse(s, ss, n, eps);
     for (int i = threadIdx.x; i < n; i += CONSUMER_THREADS) x[i] = x[i] * inv * bf2f(s.norm[i]);
 }
 
@@ -549,13 +556,7 @@ __device__ void stage_sum(float* dst, const float* base, const float* parts, int
         float ss = 0.f;
 #pragma unroll
         for (int q = 0; q < G; ++q) ss += acc[q].x * acc[q].x + acc[q].y * acc[q].y + acc[q].z * acc[q].z + acc[q].w * acc[q].w;
-        ss = warp_sum(ss);
-        if (threadIdx.x % 32 == 0) norm->scratch[threadIdx.x / 32] = ss;
-        consumers_sync();
-        float total = 0.f;
-        for (int i = 0; i < CONSUMER_WARPS; ++i) total += norm->scratch[i];
-        float inv = rsqrtf(total / n + eps);
-        mbar_wait(norm->norm_bar, 0);
+        float inv = rms_inverse(*norm, ss, n, eps);
         mark(MARK_SUB2);
 #pragma unroll
         for (int q = 0; q < G; ++q) {
