@@ -66,6 +66,11 @@ pub struct GpuRunArgs {
     /// Trigger placement of the pdl target.
     #[arg(long, value_enum, default_value_t = TriggerArg::Early)]
     pub trigger: TriggerArg,
+    /// How the chain targets group operators into grids: `per-op` is one grid per operator;
+    /// `fused` runs each split-K matvec (O-projection, down) in one grid with the operator that
+    /// normalises its sum, meeting at a grid-wide barrier (measured slower; docs/perf.md).
+    #[arg(long, value_enum, default_value_t = GridsArg::PerOp)]
+    pub grids: GridsArg,
     /// Skip the CPU-reference correctness check.
     #[arg(long)]
     pub no_check: bool,
@@ -227,6 +232,24 @@ pub enum TriggerArg {
     Late,
 }
 
+/// Grouping of operators into grids (chain targets).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GridsArg {
+    /// One grid per operator (5 per layer).
+    PerOp,
+    /// A split-K matvec and the operator that normalises its sum share a grid (3 per layer).
+    Fused,
+}
+
+impl From<GridsArg> for mkc_scheduler::Grids {
+    fn from(g: GridsArg) -> Self {
+        match g {
+            GridsArg::Fused => mkc_scheduler::Grids::Fused,
+            GridsArg::PerOp => mkc_scheduler::Grids::PerOp,
+        }
+    }
+}
+
 /// Schedule file format.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FormatArg {
@@ -254,6 +277,11 @@ pub struct SetupArgs {
     /// Trigger placement of the pdl target.
     #[arg(long, value_enum, default_value_t = TriggerArg::Early)]
     pub trigger: TriggerArg,
+    /// How the chain targets group operators into grids: `per-op` is one grid per operator;
+    /// `fused` runs each split-K matvec (O-projection, down) in one grid with the operator that
+    /// normalises its sum, meeting at a grid-wide barrier (measured slower; docs/perf.md).
+    #[arg(long, value_enum, default_value_t = GridsArg::PerOp)]
+    pub grids: GridsArg,
 }
 
 /// Arguments of `mkc compile`.

@@ -57,14 +57,21 @@ fn llama1b_summary_has_the_anchors_shape() {
 
 #[test]
 fn chain_targets_count_their_edges() {
-    let pdl = summary(&["compile", "llama1b", "--target", "pdl", "--summary-json"]);
+    // Per operator (the default): 5 grids per layer and the LM head.
+    let args = ["compile", "llama1b", "--summary-json"];
+    let pdl = summary(&[&args[..], &["--target", "pdl"]].concat());
     assert_eq!(pdl["kernels"], 81);
     assert_eq!(pdl["edges"]["programmatic"], 80);
     assert_eq!(pdl["edges"]["full"], 0);
     assert!(pdl.get("instructions_per_sm").is_none());
-    let graph = summary(&["compile", "llama1b", "--target", "graph", "--summary-json"]);
+    let graph = summary(&[&args[..], &["--target", "graph"]].concat());
     assert_eq!(graph["edges"]["programmatic"], 0);
     assert_eq!(graph["edges"]["full"], 80);
+    // Fused: layer 0's QKV, then attention, O + up/gate, down + the next QKV (or the LM head)
+    // per layer.
+    let fused = summary(&[&args[..], &["--target", "pdl", "--grids", "fused"]].concat());
+    assert_eq!(fused["kernels"], 1 + 16 * 3);
+    assert_eq!(fused["edges"]["programmatic"], 16 * 3);
 }
 
 #[test]

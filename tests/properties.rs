@@ -6,7 +6,7 @@ mod common;
 use common::{arb_model, device};
 use mkc_ir::lower::lower;
 use mkc_scheduler::check::{check, check_graph};
-use mkc_scheduler::{compile, CompileOptions, Plan, Policy, Target, Trigger};
+use mkc_scheduler::{compile, CompileOptions, Grids, Plan, Policy, Target, Trigger};
 use proptest::prelude::*;
 
 fn options(target: Target, policy: Policy) -> CompileOptions {
@@ -59,15 +59,24 @@ proptest! {
         }
     }
 
-    /// Chain targets: the checker's PDL rules, and the edge counts.
+    /// Chain targets, one grid per operator or fused: the checker's rules (every operator once,
+    /// in order; waits guarding exactly the reads from earlier grids), and the edge counts.
     #[test]
-    fn chain_schedules_are_valid(model in arb_model(), pdl in any::<bool>()) {
+    fn chain_schedules_are_valid(model in arb_model(), pdl in any::<bool>(), fused in any::<bool>()) {
         let target = if pdl { Target::Pdl } else { Target::Graph };
-        let c = compile(&model, &device(132), &options(target, Policy::RoundRobin));
+        let grids = if fused { Grids::Fused } else { Grids::PerOp };
+        let opts = CompileOptions { grids, ..options(target, Policy::RoundRobin) };
+        let c = compile(&model, &device(132), &opts);
         let v = check(&c.schedule);
         prop_assert!(v.is_empty(), "{v}");
+        let Plan::Chain(plan) = &c.schedule.plan else { panic!("not a chain") };
+        let layers = model.geometry.layers as usize;
+        // Fused: layer 0's QKV, then attention, O + up/gate, down + next QKV / LM head.
+        let grids_expected = if fused { 1 + 3 * layers } else { 5 * layers + 1 };
+        prop_assert_eq!(plan.kernels.len(), grids_expected);
+        prop_assert_eq!(plan.kernels.iter().filter(|k| k.then.is_some()).count(), if fused { 2 * layers } else { 0 });
         let edges = &c.summary.edges;
-        prop_assert_eq!(edges.programmatic + edges.full, c.schedule.graph.ops.len() as u32 - 1);
+        prop_assert_eq!(edges.programmatic + edges.full, grids_expected as u32 - 1);
         prop_assert_eq!(edges.programmatic == 0, !pdl);
     }
 }
@@ -137,6 +146,46 @@ fn checker_catches_bad_pdl_grids() {
     };
     c.kernels[0].pdl_attribute = true;
     assert!(!check(&attr_only).is_empty());
+}
+
+/// Fused grids: an operator run twice, one dropped, or a fused grid whose wait misses a tensor
+/// an earlier grid produced, are caught.
+#[test]
+fn checker_catches_bad_fused_grids() {
+    let model = mkc_ir::embedded::resolve_model("tiny").unwrap();
+    let opts = CompileOptions {
+        grids: Grids::Fused,
+        ..options(Target::Pdl, Policy::RoundRobin)
+    };
+    let base = compile(&model, &device(8), &opts);
+    assert!(check(&base.schedule).is_empty());
+    let fused_at = |s: &mkc_scheduler::Schedule| {
+        let Plan::Chain(c) = &s.plan else { panic!() };
+        c.kernels.iter().position(|k| k.then.is_some()).unwrap()
+    };
+    let i = fused_at(&base.schedule);
+
+    let mut twice = base.schedule.clone();
+    let Plan::Chain(c) = &mut twice.plan else {
+        panic!()
+    };
+    let next = c.kernels[i + 1].op;
+    c.kernels[i].then = Some(next);
+    assert!(!check(&twice).is_empty());
+
+    let mut dropped = base.schedule.clone();
+    let Plan::Chain(c) = &mut dropped.plan else {
+        panic!()
+    };
+    c.kernels[i].then = None;
+    assert!(!check(&dropped).is_empty());
+
+    let mut short_wait = base.schedule.clone();
+    let Plan::Chain(c) = &mut short_wait.plan else {
+        panic!()
+    };
+    c.kernels[i].wait.as_mut().unwrap().dependent_reads.pop();
+    assert!(!check(&short_wait).is_empty());
 }
 
 /// Counters whose shards overlap or leave a gap are caught.

@@ -91,10 +91,12 @@ __device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.lau
 // the phase marks below (slots 0-6), its SM (slot 7), %globaltimer at entry and exit
 // (slots 8, 9) and clock64() at two finer marks inside a phase (slots 10, 11: where the
 // normalised operators' partial sums have landed and been normalised; attention's scores and
-// softmax done).
-#define TRACE_SLOTS 12
+// softmax done) and, in a fused grid, clock64 where the first operator's work is done and the
+// grid barrier is entered (12) and passed (13).
+#define TRACE_SLOTS 14
 enum { MARK_ENTRY = 0, MARK_ISSUED = 1, MARK_RELEASED = 2, MARK_PREPARED = 3, MARK_LANDED = 4,
-       MARK_COMPUTED = 5, MARK_EXIT = 6, MARK_SUB1 = 10, MARK_SUB2 = 11 };
+       MARK_COMPUTED = 5, MARK_EXIT = 6, MARK_SUB1 = 10, MARK_SUB2 = 11, MARK_ARRIVED = 12,
+       MARK_PASSED = 13 };
 #ifdef MKC_TRACE
 __shared__ u64* trace_ptr;
 
@@ -238,6 +240,15 @@ __device__ __forceinline__ u64 evict_first_policy() {
 // Barrier among the consumer warps only (the producer never joins).
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" ::"n"(CONSUMER_THREADS) : "memory"); }
 
+// Exit mark of a streaming CTA: after its last consumer warp (thread 0's warp may be done with
+// its pages microseconds before the others; the CTA ends with the last).
+__device__ __forceinline__ void trace_end_stream() {
+#ifdef MKC_TRACE
+    if (threadIdx.x < CONSUMER_THREADS) consumers_sync();
+#endif
+    trace_end();
+}
+
 // Which pages an operator streams. A page holds `page_rows` rows of `k` columns: either rows
 // [row0, row0 + page_rows) of `w0`, or, when `w1` is set (gate/up), page_rows / 2 rows of each.
 struct Matvec {
@@ -338,13 +349,15 @@ __device__ __forceinline__ void ring_slot(const Stream& s, int i, int& slot, int
     lap = j / s.per_warp;
 }
 
-// Producer (one lane): streams `count` pages from `first` through the ring.
-__device__ void produce(const Stream& s, const Matvec& v, int first, int count) {
+// Producer (one lane): streams `count` pages from `first` through the ring, as the CTA's ring
+// pages `base`, `base` + 1, ... (a fused grid streams its second operator's pages after its
+// first's, through the same ring).
+__device__ void produce(const Stream& s, const Matvec& v, int first, int count, int base = 0) {
     const unsigned bytes = (unsigned)(v.page_rows * v.k * 2);
     const u64 policy = evict_first_policy();
     for (int i = 0; i < count; ++i) {
         int slot, lap;
-        ring_slot(s, i, slot, lap);
+        ring_slot(s, base + i, slot, lap);
         if (lap > 0) mbar_wait(&s.empty[slot], (lap - 1) & 1);
         int chunk, row0;
         page_coords(v, first + i, chunk, row0);
@@ -407,14 +420,16 @@ __device__ __forceinline__ void page_dots(const bf16* page, const float (&xr)[NJ
 // Consumer warp: computes its pages (every CONSUMER_WARPS-th of the CTA's range) with the input
 // vector `x` (shared or global memory) and hands each page's row sums to
 // `epilogue(chunk, row0, sums)`.
+// The pages are the CTA's ring pages `base`, `base` + 1, ... (as the producer streamed them).
 template <int NJ, typename Epilogue>
-__device__ void consume(const Stream& s, const Matvec& v, const float* x, int first, int count, Epilogue& epilogue) {
+__device__ void consume(const Stream& s, const Matvec& v, const float* x, int first, int count, Epilogue& epilogue,
+                        int base) {
     constexpr int R = PAGE_BYTES / (2 * 256 * NJ);
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     float xr[NJ][8];
     int loaded = -1;
     bool landed_marked = false;
-    for (int i = warp; i < count; i += CONSUMER_WARPS) {
+    for (int i = (warp + CONSUMER_WARPS - base % CONSUMER_WARPS) % CONSUMER_WARPS; i < count; i += CONSUMER_WARPS) {
         int chunk, row0;
         page_coords(v, first + i, chunk, row0);
         if (chunk != loaded) {
@@ -422,7 +437,7 @@ __device__ void consume(const Stream& s, const Matvec& v, const float* x, int fi
             loaded = chunk;
         }
         int slot, lap;
-        ring_slot(s, i, slot, lap);
+        ring_slot(s, base + i, slot, lap);
         mbar_wait(&s.full[slot], lap & 1);
         if (!landed_marked) {
             mark(MARK_LANDED);
@@ -473,13 +488,13 @@ __device__ void run_stream(const Matvec& v, int x_len, const float* x_global, co
     // Spelled out per source so that each inlined copy knows which memory its x lives in (a
     // helper taking the pointer changed three kernels' code: keep A/B-measured code as it is).
     if (x_global) {
-        if (nj == 8) consume<8>(s, v, x_global, first, count, epilogue);
-        else if (nj == 4) consume<4>(s, v, x_global, first, count, epilogue);
-        else consume<2>(s, v, x_global, first, count, epilogue);
+        if (nj == 8) consume<8>(s, v, x_global, first, count, epilogue, 0);
+        else if (nj == 4) consume<4>(s, v, x_global, first, count, epilogue, 0);
+        else consume<2>(s, v, x_global, first, count, epilogue, 0);
     } else {
-        if (nj == 8) consume<8>(s, v, s.x, first, count, epilogue);
-        else if (nj == 4) consume<4>(s, v, s.x, first, count, epilogue);
-        else consume<2>(s, v, s.x, first, count, epilogue);
+        if (nj == 8) consume<8>(s, v, s.x, first, count, epilogue, 0);
+        else if (nj == 4) consume<4>(s, v, s.x, first, count, epilogue, 0);
+        else consume<2>(s, v, s.x, first, count, epilogue, 0);
     }
     mark(MARK_COMPUTED);
     finish(s);
@@ -615,7 +630,9 @@ struct QkvEpilogue {
             int pair = (r % m.head_dim) / 2;
             float freq = exp2f(-2.0f * pair / m.head_dim * m.log2_theta);
             float sn, cs;
-            sincosf((float)p * freq, &sn, &cs);
+            // sin/cos of pi * (angle / pi): sincospif reduces its argument without the local-memory
+            // table sincosf needs for large angles (QKV had a stack frame; graph -6 µs, perf.md).
+            sincospif((float)p * freq * 0.31830988618379067f, &sn, &cs);
             val = (lane & 1) ? a * sn + b * cs : a * cs - b * sn;
         }
         L.qkv[r] = val;
@@ -718,6 +735,124 @@ __device__ void lm_head_body(const Model& m, const Globals& g, int pdl, int earl
         if (threadIdx.x % 32 == 0 && ep.best) atomicMax(&g.tokens[*g.pos + 1], ep.best);
     };
     run_stream(v, m.hidden, nullptr, g.final_norm, m.hidden, m.ring[5], pdl, early, prepare, ep, finish);
+}
+
+// ---- fused grids: two streaming operators in one grid ------------------------------------
+//
+// A matvec whose output every CTA of its successor reads in full (the O-projection's and down's
+// partial sums, read by the next RMSNorm) ends its grid in a chain: the successor's weights can
+// only start streaming as its CTAs leave. A fused grid runs both operators: its producer streams
+// the second operator's pages right after the first's, through the same ring, while the
+// consumers finish the first operator, meet at a grid barrier, and go on to the second. The
+// barrier is sound because a fused grid has at most one CTA per SM (its shared memory) and no
+// more CTAs than SMs, so every CTA becomes resident once the predecessor's CTAs retire, and a
+// successor grid is admitted only after every CTA of this one has started (PDL's trigger).
+
+// Grid-wide barrier of the consumer warps on a monotonic counter (never reset: each pass adds
+// gridDim.x arrivals, and a CTA waits for the end of its own pass).
+__device__ void grid_barrier(u64* counter) {
+    consumers_sync();  // every consumer's stores of the first operator are issued
+    mark(MARK_ARRIVED);
+    if (threadIdx.x == 0) {
+        __threadfence();
+        u64 old = atomicAdd(counter, 1ull);
+        u64 target = (old / gridDim.x + 1) * gridDim.x;
+        u64 seen;
+        do {
+            asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(counter) : "memory");
+        } while (seen < target);
+        __threadfence();
+    }
+    consumers_sync();
+}
+
+// Consumers of one operator whose input vector is `x` (global or shared memory), with the
+// page kernel its chunk width needs.
+template <typename Epilogue>
+__device__ void consume_pages(const Stream& s, const Matvec& v, const float* x, int first, int count, Epilogue& ep, int base) {
+    int nj = v.k / 256;
+    if (nj == 8) consume<8>(s, v, x, first, count, ep, base);
+    else if (nj == 4) consume<4>(s, v, x, first, count, ep, base);
+    else consume<2>(s, v, x, first, count, ep, base);
+}
+
+// Runs operator A (input `xa` read from global memory, no staged vector) then, after a grid
+// barrier, operator B (its input staged by `prepare_b` in s.x, normalised with `norm`), both
+// streamed through one ring.
+template <typename EpilogueA, typename PrepareB, typename EpilogueB, typename FinishB>
+__device__ void run_fused(const Matvec& va, const float* xa, EpilogueA& epilogue_a, const Matvec& vb, int x_len,
+                          const bf16* norm, int norm_len, PrepareB prepare_b, EpilogueB& epilogue_b, FinishB finish_b,
+                          int per_warp, u64* barrier, int pdl, int early) {
+    Stream s = carve_stream(x_len, norm ? norm_len : 0, per_warp);
+    int first_a, count_a, first_b, count_b;
+    page_range(va.pages, first_a, count_a);
+    page_range(vb.pages, first_b, count_b);
+    if (pdl && early) pdl_trigger();
+    if (threadIdx.x >= CONSUMER_THREADS) {
+        if (threadIdx.x == CONSUMER_THREADS) {
+            ring_init(s);
+            if (norm) {
+                mbar_expect_tx(s.norm_bar, (unsigned)(norm_len * 2));
+                bulk_copy(s.norm, norm, (unsigned)(norm_len * 2), s.norm_bar);
+            }
+        }
+        __syncwarp();
+        ring_ready_arrive();
+        if (threadIdx.x == CONSUMER_THREADS) {
+            produce(s, va, first_a, count_a, 0);
+            produce(s, vb, first_b, count_b, count_a);
+        }
+        return;
+    }
+    mark(MARK_ISSUED);
+    ring_ready_wait();
+    if (pdl) pdl_wait();
+    mark(MARK_RELEASED);
+    consume_pages(s, va, xa, first_a, count_a, epilogue_a, 0);
+    grid_barrier(barrier);
+    mark(MARK_PASSED);
+    prepare_b(s);
+    consumers_sync();
+    mark(MARK_PREPARED);
+    consume_pages(s, vb, s.x, first_b, count_b, epilogue_b, count_a);
+    mark(MARK_COMPUTED);
+    finish_b(s);
+}
+
+// O-projection, then RMSNorm + up/gate of the same layer.
+__device__ void o_up_gate_body(const Model& m, const Layer& L, u64* barrier, int pdl, int early) {
+    Matvec vo = matvec(L.w_o, 0, m.q_dim, m.q_dim / m.s_attn, m.s_attn, m.hidden);
+    PartialEpilogue epo{L.o_part, m.hidden};
+    Matvec vu = matvec(L.w_gate, L.w_up, m.hidden, m.hidden, 1, m.inter);
+    UpGateEpilogue epu{L};
+    auto prepare = [&](const Stream& s) { stage_sum(s.x, L.x_in, L.o_part, m.s_attn, m.hidden, L.x_mid, &s, m.eps); };
+    run_fused(vo, L.attn, epo, vu, m.hidden, L.norm2, m.hidden, prepare, epu, NoFinish{}, m.ring[3], barrier, pdl, early);
+}
+
+// Down of layer L, then RMSNorm + QKV + RoPE + KV append of the next layer N.
+__device__ void down_qkv_body(const Model& m, const Globals& g, const Layer& L, const Layer& N, u64* barrier, int pdl,
+                              int early) {
+    Matvec vd = matvec(L.w_down, 0, m.inter, m.inter / m.s_down, m.s_down, m.hidden);
+    PartialEpilogue epd{L.d_part, m.hidden};
+    Matvec vq = matvec(N.w_qkv, 0, m.hidden, m.hidden, 1, m.q_dim + 2 * m.kv_dim);
+    QkvEpilogue epq{m, g, N, *g.pos};
+    auto prepare = [&](const Stream& s) { stage_layer_input(s, m, g, N); };
+    run_fused(vd, L.h, epd, vq, m.hidden, N.norm1, m.hidden, prepare, epq, NoFinish{}, m.ring[0], barrier, pdl, early);
+}
+
+// Down of the last layer, then the final RMSNorm + LM head + argmax.
+__device__ void down_lm_head_body(const Model& m, const Globals& g, const Layer& L, u64* barrier, int pdl, int early) {
+    Matvec vd = matvec(L.w_down, 0, m.inter, m.inter / m.s_down, m.s_down, m.hidden);
+    PartialEpilogue epd{L.d_part, m.hidden};
+    Matvec vl = matvec(g.lm_head, 0, m.hidden, m.hidden, 1, m.vocab);
+    LmHeadEpilogue epl{g, 0};
+    auto prepare = [&](const Stream& s) {
+        stage_sum(s.x, g.final_mid, g.final_part, m.s_down, m.hidden, nullptr, &s, m.eps);
+    };
+    auto finish = [&](const Stream&) {
+        if (threadIdx.x % 32 == 0 && epl.best) atomicMax(&g.tokens[*g.pos + 1], epl.best);
+    };
+    run_fused(vd, L.h, epd, vl, m.hidden, g.final_norm, m.hidden, prepare, epl, finish, m.ring[5], barrier, pdl, early);
 }
 
 // (2) Decode attention: task = (KV head, query-head group), ATT_THREADS threads. K and V rows
@@ -863,7 +998,7 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
 extern "C" __global__ void __launch_bounds__(THREADS, 1) k_qkv_rope(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
     trace_begin(trace);
     qkv_rope_body(m, g, L, pdl, early);
-    trace_end();
+    trace_end_stream();
 }
 
 extern "C" __global__ void __launch_bounds__(ATT_THREADS) k_attention(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
@@ -875,26 +1010,52 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) k_attention(Model m, G
 extern "C" __global__ void __launch_bounds__(THREADS, 1) k_o_proj(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
     trace_begin(trace);
     o_proj_body(m, g, L, pdl, early);
-    trace_end();
+    trace_end_stream();
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) k_up_gate(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
     trace_begin(trace);
     up_gate_body(m, g, L, pdl, early);
-    trace_end();
+    trace_end_stream();
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) k_down(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
     trace_begin(trace);
     down_body(m, g, L, pdl, early);
-    trace_end();
+    trace_end_stream();
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) k_lm_head(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
     trace_begin(trace);
     (void)L;
     lm_head_body(m, g, pdl, early);
-    trace_end();
+    trace_end_stream();
+}
+
+// Fused grids (one CTA per SM, never more CTAs than SMs: see grid_barrier). `N` is the next
+// layer (down_qkv only); `barrier` the grid's counter.
+extern "C" __global__ void __launch_bounds__(THREADS, 1) k_o_up_gate(Model m, Globals g, Layer L, Layer N, int pdl, int early,
+                                                                    u64* trace, u64* barrier) {
+    trace_begin(trace);
+    (void)g;
+    (void)N;
+    o_up_gate_body(m, L, barrier, pdl, early);
+    trace_end_stream();
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1) k_down_qkv(Model m, Globals g, Layer L, Layer N, int pdl, int early,
+                                                                   u64* trace, u64* barrier) {
+    trace_begin(trace);
+    down_qkv_body(m, g, L, N, barrier, pdl, early);
+    trace_end_stream();
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1) k_down_lm_head(Model m, Globals g, Layer L, Layer N, int pdl,
+                                                                       int early, u64* trace, u64* barrier) {
+    trace_begin(trace);
+    (void)N;
+    down_lm_head_body(m, g, L, barrier, pdl, early);
+    trace_end_stream();
 }
 
 // Deterministic weights: a counter-based hash the CPU reproduces bit for bit.

@@ -53,10 +53,9 @@ pub fn threads(kind: OpKind) -> u32 {
 
 /// Threads per CTA of the kernel named `name` (the helper kernels run 256).
 pub fn threads_of(name: &str) -> u32 {
-    ENTRY_POINTS
-        .iter()
+    grid_entry_points()
         .find(|(n, _)| *n == name)
-        .map_or(256, |(_, kind)| threads(*kind))
+        .map_or(256, |(_, ops)| threads(ops.0))
 }
 
 /// Kernel entry names, in operator order.
@@ -68,6 +67,37 @@ pub const ENTRY_POINTS: &[(&str, OpKind)] = &[
     ("k_down", OpKind::Down),
     ("k_lm_head", OpKind::LmHead),
 ];
+
+/// The operators one grid runs: one operator, or a fused pair run one after the other with a
+/// grid-wide barrier between them (`mkc_scheduler::Grids::Fused`).
+pub type GridOps = (OpKind, Option<OpKind>);
+
+/// Fused-grid kernel entry names and the pair each runs.
+pub const FUSED_ENTRY_POINTS: &[(&str, OpKind, OpKind)] = &[
+    ("k_o_up_gate", OpKind::OProj, OpKind::UpGate),
+    ("k_down_qkv", OpKind::Down, OpKind::QkvRope),
+    ("k_down_lm_head", OpKind::Down, OpKind::LmHead),
+];
+
+/// Every kernel that runs a grid of a chain: its entry name and operators.
+pub fn grid_entry_points() -> impl Iterator<Item = (&'static str, GridOps)> {
+    ENTRY_POINTS.iter().map(|&(n, k)| (n, (k, None))).chain(
+        FUSED_ENTRY_POINTS
+            .iter()
+            .map(|&(n, a, b)| (n, (a, Some(b)))),
+    )
+}
+
+/// The kernel that runs a grid of `ops`, if there is one.
+pub fn grid_entry_point(ops: GridOps) -> Option<&'static str> {
+    grid_entry_points().find(|(_, o)| *o == ops).map(|(n, _)| n)
+}
+
+/// Dynamic shared memory of a grid of `ops`: a fused grid carves the second operator's layout
+/// (the first reads its input from global memory and stages nothing).
+pub fn grid_dynamic_smem(model: &Model, ops: GridOps) -> u32 {
+    dynamic_smem(model, ops.1.unwrap_or(ops.0))
+}
 
 /// The kernel that runs operators of `kind`.
 pub fn entry_point(kind: OpKind) -> &'static str {
@@ -422,10 +452,14 @@ pub fn dynamic_smem(model: &Model, kind: OpKind) -> u32 {
         + (hp * g.head_dim + hp * model.workload.max_seq_len) * 4
 }
 
-/// CTAs the backend launches for one grid of `kind`: one per SM for the streaming kernels,
-/// one per task for attention.
-pub fn grid_ctas(model: &Model, kind: OpKind, tasks: u32, sms: u32) -> u32 {
-    match stream(model, kind) {
+/// CTAs the backend launches for one grid of `ops`: one per SM for the streaming kernels,
+/// one per task for attention. A fused grid always has exactly one CTA per SM: its grid-wide
+/// barrier needs every CTA resident at once, which one CTA per SM guarantees.
+pub fn grid_ctas(model: &Model, ops: GridOps, tasks: u32, sms: u32) -> u32 {
+    if ops.1.is_some() {
+        return sms;
+    }
+    match stream(model, ops.0) {
         Some(s) => s.ctas(sms),
         None => tasks,
     }
@@ -434,8 +468,8 @@ pub fn grid_ctas(model: &Model, kind: OpKind, tasks: u32, sms: u32) -> u32 {
 /// Fills in the dynamic shared memory of every kernel for `model`.
 pub fn with_model(mut kernels: Vec<KernelInfo>, model: &Model) -> Vec<KernelInfo> {
     for k in &mut kernels {
-        if let Some((_, kind)) = ENTRY_POINTS.iter().find(|(n, _)| *n == k.name) {
-            k.dynamic_smem = dynamic_smem(model, *kind);
+        if let Some((_, ops)) = grid_entry_points().find(|(n, _)| *n == k.name) {
+            k.dynamic_smem = grid_dynamic_smem(model, ops);
         }
     }
     kernels
@@ -518,7 +552,10 @@ pub fn apply_to_schedule(schedule: &mut mkc_scheduler::Schedule, infos: &[Kernel
     let mut updated = 0;
     if let mkc_scheduler::Plan::Chain(plan) = &mut schedule.plan {
         for k in &mut plan.kernels {
-            let name = entry_point(kinds[k.op.index()]);
+            let ops = (kinds[k.op.index()], k.then.map(|t| kinds[t.index()]));
+            let Some(name) = grid_entry_point(ops) else {
+                continue;
+            };
             if let Some(info) = infos.iter().find(|i| i.name == name) {
                 k.threads = info.threads;
                 k.registers = info.registers;

@@ -302,6 +302,66 @@ fn compiled_resources_replace_the_declared_ones_in_chain_schedules() {
     assert!(mkc_scheduler::check::check(&s).is_empty());
 }
 
+/// Every pair of operators the scheduler may fuse into one grid has a kernel, and a fused grid
+/// takes one CTA per SM (its grid barrier needs them all resident) with the shared memory of its
+/// second operator; compiled figures reach fused grids too.
+#[test]
+fn every_fusable_pair_has_a_kernel() {
+    use mkc_ir::OpKind::*;
+    let kinds = [QkvRope, Attention, OProj, UpGate, Down, LmHead];
+    let m = resolve_model("llama1b").unwrap();
+    let mut pairs = 0;
+    for a in kinds {
+        for b in kinds {
+            let entry = kernels::grid_entry_point((a, Some(b)));
+            assert_eq!(
+                entry.is_some(),
+                mkc_scheduler::chain::fusable(a, b),
+                "{a:?} + {b:?}"
+            );
+            if entry.is_some() {
+                pairs += 1;
+                assert_eq!(kernels::grid_ctas(&m, (a, Some(b)), 7, 132), 132);
+                assert_eq!(
+                    kernels::grid_dynamic_smem(&m, (a, Some(b))),
+                    kernels::dynamic_smem(&m, b)
+                );
+                assert_eq!(kernels::threads_of(entry.unwrap()), kernels::THREADS);
+            }
+        }
+    }
+    assert_eq!(pairs, kernels::FUSED_ENTRY_POINTS.len());
+
+    let dev = mkc_ir::embedded::resolve_device("h200").unwrap();
+    let opts = mkc_scheduler::CompileOptions {
+        target: mkc_scheduler::Target::Pdl,
+        grids: mkc_scheduler::Grids::Fused,
+        ..Default::default()
+    };
+    let mut s = mkc_scheduler::compile(&m, &dev, &opts).schedule;
+    let infos: Vec<kernels::KernelInfo> = kernels::grid_entry_points()
+        .map(|(name, _)| kernels::KernelInfo {
+            name: name.to_string(),
+            threads: 288,
+            registers: 100 + name.len() as u32,
+            static_smem: 0,
+            dynamic_smem: 0,
+            stack_bytes: 0,
+            spill_store_bytes: 0,
+            spill_load_bytes: 0,
+            code_hash: 0,
+        })
+        .collect();
+    let n = kernels::apply_to_schedule(&mut s, &infos);
+    let plan = s.chain().unwrap();
+    assert_eq!(n, plan.kernels.len());
+    for k in plan.kernels.iter().filter(|k| k.then.is_some()) {
+        let ops = (s.graph.op(k.op).kind, k.then.map(|t| s.graph.op(t).kind));
+        let name = kernels::grid_entry_point(ops).unwrap();
+        assert_eq!(k.registers, 100 + name.len() as u32, "{}", k.name);
+    }
+}
+
 /// Every output row of every streaming operator is covered by exactly one page, each CTA's
 /// share of pages differs by at most one, and the shared memory fits an SM.
 #[test]
@@ -330,7 +390,7 @@ fn streaming_grids_cover_every_row_once_within_shared_memory() {
             );
             let smem = kernels::dynamic_smem(&m, *kind);
             assert!(smem + 1024 <= 233_472, "{name} {entry}: {smem} B");
-            let g = kernels::grid_ctas(&m, *kind, 1, 132);
+            let g = kernels::grid_ctas(&m, (*kind, None), 1, 132);
             assert!(g <= s.pages() && g <= 132, "{name} {entry}: {g} CTAs");
             let shares: Vec<u32> = (0..g)
                 .map(|b| kernels::page_range(s.pages(), b, g).1)

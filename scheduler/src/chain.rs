@@ -1,33 +1,83 @@
-//! Chain targets: one grid per operator, in operator order, linked by PDL or ordinary edges.
+//! Chain targets: grids in operator order (one operator each, or a fused pair), linked by PDL
+//! or ordinary edges.
 
-use mkc_ir::{KernelId, Model, OpKind, TaskGraph};
+use mkc_ir::{KernelId, Model, OpId, OpKind, TaskGraph, TensorId};
 
-use crate::schedule::{ChainPlan, EdgeSync, GridWait, IndependentLoad, Kernel, Trigger};
+use crate::schedule::{ChainPlan, EdgeSync, GridWait, Grids, IndependentLoad, Kernel, Trigger};
+
+/// Whether an operator of kind `first` and the operator after it, of kind `second`, share a
+/// grid under [`Grids::Fused`]: a split-K matvec whose partial sums the next operator adds up
+/// and RMS-normalises in full, so that no tile of the second can start before every tile of
+/// the first has ended anyway.
+pub fn fusable(first: OpKind, second: OpKind) -> bool {
+    matches!(
+        (first, second),
+        (OpKind::OProj, OpKind::UpGate)
+            | (OpKind::Down, OpKind::QkvRope)
+            | (OpKind::Down, OpKind::LmHead)
+    )
+}
+
+/// The operators of each grid, in launch order: every operator once, in operator order.
+pub fn grid_ops(graph: &TaskGraph, grids: Grids) -> Vec<(OpId, Option<OpId>)> {
+    let ops = &graph.ops;
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < ops.len() {
+        let pair =
+            grids == Grids::Fused && i + 1 < ops.len() && fusable(ops[i].kind, ops[i + 1].kind);
+        out.push((ops[i].id, pair.then(|| ops[i + 1].id)));
+        i += if pair { 2 } else { 1 };
+    }
+    out
+}
+
+/// Tensors produced earlier in the step that a grid running `ops` reads, except those its own
+/// first operator produces (the fused grid's barrier orders those): what its wait guards.
+pub fn step_reads(graph: &TaskGraph, first: OpId, then: Option<OpId>) -> Vec<TensorId> {
+    let mut reads: Vec<_> = std::iter::once(first)
+        .chain(then)
+        .flat_map(|op| graph.tasks_of(op))
+        .flat_map(|t| t.reads.iter().map(|r| r.tensor))
+        .filter(|&t| {
+            let producer = graph.tensors[t.index()].producer;
+            producer.is_some() && (then.is_none() || producer != Some(first))
+        })
+        .collect();
+    reads.sort_unstable();
+    reads.dedup();
+    reads
+}
 
 /// Builds the chain plan. With `pdl`, every grid that reads a tensor produced earlier in the
 /// step waits (after issuing its independent loads) and is launched with the PDL attribute;
 /// every grid with a successor triggers it at `trigger`. Without, grids are linked by ordinary
-/// edges and never call `griddepcontrol`.
-pub fn plan(graph: &TaskGraph, model: &Model, pdl: bool, trigger: Trigger) -> ChainPlan {
+/// edges and never call `griddepcontrol`. `grids` says which operators share a grid.
+pub fn plan(
+    graph: &TaskGraph,
+    model: &Model,
+    pdl: bool,
+    trigger: Trigger,
+    grids: Grids,
+) -> ChainPlan {
     let res = &model.lowering.kernel;
-    let count = graph.ops.len();
-    let kernels = graph
-        .ops
+    let groups = grid_ops(graph, grids);
+    let count = groups.len();
+    let kernels = groups
         .iter()
         .enumerate()
-        .map(|(i, op)| {
-            let mut dependent_reads: Vec<_> = graph
-                .tasks_of(op.id)
-                .flat_map(|t| t.reads.iter().map(|r| r.tensor))
-                .filter(|&t| graph.tensors[t.index()].producer.is_some())
-                .collect();
-            dependent_reads.sort_unstable();
-            dependent_reads.dedup();
+        .map(|(i, &(first, then))| {
+            let op = graph.op(first);
+            let dependent_reads = step_reads(graph, first, then);
             let waits = pdl && !dependent_reads.is_empty();
             let wait = waits.then(|| GridWait {
                 early_loads: independent_loads(graph, op.id),
                 dependent_reads,
             });
+            let name = match then {
+                Some(t) => format!("{}+{}", op.label(), graph.op(t).label()),
+                None => op.label(),
+            };
             let incoming = (i > 0).then_some(if waits {
                 EdgeSync::Programmatic
             } else {
@@ -36,7 +86,8 @@ pub fn plan(graph: &TaskGraph, model: &Model, pdl: bool, trigger: Trigger) -> Ch
             Kernel {
                 id: KernelId::from_index(i),
                 op: op.id,
-                name: op.label(),
+                then,
+                name,
                 ctas: op.tasks,
                 threads: res.threads,
                 registers: res.registers,

@@ -19,7 +19,7 @@ use mkc_ir::device::DeviceProfile;
 use mkc_ir::{lower, Model, TaskGraph};
 
 pub use policy::ilp::{IlpOptions, IlpReport};
-pub use schedule::{Plan, Policy, Schedule, Target, Trigger};
+pub use schedule::{Grids, Plan, Policy, Schedule, Target, Trigger};
 
 use crate::assignment::Assignment;
 use crate::cost::CostModel;
@@ -34,6 +34,8 @@ pub struct CompileOptions {
     pub policy: Policy,
     /// Trigger placement (`pdl` target).
     pub trigger: Trigger,
+    /// Grouping of operators into grids (chain targets).
+    pub grids: Grids,
     /// Budgets of the ILP policy.
     pub ilp: IlpOptions,
 }
@@ -44,6 +46,7 @@ impl Default for CompileOptions {
             target: Target::Persistent,
             policy: Policy::RoundRobin,
             trigger: Trigger::Early,
+            grids: Grids::default(),
             ilp: IlpOptions::default(),
         }
     }
@@ -111,11 +114,23 @@ pub fn schedule_graph(
         }
         Target::Pdl => (
             None,
-            Plan::Chain(chain::plan(&graph, model, true, options.trigger)),
+            Plan::Chain(chain::plan(
+                &graph,
+                model,
+                true,
+                options.trigger,
+                options.grids,
+            )),
         ),
         Target::Graph => (
             None,
-            Plan::Chain(chain::plan(&graph, model, false, options.trigger)),
+            Plan::Chain(chain::plan(
+                &graph,
+                model,
+                false,
+                options.trigger,
+                options.grids,
+            )),
         ),
     };
     let schedule = Schedule {

@@ -65,6 +65,32 @@ pub enum Trigger {
     Late,
 }
 
+/// How a chain target groups operators into grids.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Grids {
+    /// One grid per operator (the anchors' chain: 5 grids per layer).
+    #[default]
+    PerOp,
+    /// A split-K matvec whose sum the next operator RMS-normalises in full (O-projection before
+    /// up/gate, down before the next QKV or the LM head) shares a grid with it: the grid streams
+    /// the second operator's weights right after the first's and meets at a grid-wide barrier
+    /// between them, instead of at a grid boundary (3 grids per layer). Measured ~100 µs per
+    /// step slower than [`Grids::PerOp`] on the H200 (docs/perf.md): the barrier, an atomic
+    /// and polls through L2, releases later than PDL's grid-completion path.
+    Fused,
+}
+
+impl Grids {
+    /// Name as spelled on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Grids::PerOp => "per-op",
+            Grids::Fused => "fused",
+        }
+    }
+}
+
 /// A load a grid may issue before `griddepcontrol.wait`: it reads nothing the step produces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -132,6 +158,10 @@ pub struct Kernel {
     pub id: KernelId,
     /// The operator it runs.
     pub op: OpId,
+    /// A second operator the same grid runs after a grid-wide barrier (fused grids; see
+    /// [`Grids::Fused`]). Its CTAs are the first operator's.
+    #[serde(default)]
+    pub then: Option<OpId>,
     /// Name such as `L3.up_gate`.
     pub name: String,
     /// CTAs (one per task).
@@ -155,7 +185,7 @@ pub struct Kernel {
 /// The chain targets' plan: grids in launch order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ChainPlan {
-    /// Grids in launch order, one per operator.
+    /// Grids in launch order: every operator once, in operator order.
     pub kernels: Vec<Kernel>,
 }
 

@@ -7,9 +7,15 @@
 //! completes, plus the wait-release latency. CTAs enter an SM `cta_admission_ns` after a slot
 //! frees. Without co-residency an SM holds CTAs of one grid at a time (the measured "rolling
 //! tail wave"); with phase-scoped release a CTA frees its slot when its loads are done.
+//!
+//! A fused grid (two operators, a grid-wide barrier between them) is timed as two sub-grids:
+//! the second's CTAs are admitted with the first's, share its SMs (they are the same CTAs in
+//! the kernel, streaming the second operator's weights behind the first's), and start their
+//! dependent phase once every CTA of the first has ended plus `signal_visible_ns`.
 
 use mkc_ir::device::DeviceProfile;
-use mkc_scheduler::schedule::EdgeSync;
+use mkc_ir::OpId;
+use mkc_scheduler::schedule::{ChainPlan, EdgeSync};
 use mkc_scheduler::{Schedule, Target, Trigger};
 
 use crate::engine::{next, EventQueue, Next, Pool};
@@ -29,6 +35,49 @@ enum Event {
     Exit(usize, u32, usize),
     /// A slot of grid `k` on `sm` frees.
     Free(usize, usize),
+}
+
+/// How a sub-grid is linked to the one before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Link {
+    /// A grid boundary (`None` for the step's first grid).
+    Edge(Option<EdgeSync>),
+    /// The second operator of a fused grid: behind the first's grid-wide barrier.
+    Barrier,
+}
+
+/// One operator's CTAs as the timeline admits them: a grid, or half of a fused grid.
+struct SubGrid {
+    op: OpId,
+    ctas: u32,
+    /// Index of the plan's grid (for its occupancy and trigger).
+    kernel: usize,
+    link: Link,
+    waits: bool,
+}
+
+/// The plan's grids as sub-grids, in launch order.
+fn sub_grids(plan: &ChainPlan, g: &mkc_ir::TaskGraph) -> Vec<SubGrid> {
+    let mut out = Vec::new();
+    for (i, k) in plan.kernels.iter().enumerate() {
+        out.push(SubGrid {
+            op: k.op,
+            ctas: k.ctas,
+            kernel: i,
+            link: Link::Edge(k.incoming),
+            waits: k.wait.is_some(),
+        });
+        if let Some(t) = k.then {
+            out.push(SubGrid {
+                op: t,
+                ctas: g.op(t).tasks,
+                kernel: i,
+                link: Link::Barrier,
+                waits: true,
+            });
+        }
+    }
+    out
 }
 
 #[derive(Default)]
@@ -79,28 +128,32 @@ pub fn simulate(
     let lat = &device.latencies;
     let pdl = s.target == Target::Pdl;
     let (bw, cap) = bandwidths(device);
-    let slots = slots_per_sm(s, device, options);
+    let kernel_slots = slots_per_sm(s, device, options);
+    let subs = sub_grids(plan, g);
+    let slots: Vec<u32> = subs.iter().map(|sg| kernel_slots[sg.kernel]).collect();
     let n_sms = device.sms as usize;
     let mut pool: Pool<(usize, u32, usize)> = Pool::new(bw, cap);
     let mut queue: EventQueue<Event> = EventQueue::default();
-    let mut grids: Vec<Grid> = plan.kernels.iter().map(|_| Grid::default()).collect();
+    let mut grids: Vec<Grid> = subs.iter().map(|_| Grid::default()).collect();
     let mut used = vec![0u32; n_sms];
     // Grid occupying each SM (for the no-co-residency rule) and how many of its CTAs are there.
     let mut owner: Vec<Option<(usize, u32)>> = vec![None; n_sms];
     let mut spans = Span::unset(g.tasks.len());
-    let task_of = |k: usize, cta: u32| g.op(plan.kernels[k].op).first_task.0 + cta;
+    let task_of = |k: usize, cta: u32| g.op(subs[k].op).first_task.0 + cta;
+    // The second half of a fused grid triggers with the first (the kernel's trigger is one).
     let trigger = |k: usize| {
-        plan.kernels[k]
+        plan.kernels[subs[k].kernel]
             .trigger
             .map(|t| options.trigger.unwrap_or(t))
+            .filter(|_| subs.get(k + 1).is_none_or(|n| n.link != Link::Barrier))
     };
     // A CTA of grid k triggered: once all have, a programmatic successor becomes admissible.
     let count_trigger =
         |k: usize, now: f64, grids: &mut Vec<Grid>, queue: &mut EventQueue<Event>| {
             grids[k].triggered += 1;
-            if grids[k].triggered == plan.kernels[k].ctas
+            if grids[k].triggered == subs[k].ctas
                 && k + 1 < grids.len()
-                && plan.kernels[k + 1].incoming == Some(EdgeSync::Programmatic)
+                && subs[k + 1].link == Link::Edge(Some(EdgeSync::Programmatic))
             {
                 queue.push(now, Event::Admissible(k + 1));
             }
@@ -127,17 +180,21 @@ pub fn simulate(
                  owner: &mut Vec<Option<(usize, u32)>>,
                  queue: &mut EventQueue<Event>,
                  delay: f64| {
-        let Some(k) = (0..grids.len()).find(|&k| grids[k].next_cta < plan.kernels[k].ctas) else {
+        let Some(k) = (0..grids.len()).find(|&k| grids[k].next_cta < subs[k].ctas) else {
             return;
         };
         if !grids[k].admissible {
             return;
         }
+        // A fused grid's second half runs in the first half's CTAs: it has slots of its own
+        // and may share the first half's SMs.
+        let partner = (subs[k].link == Link::Barrier).then(|| k - 1);
+        let limit = slots[k] + partner.map_or(0, |p| slots[p]);
         for sm in 0..used.len() {
-            while used[sm] < slots[k] && grids[k].next_cta < plan.kernels[k].ctas {
+            while used[sm] < limit && grids[k].next_cta < subs[k].ctas {
                 if !options.coresidency {
                     if let Some((o, count)) = owner[sm] {
-                        if o != k && count > 0 {
+                        if o != k && Some(o) != partner && count > 0 {
                             break;
                         }
                     }
@@ -158,8 +215,12 @@ pub fn simulate(
         match item {
             Next::Event(now, Event::Admissible(k)) => {
                 grids[k].admissible = true;
-                if !pdl || plan.kernels[k].wait.is_none() {
+                if subs[k].link != Link::Barrier && (!pdl || !subs[k].waits) {
                     grids[k].released = true;
+                }
+                // A fused grid's second half is admitted with its first.
+                if subs.get(k + 1).is_some_and(|n| n.link == Link::Barrier) {
+                    queue.push(now, Event::Admissible(k + 1));
                 }
                 admit(now, &mut grids, &mut used, &mut owner, &mut queue, 0.0);
             }
@@ -200,12 +261,17 @@ pub fn simulate(
                 if trigger(k) == Some(Trigger::Late) {
                     count_trigger(k, now, &mut grids, &mut queue);
                 }
-                if grids[k].exited == plan.kernels[k].ctas && k + 1 < grids.len() {
-                    match plan.kernels[k + 1].incoming {
-                        Some(EdgeSync::Programmatic) => {
+                if grids[k].exited == subs[k].ctas && k + 1 < grids.len() {
+                    match subs[k + 1].link {
+                        Link::Barrier => {
+                            queue.push(now + lat.signal_visible_ns, Event::Release(k + 1))
+                        }
+                        Link::Edge(Some(EdgeSync::Programmatic)) => {
                             queue.push(now + lat.pdl_wait_release_ns, Event::Release(k + 1))
                         }
-                        _ => queue.push(now + lat.launch_gap_ns, Event::Admissible(k + 1)),
+                        Link::Edge(_) => {
+                            queue.push(now + lat.launch_gap_ns, Event::Admissible(k + 1))
+                        }
                     }
                 }
             }

@@ -309,7 +309,7 @@ fn step_start(grids: &[mkc_backend::gpu::GridTrace]) -> u64 {
 
 /// Columns of `--cta-trace-out`.
 const TRACE_CSV_HEADER: &str =
-    "target,grid,kind,layer,cta,sm,entry_ns,exit_ns,issued_ns,released_ns,prepared_ns,landed_ns,computed_ns,sub1_ns,sub2_ns\n";
+    "target,grid,kind,layer,cta,sm,entry_ns,exit_ns,issued_ns,released_ns,prepared_ns,landed_ns,computed_ns,sub1_ns,sub2_ns,arrived_ns,passed_ns\n";
 
 /// Appends one CSV row per traced CTA: entry and exit (globaltimer) relative to the step's
 /// first entry, phase marks (clock64, including the two finer marks) converted to ns after the
@@ -325,15 +325,18 @@ fn trace_csv(
     for (gi, g) in grids.iter().enumerate() {
         for (ci, c) in g.ctas.iter().enumerate() {
             let layer = g.layer.map(|l| l.to_string()).unwrap_or_default();
+            let kind = match g.then {
+                Some(t) => format!("{}+{}", g.kind.name(), t.name()),
+                None => g.kind.name().to_string(),
+            };
             let _ = write!(
                 out,
-                "{target},{gi},{},{layer},{ci},{},{},{}",
-                g.kind.name(),
+                "{target},{gi},{kind},{layer},{ci},{},{},{}",
                 c[7],
                 c[8].saturating_sub(t0),
                 c[9].saturating_sub(t0)
             );
-            for slot in [1, 2, 3, 4, 5, 10, 11] {
+            for slot in [1, 2, 3, 4, 5, 10, 11, 12, 13] {
                 if c[slot] > 0 && c[slot] >= c[0] {
                     let ns = (c[slot] - c[0]) as f64 / clock_khz * 1e6;
                     let _ = write!(out, ",{ns:.0}");
@@ -368,9 +371,9 @@ fn phase_rows(
         last_exit = exit;
     }
     let mut rows = Vec::new();
-    for (name, kind) in mkc_backend::kernels::ENTRY_POINTS {
+    for (name, ops) in mkc_backend::kernels::grid_entry_points() {
         let of_kind: Vec<usize> = (0..grids.len())
-            .filter(|&i| grids[i].kind == *kind)
+            .filter(|&i| (grids[i].kind, grids[i].then) == ops)
             .collect();
         if of_kind.is_empty() {
             continue;
@@ -428,16 +431,20 @@ mod tests {
     fn the_trace_csv_puts_every_cta_on_the_step_timeline() {
         // 1 GHz: one cycle per ns. CTA slots: marks 0-6, SM, entry ns, exit ns, marks 10-11.
         let cta = |entry_clk: u64, sm: u64, entry: u64, exit: u64, issued: u64| {
-            [entry_clk, issued, 0, 0, 0, 0, 0, sm, entry, exit, 0, 0]
+            [
+                entry_clk, issued, 0, 0, 0, 0, 0, sm, entry, exit, 0, 0, 0, 0,
+            ]
         };
         let grids = [
             GridTrace {
                 kind: OpKind::QkvRope,
+                then: None,
                 layer: Some(3),
                 ctas: vec![cta(1000, 7, 5000, 9000, 1500), cta(2000, 9, 5200, 9100, 0)],
             },
             GridTrace {
                 kind: OpKind::LmHead,
+                then: Some(OpKind::UpGate),
                 layer: None,
                 ctas: vec![cta(100, 7, 9050, 20000, 130)],
             },
@@ -447,8 +454,8 @@ mod tests {
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines.len(), 4);
         assert_eq!(lines[0].split(',').count(), lines[1].split(',').count());
-        assert_eq!(lines[1], "pdl,0,qkv_rope,3,0,7,0,4000,500,,,,,,");
-        assert_eq!(lines[2], "pdl,0,qkv_rope,3,1,9,200,4100,,,,,,,");
-        assert_eq!(lines[3], "pdl,1,lm_head,,0,7,4050,15000,30,,,,,,");
+        assert_eq!(lines[1], "pdl,0,qkv_rope,3,0,7,0,4000,500,,,,,,,,");
+        assert_eq!(lines[2], "pdl,0,qkv_rope,3,1,9,200,4100,,,,,,,,,");
+        assert_eq!(lines[3], "pdl,1,lm_head+up_gate,,0,7,4050,15000,30,,,,,,,,");
     }
 }

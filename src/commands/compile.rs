@@ -20,6 +20,7 @@ fn options(args: &CompileArgs) -> Result<CompileOptions, CommandError> {
         target: args.target.into(),
         policy: args.setup.policy.into(),
         trigger: args.setup.trigger.into(),
+        grids: args.setup.grids.into(),
         ilp: IlpOptions {
             time_limit_s: args.ilp_time_limit,
             ..IlpOptions::default()

@@ -7,7 +7,7 @@ use mkc_backend::gpu::{Gpu, Runner, WeightSource};
 use mkc_backend::reference::{argmax_margin, rel_l2, Reference};
 use mkc_backend::weights::{self, HostWeights};
 use mkc_ir::Model;
-use mkc_scheduler::{compile, CompileOptions, Schedule, Target, Trigger};
+use mkc_scheduler::{compile, CompileOptions, Grids, Schedule, Target, Trigger};
 use serde::Serialize;
 
 use super::CommandError;
@@ -33,6 +33,8 @@ pub struct Session {
     pub watchdog: Duration,
     /// PDL trigger placement.
     pub trigger: Trigger,
+    /// Grouping of operators into grids.
+    pub grids: Grids,
 }
 
 /// Converts the CLI target.
@@ -108,6 +110,7 @@ impl Session {
             host,
             watchdog: Duration::from_secs_f64(args.watchdog),
             trigger: args.trigger.into(),
+            grids: args.grids.into(),
         })
     }
 
@@ -117,6 +120,7 @@ impl Session {
         let opts = CompileOptions {
             target,
             trigger: self.trigger,
+            grids: self.grids,
             ..CompileOptions::default()
         };
         Ok(compile(&self.model, &device, &opts).schedule)

@@ -69,6 +69,7 @@ pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
             target,
             policy: args.setup.policy.into(),
             trigger,
+            grids: args.setup.grids.into(),
             ..CompileOptions::default()
         };
         let mut s = compile(&model, &device, &opts).schedule;

@@ -11,7 +11,7 @@ use super::abi::{KGlobals, KLayer, KModel};
 use super::device::stalled;
 use super::{OpFn, Runner};
 use crate::error::{check, BackendError};
-use crate::kernels;
+use crate::kernels::{self, GridOps};
 
 /// An instantiated CUDA graph of one decode step.
 pub struct StepGraph {
@@ -34,12 +34,19 @@ impl Drop for StepGraph {
     }
 }
 
-/// The operator kernel of `kind` among `funcs`.
-pub(super) fn op_fn(funcs: &[OpFn], kind: OpKind) -> OpFn {
-    *funcs
+/// The kernel among `funcs` that runs a grid of `ops`; the error names a pair no kernel fuses.
+pub(super) fn op_fn(funcs: &[OpFn], ops: GridOps) -> Result<OpFn, BackendError> {
+    funcs
         .iter()
-        .find(|(k, _, _)| *k == kind)
-        .expect("a kernel per operator kind")
+        .find(|(k, _, _)| *k == ops)
+        .copied()
+        .ok_or_else(|| {
+            BackendError::Unsupported(format!(
+                "no kernel runs {} and {} in one grid; compile with --grids per-op",
+                ops.0.name(),
+                ops.1.map_or("nothing", |k| k.name())
+            ))
+        })
 }
 
 /// One grid launch: which kernel, on which layer's buffers, how, and where it traces.
@@ -48,6 +55,8 @@ pub(super) struct GridLaunch {
     /// The kernel, its kind and dynamic shared memory.
     pub(super) f: OpFn,
     pub(super) layer: usize,
+    /// Its grid-barrier counter (device address; fused grids only, else 0).
+    pub(super) barrier: u64,
     pub(super) ctas: u32,
     /// Carries the programmatic-serialization attribute.
     pub(super) pdl_attribute: bool,
@@ -82,29 +91,43 @@ impl Runner {
     /// Launches one grid of a chain on the runner's stream (captured when a capture is open).
     fn launch(&self, grid: &GridLaunch) -> Result<(), BackendError> {
         let GridLaunch {
-            f: (kind, f, smem),
+            f: (ops, f, smem),
             layer,
+            barrier,
             ctas,
             pdl_attribute,
             waits,
             early,
             trace,
         } = *grid;
-        let ctas = self.grid_ctas(kind, ctas);
+        let ctas = self.grid_ctas(ops, ctas);
         let mut km = self.km;
         let mut globals = self.globals;
-        let mut l = self.layers[layer.min(self.layers.len() - 1)];
+        let last = self.layers.len() - 1;
+        let mut l = self.layers[layer.min(last)];
+        // A fused grid's second operator may belong to the next layer (down + QKV).
+        let mut next = self.layers[(layer + 1).min(last)];
         let mut pdl: i32 = waits as i32;
         let mut early: i32 = early as i32;
         let mut trace = trace;
-        let mut args: [*mut c_void; 6] = [
+        let mut barrier = barrier;
+        let mut args: Vec<*mut c_void> = vec![
             &mut km as *mut KModel as *mut c_void,
             &mut globals as *mut KGlobals as *mut c_void,
             &mut l as *mut KLayer as *mut c_void,
+        ];
+        let fused = ops.1.is_some();
+        if fused {
+            args.push(&mut next as *mut KLayer as *mut c_void);
+        }
+        args.extend([
             &mut pdl as *mut i32 as *mut c_void,
             &mut early as *mut i32 as *mut c_void,
             &mut trace as *mut u64 as *mut c_void,
-        ];
+        ]);
+        if fused {
+            args.push(&mut barrier as *mut u64 as *mut c_void);
+        }
         // SAFETY: zero is a valid bit pattern for the attribute union.
         let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
         attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
@@ -113,7 +136,7 @@ impl Runner {
             gridDimX: ctas,
             gridDimY: 1,
             gridDimZ: 1,
-            blockDimX: kernels::threads(kind),
+            blockDimX: kernels::threads(ops.0),
             blockDimY: 1,
             blockDimZ: 1,
             sharedMemBytes: smem,
@@ -125,11 +148,16 @@ impl Runner {
             },
             numAttrs: pdl_attribute as u32,
         };
-        // SAFETY: the arguments match the kernels' (Model, Globals, Layer, int, int) signature
-        // and outlive the call; every pointer inside them is a live device allocation.
+        // SAFETY: the arguments match the kernels' (Model, Globals, Layer, [Layer,] int, int,
+        // u64*, [u64*]) signatures and outlive the call; every pointer inside them is a live
+        // device allocation.
         let r =
             unsafe { sys::cuLaunchKernelEx(&config, f, args.as_mut_ptr(), std::ptr::null_mut()) };
-        check(r.result(), "cuLaunchKernelEx", kernels::entry_point(kind))
+        check(
+            r.result(),
+            "cuLaunchKernelEx",
+            kernels::grid_entry_point(ops).unwrap_or("kernel"),
+        )
     }
 
     /// Captures one decode step of a chain schedule (`graph` or `pdl`) into a CUDA graph.
@@ -152,19 +180,29 @@ impl Runner {
             )
         })?;
         let g = &schedule.graph;
-        let grids = plan.kernels.iter().enumerate().map(|(i, k)| {
+        let mut grids = Vec::with_capacity(plan.kernels.len());
+        for (i, k) in plan.kernels.iter().enumerate() {
             let op = g.op(k.op);
-            GridLaunch {
-                f: op_fn(funcs, op.kind),
-                layer: op.layer.unwrap_or(0) as usize,
+            let ops = (op.kind, k.then.map(|t| g.op(t).kind));
+            let layer = op.layer.unwrap_or(0) as usize;
+            // Two barrier counters per layer: the O-projection's grid, then down's.
+            let barrier = match ops {
+                (_, None) => 0,
+                (OpKind::OProj, _) => self.barriers + (2 * layer as u64) * 8,
+                _ => self.barriers + (2 * layer as u64 + 1) * 8,
+            };
+            grids.push(GridLaunch {
+                f: op_fn(funcs, ops)?,
+                layer,
+                barrier,
                 ctas: k.ctas,
                 pdl_attribute: k.pdl_attribute,
                 waits: k.wait.is_some(),
                 early: k.trigger == Some(Trigger::Early),
                 trace: trace(i),
-            }
-        });
-        self.capture_grids(schedule.target, schedule.target.name(), grids)
+            });
+        }
+        self.capture_grids(schedule.target, schedule.target.name(), grids.into_iter())
     }
 
     /// Captures `grids`, launched in order on the runner's stream, into an instantiated graph.

@@ -19,7 +19,7 @@ mod setup;
 mod trace;
 
 use cudarc::driver::{result, sys};
-use mkc_ir::{Model, OpKind};
+use mkc_ir::Model;
 
 pub use device::Gpu;
 pub use info::loaded_kernel_info;
@@ -28,12 +28,12 @@ pub use run::{RunOptions, RunOutput};
 pub use setup::WeightSource;
 pub use trace::{GridTrace, TRACE_SLOTS};
 
-use crate::kernels::KernelInfo;
+use crate::kernels::{GridOps, KernelInfo};
 use abi::{KGlobals, KLayer, KModel};
 use device::{stalled, DevBuf};
 
-/// An operator kernel: its kind, function and dynamic shared memory.
-type OpFn = (OpKind, sys::CUfunction, u32);
+/// A grid's kernel: the operators it runs, its function and dynamic shared memory.
+type OpFn = (GridOps, sys::CUfunction, u32);
 
 /// The runner: module, buffers and launch logic for one model.
 pub struct Runner {
@@ -47,6 +47,8 @@ pub struct Runner {
     /// The traced build of the operators, loaded on first use by `trace_step`.
     traced: Option<(sys::CUmodule, Vec<OpFn>)>,
     read_bw: sys::CUfunction,
+    /// Grid-barrier counters of the fused grids, two per layer (never reset: monotonic).
+    barriers: u64,
     /// Kernel figures from the compiler, with this model's dynamic shared memory.
     pub kernel_info: Vec<KernelInfo>,
     bufs: Vec<DevBuf>,

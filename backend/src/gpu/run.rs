@@ -176,16 +176,20 @@ impl Runner {
         launches: &[(OpKind, usize, u32)],
         reps: usize,
     ) -> Result<f64, BackendError> {
-        let grids = launches.iter().map(|&(kind, layer, ctas)| GridLaunch {
-            f: op_fn(&self.funcs, kind),
-            layer,
-            ctas,
-            pdl_attribute: false,
-            waits: false,
-            early: false,
-            trace: 0,
-        });
-        let step = self.capture_grids(Target::Graph, "per-kernel timing", grids)?;
+        let mut grids = Vec::with_capacity(launches.len());
+        for &(kind, layer, ctas) in launches {
+            grids.push(GridLaunch {
+                f: op_fn(&self.funcs, (kind, None))?,
+                layer,
+                barrier: 0,
+                ctas,
+                pdl_attribute: false,
+                waits: false,
+                early: false,
+                trace: 0,
+            });
+        }
+        let step = self.capture_grids(Target::Graph, "per-kernel timing", grids.into_iter())?;
         self.median_ms(reps, "per-kernel", || {
             // SAFETY: the graph is live and instantiated for this stream.
             check(

@@ -4,13 +4,13 @@
 use std::ffi::c_void;
 
 use cudarc::driver::{result, sys};
-use mkc_ir::{Model, OpKind};
+use mkc_ir::Model;
 
 use super::abi::{KGlobals, KLayer, KModel};
 use super::device::{DevBuf, Gpu};
 use super::{OpFn, Runner};
 use crate::error::{check, BackendError};
-use crate::kernels;
+use crate::kernels::{self, GridOps};
 use crate::weights::{layout, Fill, HostWeights, PER_LAYER};
 
 /// Where weights come from.
@@ -28,9 +28,9 @@ pub(super) fn load_operators(
 ) -> Result<(sys::CUmodule, Vec<OpFn>), BackendError> {
     let module = load_module(cubin)?;
     let mut funcs = Vec::new();
-    for &(name, kind) in kernels::ENTRY_POINTS {
+    for (name, ops) in kernels::grid_entry_points() {
         let f = func(module, name)?;
-        let smem = kernels::dynamic_smem(model, kind);
+        let smem = kernels::grid_dynamic_smem(model, ops);
         // SAFETY: valid function and attribute.
         check(
             unsafe {
@@ -57,7 +57,7 @@ pub(super) fn load_operators(
             "cuFuncSetAttribute",
             name,
         )?;
-        funcs.push((kind, f, smem));
+        funcs.push((ops, f, smem));
     }
     Ok((module, funcs))
 }
@@ -134,6 +134,7 @@ impl Runner {
             funcs,
             traced: None,
             read_bw,
+            barriers: 0,
             kernel_info,
             bufs: Vec::new(),
             _gpu: gpu,
@@ -144,8 +145,8 @@ impl Runner {
 
     /// CTAs launched for a grid of `kind` whose schedule has `tasks` tiles: the streaming
     /// kernels run one CTA per SM that walks a range of weight pages.
-    pub fn grid_ctas(&self, kind: OpKind, tasks: u32) -> u32 {
-        kernels::grid_ctas(&self.model, kind, tasks, self._gpu.sms as u32)
+    pub fn grid_ctas(&self, ops: GridOps, tasks: u32) -> u32 {
+        kernels::grid_ctas(&self.model, ops, tasks, self._gpu.sms as u32)
     }
 
     pub(super) fn alloc(&mut self, bytes: usize, what: &str) -> Result<u64, BackendError> {
@@ -215,6 +216,14 @@ impl Runner {
         } else {
             ptrs[base + 1]
         };
+        let barrier_bytes = 2 * g.layers as usize * 8;
+        self.barriers = self.alloc(barrier_bytes, "grid barriers")?;
+        // SAFETY: `barriers` holds barrier_bytes bytes.
+        check(
+            unsafe { result::memset_d8_sync(self.barriers, 0, barrier_bytes) },
+            "cuMemsetD8",
+            "grid barriers",
+        )?;
         self.globals = KGlobals {
             embed,
             lm_head,

@@ -13,15 +13,18 @@ use crate::kernels;
 /// Slots per CTA in a phase trace (the kernels' `TRACE_SLOTS`): clock64 at entry, loads issued,
 /// wait released, vector prepared, weights landed, computed, exit (0-6); the SM (7);
 /// globaltimer at entry and exit (8, 9); clock64 at two marks inside a phase (10, 11: partial
-/// sums landed and normalised; attention's scores and softmax done). A mark a kernel does not
-/// record is 0.
-pub const TRACE_SLOTS: usize = 12;
+/// sums landed and normalised; attention's scores and softmax done); in a fused grid, clock64
+/// where its CTA enters and passes the grid barrier (12, 13). A mark a kernel does not record
+/// is 0.
+pub const TRACE_SLOTS: usize = 14;
 
 /// One grid's CTA phase marks.
 #[derive(Clone, Debug)]
 pub struct GridTrace {
     /// Operator kind.
     pub kind: OpKind,
+    /// The second operator of a fused grid.
+    pub then: Option<OpKind>,
     /// Layer (None for the LM head).
     pub layer: Option<u32>,
     /// Per CTA: the TRACE_SLOTS marks.
@@ -47,7 +50,7 @@ impl Runner {
         let ctas: Vec<u32> = plan
             .kernels
             .iter()
-            .map(|k| self.grid_ctas(g.op(k.op).kind, k.ctas))
+            .map(|k| self.grid_ctas((g.op(k.op).kind, k.then.map(|t| g.op(t).kind)), k.ctas))
             .collect();
         for &c in &ctas {
             offsets.push(total);
@@ -94,6 +97,7 @@ impl Runner {
                 let op = g.op(k.op);
                 GridTrace {
                     kind: op.kind,
+                    then: k.then.map(|t| g.op(t).kind),
                     layer: op.layer,
                     ctas: (0..n as usize)
                         .map(|c| {
