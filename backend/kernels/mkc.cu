@@ -451,6 +451,21 @@ __device__ void consume(const Stream& s, const Matvec& v, const float* x, int fi
     }
 }
 
+// The producer warp's start: its first lane initialises the ring's barriers and requests the
+// RMSNorm weights (`norm`, null for none) ahead of any page; then the warp tells the consumers
+// the ring is ready (named barrier 2, without waiting).
+__device__ __forceinline__ void start_producer(const Stream& s, const bf16* norm, int norm_len) {
+    if (threadIdx.x == CONSUMER_THREADS) {
+        ring_init(s);
+        if (norm) {
+            mbar_expect_tx(s.norm_bar, (unsigned)(norm_len * 2));
+            bulk_copy(s.norm, norm, (unsigned)(norm_len * 2), s.norm_bar);
+        }
+    }
+    __syncwarp();
+    ring_ready_arrive();
+}
+
 // Runs a streaming operator: barriers, producer, the grid-dependency wait, `prepare` (stages the
 // input vector in s.x; consumers only), the consumers (reading x_global instead of s.x where it
 // is set), then `finish` (consumers only). The
@@ -465,15 +480,7 @@ __device__ void run_stream(const Matvec& v, int x_len, const float* x_global, co
     page_range(v.pages, first, count);
     if (pdl && early) pdl_trigger();
     if (threadIdx.x >= CONSUMER_THREADS) {
-        if (threadIdx.x == CONSUMER_THREADS) {
-            ring_init(s);
-            if (norm) {
-                mbar_expect_tx(s.norm_bar, (unsigned)(norm_len * 2));
-                bulk_copy(s.norm, norm, (unsigned)(norm_len * 2), s.norm_bar);
-            }
-        }
-        __syncwarp();
-        ring_ready_arrive();
+        start_producer(s, norm, norm_len);
         if (threadIdx.x == CONSUMER_THREADS) produce(s, v, first, count);
         return;
     }
@@ -789,15 +796,7 @@ __device__ void run_fused(const Matvec& va, const float* xa, EpilogueA& epilogue
     page_range(vb.pages, first_b, count_b);
     if (pdl && early) pdl_trigger();
     if (threadIdx.x >= CONSUMER_THREADS) {
-        if (threadIdx.x == CONSUMER_THREADS) {
-            ring_init(s);
-            if (norm) {
-                mbar_expect_tx(s.norm_bar, (unsigned)(norm_len * 2));
-                bulk_copy(s.norm, norm, (unsigned)(norm_len * 2), s.norm_bar);
-            }
-        }
-        __syncwarp();
-        ring_ready_arrive();
+        start_producer(s, norm, norm_len);
         if (threadIdx.x == CONSUMER_THREADS) {
             produce(s, va, first_a, count_a, 0);
             produce(s, vb, first_b, count_b, count_a);

@@ -109,7 +109,7 @@ pub fn entry_point(kind: OpKind) -> &'static str {
 }
 
 /// What ptxas reported about one kernel, and the launch shape mkc uses.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct KernelInfo {
     /// Entry point.
     pub name: String,
@@ -297,13 +297,7 @@ pub fn parse_ptxas_log(log: &str) -> Vec<KernelInfo> {
             out.push(KernelInfo {
                 threads: threads_of(&name),
                 name,
-                registers: 0,
-                static_smem: 0,
-                dynamic_smem: 0,
-                stack_bytes: 0,
-                spill_store_bytes: 0,
-                spill_load_bytes: 0,
-                code_hash: 0,
+                ..KernelInfo::default()
             });
             current = Some(out.len() - 1);
             continue;

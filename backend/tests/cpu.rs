@@ -281,10 +281,7 @@ fn compiled_resources_replace_the_declared_ones_in_chain_schedules() {
             registers: 40 + i as u32,
             static_smem: 16,
             dynamic_smem: 1000 * (i as u32 + 1),
-            stack_bytes: 0,
-            spill_store_bytes: 0,
-            spill_load_bytes: 0,
-            code_hash: 0,
+            ..kernels::KernelInfo::default()
         })
         .collect();
     let n = kernels::apply_to_schedule(&mut s, &infos);
@@ -319,14 +316,14 @@ fn every_fusable_pair_has_a_kernel() {
                 mkc_scheduler::chain::fusable(a, b),
                 "{a:?} + {b:?}"
             );
-            if entry.is_some() {
+            if let Some(entry) = entry {
                 pairs += 1;
                 assert_eq!(kernels::grid_ctas(&m, (a, Some(b)), 7, 132), 132);
                 assert_eq!(
                     kernels::grid_dynamic_smem(&m, (a, Some(b))),
                     kernels::dynamic_smem(&m, b)
                 );
-                assert_eq!(kernels::threads_of(entry.unwrap()), kernels::THREADS);
+                assert_eq!(kernels::threads_of(entry), kernels::THREADS);
             }
         }
     }
@@ -344,12 +341,7 @@ fn every_fusable_pair_has_a_kernel() {
             name: name.to_string(),
             threads: 288,
             registers: 100 + name.len() as u32,
-            static_smem: 0,
-            dynamic_smem: 0,
-            stack_bytes: 0,
-            spill_store_bytes: 0,
-            spill_load_bytes: 0,
-            code_hash: 0,
+            ..kernels::KernelInfo::default()
         })
         .collect();
     let n = kernels::apply_to_schedule(&mut s, &infos);
