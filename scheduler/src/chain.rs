@@ -71,7 +71,7 @@ pub fn plan(
             let dependent_reads = step_reads(graph, first, then);
             let waits = pdl && !dependent_reads.is_empty();
             let wait = waits.then(|| GridWait {
-                early_loads: independent_loads(graph, op.id),
+                early_loads: independent_loads(graph, first, then),
                 dependent_reads,
             });
             let name = match then {
@@ -102,13 +102,18 @@ pub fn plan(
     ChainPlan { kernels }
 }
 
-/// Loads of operator `op` that read nothing produced within the step.
-fn independent_loads(graph: &TaskGraph, op: mkc_ir::OpId) -> Vec<IndependentLoad> {
+/// Loads of the grid running `first` (and `then`) that read nothing produced within the step:
+/// a fused grid streams both operators' weights before its wait.
+fn independent_loads(graph: &TaskGraph, first: OpId, then: Option<OpId>) -> Vec<IndependentLoad> {
+    let ops: Vec<OpId> = std::iter::once(first).chain(then).collect();
     let mut loads = Vec::new();
-    if graph.tasks_of(op).any(|t| t.cost.weight_bytes > 0) {
+    if ops
+        .iter()
+        .any(|&op| graph.tasks_of(op).any(|t| t.cost.weight_bytes > 0))
+    {
         loads.push(IndependentLoad::Weights);
     }
-    if graph.op(op).kind == OpKind::Attention {
+    if ops.iter().any(|&op| graph.op(op).kind == OpKind::Attention) {
         loads.push(IndependentLoad::KvHistory);
     }
     loads
