@@ -322,11 +322,7 @@ __device__ Stream carve_stream(int x_len, int norm_len, int per_warp) {
     return s;
 }
 
-// Initialises the ring's barriers (before any thread uses them).
-// The producer lane initialises the ring's barriers and starts issuing pages at once; its warp
-// then arrives (without waiting) on named barrier 2, on which the consumers synchronise before
-// their first use of the ring. A CTA-wide barrier here would hold the first weight request
-// until every warp of the CTA had started (~0.7 µs per grid, measured).
+// Initialises the ring's barriers (the producer lane, before any thread uses them).
 __device__ void ring_init(const Stream& s) {
     for (int i = 0; i < CONSUMER_WARPS * s.per_warp; ++i) {
         mbar_init(&s.full[i], 1);
@@ -452,8 +448,10 @@ __device__ void consume(const Stream& s, const Matvec& v, const float* x, int fi
 }
 
 // The producer warp's start: its first lane initialises the ring's barriers and requests the
-// RMSNorm weights (`norm`, null for none) ahead of any page; then the warp tells the consumers
-// the ring is ready (named barrier 2, without waiting).
+// RMSNorm weights (`norm`, null for none) ahead of any page; then the warp arrives, without
+// waiting, on named barrier 2, where the consumers synchronise before their first use of the
+// ring, and its lane goes on to issue pages at once. A CTA-wide barrier here would hold the
+// first weight request until every warp of the CTA had started (~0.7 µs per grid, measured).
 __device__ __forceinline__ void start_producer(const Stream& s, const bf16* norm, int norm_len) {
     if (threadIdx.x == CONSUMER_THREADS) {
         ring_init(s);
@@ -774,7 +772,9 @@ __device__ void grid_barrier(u64* counter) {
 }
 
 // Consumers of one operator whose input vector is `x` (global or shared memory), with the
-// page kernel its chunk width needs.
+// page kernel its chunk width needs. run_stream spells the same dispatch out per source: routing
+// it through this helper changed the machine code of QKV, up/gate and the LM head (code hashes),
+// which were measured as they are.
 template <typename Epilogue>
 __device__ void consume_pages(const Stream& s, const Matvec& v, const float* x, int first, int count, Epilogue& ep, int base) {
     int nj = v.k / 256;

@@ -19,7 +19,7 @@ pub fn fusable(first: OpKind, second: OpKind) -> bool {
 }
 
 /// The operators of each grid, in launch order: every operator once, in operator order.
-pub fn grid_ops(graph: &TaskGraph, grids: Grids) -> Vec<(OpId, Option<OpId>)> {
+fn grid_ops(graph: &TaskGraph, grids: Grids) -> Vec<(OpId, Option<OpId>)> {
     let ops = &graph.ops;
     let mut out = Vec::new();
     let mut i = 0;
@@ -34,7 +34,7 @@ pub fn grid_ops(graph: &TaskGraph, grids: Grids) -> Vec<(OpId, Option<OpId>)> {
 
 /// Tensors produced earlier in the step that a grid running `ops` reads, except those its own
 /// first operator produces (the fused grid's barrier orders those): what its wait guards.
-pub fn step_reads(graph: &TaskGraph, first: OpId, then: Option<OpId>) -> Vec<TensorId> {
+fn step_reads(graph: &TaskGraph, first: OpId, then: Option<OpId>) -> Vec<TensorId> {
     let mut reads: Vec<_> = std::iter::once(first)
         .chain(then)
         .flat_map(|op| graph.tasks_of(op))

@@ -55,8 +55,6 @@ pub(super) struct GridLaunch {
     /// The kernel, its kind and dynamic shared memory.
     pub(super) f: OpFn,
     pub(super) layer: usize,
-    /// Its grid-barrier counter (device address; fused grids only, else 0).
-    pub(super) barrier: u64,
     pub(super) ctas: u32,
     /// Carries the programmatic-serialization attribute.
     pub(super) pdl_attribute: bool,
@@ -93,7 +91,6 @@ impl Runner {
         let GridLaunch {
             f: (ops, f, smem),
             layer,
-            barrier,
             ctas,
             pdl_attribute,
             waits,
@@ -110,7 +107,9 @@ impl Runner {
         let mut pdl: i32 = waits as i32;
         let mut early: i32 = early as i32;
         let mut trace = trace;
-        let mut barrier = barrier;
+        // A fused grid's barrier counter: two per layer, the O-projection's grid then down's.
+        let counter = 2 * layer + usize::from(ops.0 != OpKind::OProj);
+        let mut barrier = self.barriers + counter as u64 * 8;
         let mut args: Vec<*mut c_void> = vec![
             &mut km as *mut KModel as *mut c_void,
             &mut globals as *mut KGlobals as *mut c_void,
@@ -184,17 +183,9 @@ impl Runner {
         for (i, k) in plan.kernels.iter().enumerate() {
             let op = g.op(k.op);
             let ops = (op.kind, k.then.map(|t| g.op(t).kind));
-            let layer = op.layer.unwrap_or(0) as usize;
-            // Two barrier counters per layer: the O-projection's grid, then down's.
-            let barrier = match ops {
-                (_, None) => 0,
-                (OpKind::OProj, _) => self.barriers + (2 * layer as u64) * 8,
-                _ => self.barriers + (2 * layer as u64 + 1) * 8,
-            };
             grids.push(GridLaunch {
                 f: op_fn(funcs, ops)?,
-                layer,
-                barrier,
+                layer: op.layer.unwrap_or(0) as usize,
                 ctas: k.ctas,
                 pdl_attribute: k.pdl_attribute,
                 waits: k.wait.is_some(),

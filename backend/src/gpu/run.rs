@@ -181,7 +181,6 @@ impl Runner {
             grids.push(GridLaunch {
                 f: op_fn(&self.funcs, (kind, None))?,
                 layer,
-                barrier: 0,
                 ctas,
                 pdl_attribute: false,
                 waits: false,
