@@ -99,15 +99,6 @@ pub fn grid_dynamic_smem(model: &Model, ops: GridOps) -> u32 {
     dynamic_smem(model, ops.1.unwrap_or(ops.0))
 }
 
-/// The kernel that runs operators of `kind`.
-pub fn entry_point(kind: OpKind) -> &'static str {
-    ENTRY_POINTS
-        .iter()
-        .find(|(_, k)| *k == kind)
-        .map(|(n, _)| *n)
-        .expect("every operator kind has a kernel")
-}
-
 /// What ptxas reported about one kernel, and the launch shape mkc uses.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct KernelInfo {
