@@ -239,6 +239,9 @@ pub enum GridsArg {
     PerOp,
     /// A split-K matvec and the operator that normalises its sum share a grid (3 per layer).
     Fused,
+    /// Attention folded into the O-projection's grid, each CTA computing the attention its K
+    /// chunk reads (4 per layer; needs the O-projection split by whole KV-head groups).
+    Folded,
 }
 
 impl From<GridsArg> for mkc_scheduler::Grids {
@@ -246,6 +249,7 @@ impl From<GridsArg> for mkc_scheduler::Grids {
         match g {
             GridsArg::Fused => mkc_scheduler::Grids::Fused,
             GridsArg::PerOp => mkc_scheduler::Grids::PerOp,
+            GridsArg::Folded => mkc_scheduler::Grids::Folded,
         }
     }
 }

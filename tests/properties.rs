@@ -59,12 +59,16 @@ proptest! {
         }
     }
 
-    /// Chain targets, one grid per operator or fused: the checker's rules (every operator once,
-    /// in order; waits guarding exactly the reads from earlier grids), and the edge counts.
+    /// Chain targets, one grid per operator, fused pairs or attention folded into the
+    /// O-projection: the checker's rules (every operator once, in order; waits guarding exactly
+    /// the reads from earlier grids), and the grid and edge counts.
     #[test]
-    fn chain_schedules_are_valid(model in arb_model(), pdl in any::<bool>(), fused in any::<bool>()) {
+    fn chain_schedules_are_valid(
+        model in arb_model(),
+        pdl in any::<bool>(),
+        grids in prop::sample::select(vec![Grids::PerOp, Grids::Fused, Grids::Folded]),
+    ) {
         let target = if pdl { Target::Pdl } else { Target::Graph };
-        let grids = if fused { Grids::Fused } else { Grids::PerOp };
         let opts = CompileOptions { grids, ..options(target, Policy::RoundRobin) };
         let c = compile(&model, &device(132), &opts);
         let v = check(&c.schedule);
@@ -72,9 +76,14 @@ proptest! {
         let Plan::Chain(plan) = &c.schedule.plan else { panic!("not a chain") };
         let layers = model.geometry.layers as usize;
         // Fused: layer 0's QKV, then attention, O + up/gate, down + next QKV / LM head.
-        let grids_expected = if fused { 1 + 3 * layers } else { 5 * layers + 1 };
+        // Folded: QKV, attention + O, up/gate, down per layer, then the LM head.
+        let (grids_expected, pairs) = match grids {
+            Grids::PerOp => (5 * layers + 1, 0),
+            Grids::Fused => (1 + 3 * layers, 2 * layers),
+            Grids::Folded => (4 * layers + 1, layers),
+        };
         prop_assert_eq!(plan.kernels.len(), grids_expected);
-        prop_assert_eq!(plan.kernels.iter().filter(|k| k.then.is_some()).count(), if fused { 2 * layers } else { 0 });
+        prop_assert_eq!(plan.kernels.iter().filter(|k| k.then.is_some()).count(), pairs);
         let edges = &c.summary.edges;
         prop_assert_eq!(edges.programmatic + edges.full, grids_expected as u32 - 1);
         prop_assert_eq!(edges.programmatic == 0, !pdl);

@@ -61,10 +61,9 @@ proptest! {
         target in prop::sample::select(vec![Target::Persistent, Target::Pdl, Target::Graph]),
         phase_release in any::<bool>(),
         coresidency in any::<bool>(),
-        fused in any::<bool>(),
+        grids in prop::sample::select(vec![Grids::PerOp, Grids::Fused, Grids::Folded]),
     ) {
         let dev = device(sms);
-        let grids = if fused { Grids::Fused } else { Grids::PerOp };
         let s = schedule_with(&model, &dev, target, grids);
         let opts = SimOptions { phase_release, coresidency, ..SimOptions::default() };
         let (report, t) = simulate(&s, &dev, &opts, None).unwrap();

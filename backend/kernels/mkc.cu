@@ -39,6 +39,7 @@ struct Model {
     int attn_split, s_attn, s_down, max_seq;
     float eps, log2_theta;
     int ring[6];  // ring slots per consumer warp, per operator kind in ENTRY_POINTS order
+    int fold_chunk;  // KV positions staged per chunk by the folded attention + O-projection grid
 };
 
 struct Globals {
@@ -181,11 +182,13 @@ extern __shared__ __align__(128) unsigned char smem_raw[];
 // 8 KiB, and pages claimed dynamically were all measured slower on the H200 (docs/perf.md).
 
 // Issues cp.async copies of rows [from, to) of a [pos][hd] bf16 cache into `dst`, whose rows
-// are `stride` elements apart (padding keeps per-thread row reads free of bank conflicts).
+// are `stride` elements apart (padding keeps per-thread row reads free of bank conflicts), over
+// threads 0 .. NT - 1.
+template <int NT = ATT_THREADS>
 __device__ void load_kv_rows(bf16* dst, const bf16* cache, int from, int to, int hd, int base, int stride) {
     int chunks = hd / 8;
     int total = (to - from) * chunks;
-    for (int i = threadIdx.x; i < total; i += ATT_THREADS) {
+    for (int i = threadIdx.x; i < total; i += NT) {
         int r = from + i / chunks, c = i % chunks;
         cp_async16(dst + (long)(r - base) * stride + c * 8, cache + (long)r * hd + c * 8);
     }
@@ -991,6 +994,157 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     }
 }
 
+// (2+3) Attention folded into the O-projection (`--grids folded`): one grid, one CTA per SM, no
+// attention grid between QKV and the O-projection. The O-projection is split-K by whole KV-head
+// groups, and each CTA takes pages of one K chunk only, so the attention output it multiplies
+// is that chunk's query heads: the CTA computes it itself (the chunk's KV heads, recomputed by
+// every CTA of the chunk; ~1/33 of the step's attention each) into its staged input vector and
+// never stores it. Before the wait the producer streams the CTA's O pages and the consumers
+// issue the chunk's KV history; after it, only q and the current position's K/V are read from
+// what QKV wrote. Shared memory: [stream header, x (q_dim floats) | K chunk (padded) | V chunk |
+// q | scores (hq x max_seq) | page ring]; `fold_chunk` positions per KV chunk (host-sized).
+__device__ __forceinline__ int fold_att_bytes(const Model& m, int hq, int kvn) {
+    int hd = m.head_dim;
+    int bytes = kvn * m.fold_chunk * (2 * hd + 8) * 2 + hq * hd * 4 + hq * m.max_seq * 4;
+    return (bytes + 127) / 128 * 128;
+}
+
+__device__ void attention_o_proj_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
+    Matvec v = matvec(L.w_o, 0, m.q_dim, m.q_dim / m.s_attn, m.s_attn, m.hidden);
+    const int hd = m.head_dim, ks = hd + 8, gq = m.heads / m.kv_heads;
+    const int hq = v.k / hd, kvn = hq / gq, C = m.fold_chunk;
+    // The grid is s_attn x per_chunk CTAs (host); CTA b takes a balanced share of chunk
+    // b / per_chunk's pages.
+    int per_chunk = gridDim.x / v.splits;
+    int chunk = blockIdx.x / per_chunk, sub = blockIdx.x % per_chunk;
+    int chunk_pages = v.pages / v.splits;
+    int first = chunk * chunk_pages + (int)((long)sub * chunk_pages / per_chunk);
+    int count = chunk * chunk_pages + (int)((long)(sub + 1) * chunk_pages / per_chunk) - first;
+    Stream s = carve_stream(m.q_dim, 0, 1);
+    unsigned char* att = smem_raw + ring_offset(m.q_dim, 0);
+    bf16* kbuf = (bf16*)att;                 // [kvn][C][ks]
+    bf16* vbuf = kbuf + kvn * C * ks;        // [kvn][C][hd]
+    float* q = (float*)(vbuf + kvn * C * hd);  // [hq][hd]
+    float* scores = q + hq * hd;             // [hq][len]
+    s.ring = (bf16*)(att + fold_att_bytes(m, hq, kvn));
+    if (pdl && early) pdl_trigger();
+    if (threadIdx.x >= CONSUMER_THREADS) {
+        start_producer(s, nullptr, 0);
+        if (threadIdx.x == CONSUMER_THREADS) produce(s, v, first, count);
+        return;
+    }
+    mark(MARK_ISSUED);
+    const int kv0 = chunk * kvn, qh0 = chunk * hq;
+    const long head_rows = (long)m.max_seq * hd;
+    // The position is written by the host before the step, so it may be read before the wait.
+    int p = *g.pos;
+    int len = p + 1;
+    int first_end = len < C ? len : C;
+    int hist = p < first_end ? p : first_end;
+    for (int j = 0; j < kvn; ++j) {
+        load_kv_rows<CONSUMER_THREADS>(kbuf + j * C * ks, L.k_cache + (kv0 + j) * head_rows, 0, hist, hd, 0, ks);
+        load_kv_rows<CONSUMER_THREADS>(vbuf + j * C * hd, L.v_cache + (kv0 + j) * head_rows, 0, hist, hd, 0, hd);
+    }
+    ring_ready_wait();
+    if (pdl) pdl_wait();
+    mark(MARK_RELEASED);
+    int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    if (hist < first_end) {  // the current position, written by this step's QKV grid
+        for (int j = 0; j < kvn; ++j) {
+            load_kv_rows<CONSUMER_THREADS>(kbuf + j * C * ks, L.k_cache + (kv0 + j) * head_rows, hist, first_end, hd, 0, ks);
+            load_kv_rows<CONSUMER_THREADS>(vbuf + j * C * hd, L.v_cache + (kv0 + j) * head_rows, hist, first_end, hd, 0, hd);
+        }
+    }
+    for (int i = tid; i < hq * hd; i += CONSUMER_THREADS) q[i] = L.qkv[qh0 * hd + i];
+    float scale = rsqrtf((float)hd);
+    for (int base = 0; base < len; base += C) {
+        int end = base + C < len ? base + C : len;
+        if (base > 0) {
+            consumers_sync();
+            for (int j = 0; j < kvn; ++j)
+                load_kv_rows<CONSUMER_THREADS>(kbuf + j * C * ks, L.k_cache + (kv0 + j) * head_rows, base, end, hd, base, ks);
+        }
+        cp_async_wait_all();
+        consumers_sync();
+        int c = end - base;
+        for (int idx = tid; idx < hq * c; idx += CONSUMER_THREADS) {
+            int h = idx / c, i = idx % c;
+            const uint4* krow = reinterpret_cast<const uint4*>(kbuf + ((long)(h / gq) * C + i) * ks);
+            const float4* qh = reinterpret_cast<const float4*>(q + h * hd);
+            float acc = 0.f;
+            for (int cc = 0; cc < hd / 8; ++cc) {
+                uint4 w = krow[cc];
+                float4 qa = qh[2 * cc], qb = qh[2 * cc + 1];
+                acc += qa.x * __uint_as_float(w.x << 16) + qa.y * __uint_as_float(w.x & 0xFFFF0000u) +
+                       qa.z * __uint_as_float(w.y << 16) + qa.w * __uint_as_float(w.y & 0xFFFF0000u) +
+                       qb.x * __uint_as_float(w.z << 16) + qb.y * __uint_as_float(w.z & 0xFFFF0000u) +
+                       qb.z * __uint_as_float(w.w << 16) + qb.w * __uint_as_float(w.w & 0xFFFF0000u);
+            }
+            scores[h * len + base + i] = acc * scale;
+        }
+    }
+    consumers_sync();
+    mark(MARK_SUB1);
+    for (int h = warp; h < hq; h += CONSUMER_WARPS) {
+        float mx = -3.0e38f;
+        for (int i = lane; i < len; i += 32) mx = fmaxf(mx, scores[h * len + i]);
+        mx = warp_max(mx);
+        float sum = 0.f;
+        for (int i = lane; i < len; i += 32) {
+            float e = __expf(scores[h * len + i] - mx);
+            scores[h * len + i] = e;
+            sum += e;
+        }
+        sum = warp_sum(sum);
+        float inv = 1.f / sum;
+        for (int i = lane; i < len; i += 32) scores[h * len + i] *= inv;
+    }
+    mark(MARK_SUB2);
+    // Output: thread t sums p[h][pos] * V[pos][d] for outputs t and t + CONSUMER_THREADS
+    // (hq * hd <= 2 * CONSUMER_THREADS, host-checked), four positions in flight.
+    const int outs = hq * hd;
+    float acc[2][4];
+#pragma unroll
+    for (int o = 0; o < 2; ++o)
+#pragma unroll
+        for (int u = 0; u < 4; ++u) acc[o][u] = 0.f;
+    for (int base = 0; base < len; base += C) {
+        int end = base + C < len ? base + C : len;
+        if (base > 0) {
+            consumers_sync();
+            for (int j = 0; j < kvn; ++j)
+                load_kv_rows<CONSUMER_THREADS>(vbuf + j * C * hd, L.v_cache + (kv0 + j) * head_rows, base, end, hd, base, hd);
+        }
+        cp_async_wait_all();
+        consumers_sync();
+#pragma unroll
+        for (int o = 0; o < 2; ++o) {
+            int idx = tid + o * CONSUMER_THREADS;
+            if (idx < outs) {
+                int h = idx / hd, d = idx % hd;
+                const float* ph = scores + h * len;
+                const bf16* vh = vbuf + (long)(h / gq) * C * hd + d;
+                int pos = base;
+                for (; pos + 3 < end; pos += 4) {
+#pragma unroll
+                    for (int u = 0; u < 4; ++u) acc[o][u] += ph[pos + u] * bf2f(vh[(long)(pos + u - base) * hd]);
+                }
+                for (; pos < end; ++pos) acc[o][0] += ph[pos] * bf2f(vh[(long)(pos - base) * hd]);
+            }
+        }
+    }
+#pragma unroll
+    for (int o = 0; o < 2; ++o) {
+        int idx = tid + o * CONSUMER_THREADS;
+        if (idx < outs) s.x[qh0 * hd + idx] = (acc[o][0] + acc[o][1]) + (acc[o][2] + acc[o][3]);
+    }
+    consumers_sync();
+    mark(MARK_PREPARED);
+    PartialEpilogue ep{L.o_part, m.hidden};
+    consume_pages(s, v, s.x, first, count, ep, 0);
+    mark(MARK_COMPUTED);
+}
+
 // ---- grid wrappers -------------------------------------------------------------------------
 // Streaming kernels run one CTA per SM (the host sizes the grid); attention one CTA per task.
 
@@ -1054,6 +1208,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) k_down_lm_head(Model m,
     trace_begin(trace);
     (void)N;
     down_lm_head_body(m, g, L, barrier, pdl, early);
+    trace_end_stream();
+}
+
+// Attention folded into the O-projection (`--grids folded`); the fused grids' signature.
+extern "C" __global__ void __launch_bounds__(THREADS, 1) k_attention_o_proj(Model m, Globals g, Layer L, Layer N, int pdl,
+                                                                           int early, u64* trace, u64* barrier) {
+    trace_begin(trace);
+    (void)N;
+    (void)barrier;
+    attention_o_proj_body(m, g, L, pdl, early);
     trace_end_stream();
 }
 

@@ -51,11 +51,20 @@ pub fn threads(kind: OpKind) -> u32 {
     }
 }
 
+/// Threads per CTA of a grid of `ops`: a grid of two operators is a streaming kernel.
+pub fn grid_threads(ops: GridOps) -> u32 {
+    if ops.1.is_some() {
+        THREADS
+    } else {
+        threads(ops.0)
+    }
+}
+
 /// Threads per CTA of the kernel named `name` (the helper kernels run 256).
 pub fn threads_of(name: &str) -> u32 {
     grid_entry_points()
         .find(|(n, _)| *n == name)
-        .map_or(256, |(_, ops)| threads(ops.0))
+        .map_or(256, |(_, ops)| grid_threads(ops))
 }
 
 /// Kernel entry names, in operator order.
@@ -68,15 +77,20 @@ pub const ENTRY_POINTS: &[(&str, OpKind)] = &[
     ("k_lm_head", OpKind::LmHead),
 ];
 
-/// The operators one grid runs: one operator, or a fused pair run one after the other with a
-/// grid-wide barrier between them (`mkc_scheduler::Grids::Fused`).
+/// The operators one grid runs: one operator, or a pair sharing one grid (a fused pair meeting
+/// at a grid-wide barrier, `mkc_scheduler::Grids::Fused`, or attention folded into the
+/// O-projection, `mkc_scheduler::Grids::Folded`).
 pub type GridOps = (OpKind, Option<OpKind>);
 
-/// Fused-grid kernel entry names and the pair each runs.
+/// The grid of attention folded into the O-projection.
+pub const FOLDED: GridOps = (OpKind::Attention, Some(OpKind::OProj));
+
+/// Kernel entry names of the grids that run two operators, and the pair each runs.
 pub const FUSED_ENTRY_POINTS: &[(&str, OpKind, OpKind)] = &[
     ("k_o_up_gate", OpKind::OProj, OpKind::UpGate),
     ("k_down_qkv", OpKind::Down, OpKind::QkvRope),
     ("k_down_lm_head", OpKind::Down, OpKind::LmHead),
+    ("k_attention_o_proj", OpKind::Attention, OpKind::OProj),
 ];
 
 /// Every kernel that runs a grid of a chain: its entry name and operators.
@@ -93,10 +107,131 @@ pub fn grid_entry_point(ops: GridOps) -> Option<&'static str> {
     grid_entry_points().find(|(_, o)| *o == ops).map(|(n, _)| n)
 }
 
-/// Dynamic shared memory of a grid of `ops`: a fused grid carves the second operator's layout
-/// (the first reads its input from global memory and stages nothing).
-pub fn grid_dynamic_smem(model: &Model, ops: GridOps) -> u32 {
+/// Dynamic shared memory of a grid of `ops` on a GPU of `sms` SMs: a fused grid carves the
+/// second operator's layout (the first reads its input from global memory and stages nothing);
+/// the folded attention + O-projection grid its own ([`fold_layout`]).
+pub fn grid_dynamic_smem(model: &Model, ops: GridOps, sms: u32) -> u32 {
+    if ops == FOLDED {
+        return fold_layout(model, sms).map_or(0, |f| f.dynamic_smem);
+    }
     dynamic_smem(model, ops.1.unwrap_or(ops.0))
+}
+
+/// How the folded attention + O-projection grid (`k_attention_o_proj`) is laid out: the
+/// O-projection's K chunks are whole KV-head groups (`attention_o_proj` shards), each chunk's
+/// pages are shared by `ctas_per_chunk` CTAs, and every CTA stages its chunk's KV heads in
+/// chunks of `kv_chunk` positions, sized to fill the shared memory its page ring leaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FoldLayout {
+    /// CTAs per K chunk (the grid has `attention_o_proj` times as many).
+    pub ctas_per_chunk: u32,
+    /// Query heads of one K chunk.
+    pub heads: u32,
+    /// KV heads of one K chunk.
+    pub kv_heads: u32,
+    /// Ring slots (one per consumer warp at most: each CTA has few pages).
+    pub ring_slots: u32,
+    /// KV positions staged per chunk (the source's `fold_chunk`).
+    pub kv_chunk: u32,
+    /// Dynamic shared memory, bytes.
+    pub dynamic_smem: u32,
+}
+
+impl FoldLayout {
+    /// The first O-projection page and page count of CTA `b` (mirrors the source's
+    /// `attention_o_proj_body`): a balanced share of the pages of K chunk `b / ctas_per_chunk`,
+    /// `chunk_pages` pages each.
+    pub fn pages_of(&self, chunk_pages: u32, b: u32) -> (u32, u32) {
+        let (chunk, sub) = (b / self.ctas_per_chunk, b % self.ctas_per_chunk);
+        let at = |s: u32| (s as u64 * chunk_pages as u64 / self.ctas_per_chunk as u64) as u32;
+        (chunk * chunk_pages + at(sub), at(sub + 1) - at(sub))
+    }
+}
+
+/// The folded grid's layout for `model` on `sms` SMs, or why the model cannot fold attention
+/// into its O-projection (the error names the field and the fix).
+pub fn fold_layout(model: &Model, sms: u32) -> Result<FoldLayout, BackendError> {
+    let g = &model.geometry;
+    let fail = |field: &str, why: String| {
+        Err(BackendError::Unsupported(format!(
+            "attention cannot be folded into the O-projection (--grids folded): {field}: {why}"
+        )))
+    };
+    let Some(o) = stream(model, OpKind::OProj) else {
+        return fail("lowering", "no O-projection stream".into());
+    };
+    let group = g.heads / g.kv_heads * g.head_dim;
+    if o.k % group != 0 || o.k % 256 != 0 {
+        return fail(
+            "lowering.vtp_shards.attention_o_proj",
+            format!(
+                "the O-projection's K chunk of {} columns must hold whole KV-head groups of {group}                  columns and be a multiple of 256 (llama1b: 4 shards)",
+                o.k
+            ),
+        );
+    }
+    let heads = o.k / g.head_dim;
+    if heads * g.head_dim > 2 * CONSUMER_WARPS * 32 {
+        return fail(
+            "lowering.vtp_shards.attention_o_proj",
+            format!(
+                "a K chunk holds {heads} query heads, more outputs than the grid's {} threads                  compute; raise the shard count",
+                CONSUMER_WARPS * 32
+            ),
+        );
+    }
+    let ctas_per_chunk = (sms / o.splits).max(1);
+    let chunk_pages = o.pages() / o.splits;
+    let ring_slots = chunk_pages.div_ceil(ctas_per_chunk).min(CONSUMER_WARPS);
+    let kv_heads = heads / (g.heads / g.kv_heads);
+    let fixed = Stream {
+        x_len: model.q_dim(),
+        norm_len: 0,
+        ..o
+    }
+    .ring_offset()
+        + ring_slots * PAGE_BYTES
+        + heads * g.head_dim * 4
+        + heads * model.workload.max_seq_len * 4
+        + 128;
+    let per_position = kv_heads * (2 * g.head_dim + 8) * 2;
+    // MKC_FOLD_CHUNK caps it (developers: exercises the multi-chunk path on short prompts).
+    let cap = std::env::var("MKC_FOLD_CHUNK")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .unwrap_or(u32::MAX);
+    let kv_chunk = (SMEM_PER_CTA.saturating_sub(fixed) / per_position)
+        .min(model.workload.max_seq_len)
+        .min(cap);
+    if kv_chunk < 32 {
+        return fail(
+            "workload.max_seq_len",
+            "the folded grid's scores leave too little shared memory for the KV history; lower \
+             max_seq_len or use --grids per-op"
+                .into(),
+        );
+    }
+    let att = (kv_heads * kv_chunk * (2 * g.head_dim + 8) * 2
+        + heads * g.head_dim * 4
+        + heads * model.workload.max_seq_len * 4)
+        .div_ceil(128)
+        * 128;
+    let dynamic_smem = Stream {
+        x_len: model.q_dim(),
+        norm_len: 0,
+        ..o
+    }
+    .ring_offset()
+        + att
+        + ring_slots * PAGE_BYTES;
+    Ok(FoldLayout {
+        ctas_per_chunk,
+        heads,
+        kv_heads,
+        ring_slots,
+        kv_chunk,
+        dynamic_smem,
+    })
 }
 
 /// What ptxas reported about one kernel, and the launch shape mkc uses.
@@ -441,6 +576,10 @@ pub fn dynamic_smem(model: &Model, kind: OpKind) -> u32 {
 /// one per task for attention. A fused grid always has exactly one CTA per SM: its grid-wide
 /// barrier needs every CTA resident at once, which one CTA per SM guarantees.
 pub fn grid_ctas(model: &Model, ops: GridOps, tasks: u32, sms: u32) -> u32 {
+    if ops == FOLDED {
+        let splits = model.lowering.vtp_shards.attention_o_proj;
+        return fold_layout(model, sms).map_or(sms, |f| f.ctas_per_chunk * splits);
+    }
     if ops.1.is_some() {
         return sms;
     }
@@ -450,11 +589,11 @@ pub fn grid_ctas(model: &Model, ops: GridOps, tasks: u32, sms: u32) -> u32 {
     }
 }
 
-/// Fills in the dynamic shared memory of every kernel for `model`.
-pub fn with_model(mut kernels: Vec<KernelInfo>, model: &Model) -> Vec<KernelInfo> {
+/// Fills in the dynamic shared memory of every kernel for `model` on a GPU of `sms` SMs.
+pub fn with_model(mut kernels: Vec<KernelInfo>, model: &Model, sms: u32) -> Vec<KernelInfo> {
     for k in &mut kernels {
         if let Some((_, ops)) = grid_entry_points().find(|(n, _)| *n == k.name) {
-            k.dynamic_smem = grid_dynamic_smem(model, ops);
+            k.dynamic_smem = grid_dynamic_smem(model, ops, sms);
         }
     }
     kernels

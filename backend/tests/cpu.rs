@@ -311,19 +311,20 @@ fn every_fusable_pair_has_a_kernel() {
     for a in kinds {
         for b in kinds {
             let entry = kernels::grid_entry_point((a, Some(b)));
-            assert_eq!(
-                entry.is_some(),
-                mkc_scheduler::chain::fusable(a, b),
-                "{a:?} + {b:?}"
-            );
+            let barrier = mkc_scheduler::chain::fusable(a, b, mkc_scheduler::Grids::Fused);
+            let folded = mkc_scheduler::chain::fusable(a, b, mkc_scheduler::Grids::Folded);
+            assert_eq!(entry.is_some(), barrier || folded, "{a:?} + {b:?}");
+            assert_eq!(folded, (a, Some(b)) == kernels::FOLDED);
             if let Some(entry) = entry {
                 pairs += 1;
-                assert_eq!(kernels::grid_ctas(&m, (a, Some(b)), 7, 132), 132);
-                assert_eq!(
-                    kernels::grid_dynamic_smem(&m, (a, Some(b))),
-                    kernels::dynamic_smem(&m, b)
-                );
                 assert_eq!(kernels::threads_of(entry), kernels::THREADS);
+                if barrier {
+                    assert_eq!(kernels::grid_ctas(&m, (a, Some(b)), 7, 132), 132);
+                    assert_eq!(
+                        kernels::grid_dynamic_smem(&m, (a, Some(b)), 132),
+                        kernels::dynamic_smem(&m, b)
+                    );
+                }
             }
         }
     }
@@ -352,6 +353,54 @@ fn every_fusable_pair_has_a_kernel() {
         let name = kernels::grid_entry_point(ops).unwrap();
         assert_eq!(k.registers, 100 + name.len() as u32, "{}", k.name);
     }
+}
+
+/// The folded attention + O-projection grid: every O page is computed by exactly one CTA, each
+/// CTA's pages lie in one K chunk (the one whose attention it computes) and fit its ring
+/// without reuse, the grid fits the GPU, the shared memory fits an SM and holds a useful KV
+/// chunk; layouts the kernel cannot run are refused naming the field.
+#[test]
+fn folded_grid_covers_every_o_page_once() {
+    let mut m = resolve_model("llama1b").unwrap();
+    let e = kernels::fold_layout(&m, 132).unwrap_err().to_string();
+    assert!(e.contains("vtp_shards.attention_o_proj"), "{e}");
+    m.lowering.vtp_shards.attention_o_proj = 2; // 16 query heads per chunk: too many
+    let e = kernels::fold_layout(&m, 132).unwrap_err().to_string();
+    assert!(e.contains("raise the shard count"), "{e}");
+    m.lowering.vtp_shards.attention_o_proj = 4;
+    kernels::check_model(&m).unwrap();
+    for sms in [132, 114, 78, 7] {
+        let f = kernels::fold_layout(&m, sms).unwrap();
+        let o = kernels::stream(&m, mkc_ir::OpKind::OProj).unwrap();
+        let ctas = kernels::grid_ctas(&m, kernels::FOLDED, 0, sms);
+        assert!(ctas <= sms && ctas == 4 * f.ctas_per_chunk, "{sms}: {ctas}");
+        assert_eq!((f.heads, f.kv_heads), (8, 2));
+        let chunk_pages = o.pages() / 4;
+        let mut seen = vec![0u32; o.pages() as usize];
+        for b in 0..ctas {
+            let (first, count) = f.pages_of(chunk_pages, b);
+            assert!(count <= f.ring_slots || f.ring_slots == kernels::CONSUMER_WARPS);
+            for p in first..first + count {
+                assert_eq!(p / chunk_pages, b / f.ctas_per_chunk, "page {p} of CTA {b}");
+                seen[p as usize] += 1;
+            }
+        }
+        assert!(seen.iter().all(|&n| n == 1), "{sms} SMs");
+        let smem = kernels::grid_dynamic_smem(&m, kernels::FOLDED, sms);
+        assert_eq!(smem, f.dynamic_smem);
+        assert!(smem <= 232_448 && f.kv_chunk >= 32, "{sms}: {f:?}");
+        if sms == 132 {
+            // On the H200 the workload's whole context (up to 160 positions) is one KV chunk,
+            // issued before the wait.
+            assert!(
+                f.kv_chunk >= m.workload.prompt_len + m.workload.generate,
+                "{f:?}"
+            );
+        }
+    }
+    m.workload.max_seq_len = 16384; // the scores alone fill shared memory
+    let e = kernels::fold_layout(&m, 132).unwrap_err().to_string();
+    assert!(e.contains("max_seq_len"), "{e}");
 }
 
 /// Every output row of every streaming operator is covered by exactly one page, each CTA's

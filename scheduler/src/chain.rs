@@ -6,16 +6,21 @@ use mkc_ir::{KernelId, Model, OpId, OpKind, TaskGraph, TensorId};
 use crate::schedule::{ChainPlan, EdgeSync, GridWait, Grids, IndependentLoad, Kernel, Trigger};
 
 /// Whether an operator of kind `first` and the operator after it, of kind `second`, share a
-/// grid under [`Grids::Fused`]: a split-K matvec whose partial sums the next operator adds up
-/// and RMS-normalises in full, so that no tile of the second can start before every tile of
-/// the first has ended anyway.
-pub fn fusable(first: OpKind, second: OpKind) -> bool {
-    matches!(
-        (first, second),
-        (OpKind::OProj, OpKind::UpGate)
-            | (OpKind::Down, OpKind::QkvRope)
-            | (OpKind::Down, OpKind::LmHead)
-    )
+/// grid under `grids`. [`Grids::Fused`]: a split-K matvec whose partial sums the next operator
+/// adds up and RMS-normalises in full, so that no tile of the second can start before every
+/// tile of the first has ended anyway. [`Grids::Folded`]: attention and the O-projection, whose
+/// CTAs recompute the attention their K chunk reads.
+pub fn fusable(first: OpKind, second: OpKind, grids: Grids) -> bool {
+    match grids {
+        Grids::PerOp => false,
+        Grids::Fused => matches!(
+            (first, second),
+            (OpKind::OProj, OpKind::UpGate)
+                | (OpKind::Down, OpKind::QkvRope)
+                | (OpKind::Down, OpKind::LmHead)
+        ),
+        Grids::Folded => (first, second) == (OpKind::Attention, OpKind::OProj),
+    }
 }
 
 /// The operators of each grid, in launch order: every operator once, in operator order.
@@ -24,8 +29,7 @@ fn grid_ops(graph: &TaskGraph, grids: Grids) -> Vec<(OpId, Option<OpId>)> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < ops.len() {
-        let pair =
-            grids == Grids::Fused && i + 1 < ops.len() && fusable(ops[i].kind, ops[i + 1].kind);
+        let pair = i + 1 < ops.len() && fusable(ops[i].kind, ops[i + 1].kind, grids);
         out.push((ops[i].id, pair.then(|| ops[i + 1].id)));
         i += if pair { 2 } else { 1 };
     }

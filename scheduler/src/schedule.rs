@@ -79,6 +79,11 @@ pub enum Grids {
     /// step slower than [`Grids::PerOp`] on the H200 (docs/perf.md): the barrier, an atomic
     /// and polls through L2, releases later than PDL's grid-completion path.
     Fused,
+    /// Attention folded into the O-projection's grid: the O-projection is split-K by whole
+    /// KV-head groups and each of its CTAs computes the attention output of its K chunk itself
+    /// (recomputed by every CTA of the chunk), so no attention grid, no attention output in
+    /// global memory and one grid boundary fewer per layer (4 grids per layer).
+    Folded,
 }
 
 impl Grids {
@@ -87,6 +92,7 @@ impl Grids {
         match self {
             Grids::PerOp => "per-op",
             Grids::Fused => "fused",
+            Grids::Folded => "folded",
         }
     }
 }

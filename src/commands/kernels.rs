@@ -31,7 +31,10 @@ pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
         found = mkc_backend::gpu::loaded_kernel_info(&gpu, &compiled.cubin)?;
         source = "driver (cuFuncGetAttribute; local bytes shown as stack)";
     }
-    let infos = kernels::with_model(found, &model);
+    // Dynamic shared memory can depend on the SM count (the folded grid's pages per CTA): the
+    // default device's.
+    let sms = mkc_ir::embedded::resolve_device("h200").map_or(132, |d| d.sms);
+    let infos = kernels::with_model(found, &model, sms);
     let rules = ArchRules::of(arch);
     if args.json {
         let rows: Vec<serde_json::Value> = infos

@@ -59,7 +59,9 @@ pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
         .then_some((model.workload.prompt_len, model.workload.generate));
     let compiled = if args.compiled_kernels {
         let c = mkc_backend::kernels::compile("sm_90a")?;
-        Some(mkc_backend::kernels::with_model(c.kernels, &model))
+        Some(mkc_backend::kernels::with_model(
+            c.kernels, &model, device.sms,
+        ))
     } else {
         None
     };

@@ -21,6 +21,8 @@ pub(super) struct KModel {
     pub(super) log2_theta: f32,
     /// Ring slots per consumer warp per operator kind, in `ENTRY_POINTS` order.
     pub(super) ring: [i32; 6],
+    /// KV positions per chunk of the folded attention + O-projection grid (0: cannot fold).
+    pub(super) fold_chunk: i32,
 }
 
 /// The kernels' `Globals` struct.

@@ -135,7 +135,7 @@ impl Runner {
             gridDimX: ctas,
             gridDimY: 1,
             gridDimZ: 1,
-            blockDimX: kernels::threads(ops.0),
+            blockDimX: kernels::grid_threads(ops),
             blockDimY: 1,
             blockDimZ: 1,
             sharedMemBytes: smem,
@@ -183,6 +183,9 @@ impl Runner {
         for (i, k) in plan.kernels.iter().enumerate() {
             let op = g.op(k.op);
             let ops = (op.kind, k.then.map(|t| g.op(t).kind));
+            if ops == kernels::FOLDED {
+                kernels::fold_layout(&self.model, self._gpu.sms as u32)?;
+            }
             grids.push(GridLaunch {
                 f: op_fn(funcs, ops)?,
                 layer: op.layer.unwrap_or(0) as usize,

@@ -25,12 +25,13 @@ pub enum WeightSource<'a> {
 pub(super) fn load_operators(
     cubin: &[u8],
     model: &Model,
+    sms: u32,
 ) -> Result<(sys::CUmodule, Vec<OpFn>), BackendError> {
     let module = load_module(cubin)?;
     let mut funcs = Vec::new();
     for (name, ops) in kernels::grid_entry_points() {
         let f = func(module, name)?;
-        let smem = kernels::grid_dynamic_smem(model, ops);
+        let smem = kernels::grid_dynamic_smem(model, ops, sms);
         // SAFETY: valid function and attribute.
         check(
             unsafe {
@@ -93,8 +94,8 @@ impl Runner {
         }
         kernels::check_model(model)?;
         let compiled = kernels::compile("sm_90a")?;
-        let kernel_info = kernels::with_model(compiled.kernels.clone(), model);
-        let (module, funcs) = load_operators(&compiled.cubin, model)?;
+        let kernel_info = kernels::with_model(compiled.kernels.clone(), model, gpu.sms as u32);
+        let (module, funcs) = load_operators(&compiled.cubin, model, gpu.sms as u32)?;
         let read_bw = func(module, "k_read_bw")?;
         let stream = check(
             result::stream::create(result::stream::StreamKind::NonBlocking),
@@ -123,6 +124,8 @@ impl Runner {
                 let kind = kernels::ENTRY_POINTS[i].1;
                 kernels::stream(model, kind).map_or(0, |s| s.slots_per_warp() as i32)
             }),
+            fold_chunk: kernels::fold_layout(model, gpu.sms as u32)
+                .map_or(0, |f| f.kv_chunk as i32),
         };
         let mut runner = Runner {
             model: model.clone(),

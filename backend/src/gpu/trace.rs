@@ -65,7 +65,11 @@ impl Runner {
         )?;
         if self.traced.is_none() {
             let compiled = kernels::compile_traced("sm_90a")?;
-            self.traced = Some(load_operators(&compiled.cubin, &self.model)?);
+            self.traced = Some(load_operators(
+                &compiled.cubin,
+                &self.model,
+                self._gpu.sms as u32,
+            )?);
         }
         let funcs = self
             .traced
