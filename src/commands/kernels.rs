@@ -61,14 +61,14 @@ pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
             infos.len()
         );
         println!(
-            "  kernel        threads  regs  static B  dynamic B  stack B  spill st/ld B  code          CTA/SM"
+            "  kernel              threads  regs  static B  dynamic B  stack B  spill st/ld B  code          CTA/SM"
         );
         for k in &infos {
             let occ = occupancy(&rules, &resources(k), None)
                 .map(|o| format!("{} ({})", o.blocks_per_sm, o.limiter.name()))
                 .unwrap_or_else(|e| format!("cannot launch: {e}"));
             println!(
-                "  {:<13} {:>7} {:>5} {:>9} {:>10} {:>8} {:>7}/{:<6} {:012x}  {}",
+                "  {:<19} {:>7} {:>5} {:>9} {:>10} {:>8} {:>7}/{:<6} {:012x}  {}",
                 k.name,
                 k.threads,
                 k.registers,
