@@ -68,7 +68,9 @@ pub struct GpuRunArgs {
     pub trigger: TriggerArg,
     /// How the chain targets group operators into grids: `per-op` is one grid per operator;
     /// `fused` runs each split-K matvec (O-projection, down) in one grid with the operator that
-    /// normalises its sum, meeting at a grid-wide barrier (measured slower; docs/perf.md).
+    /// normalises its sum, meeting at a grid-wide barrier; `folded` computes attention inside
+    /// the O-projection's grid (needs the O-projection split by whole KV-head groups, e.g.
+    /// models/llama1b_folded.ron). Both measured slower on the H200 (docs/perf.md).
     #[arg(long, value_enum, default_value_t = GridsArg::PerOp)]
     pub grids: GridsArg,
     /// Skip the CPU-reference correctness check.
@@ -283,7 +285,9 @@ pub struct SetupArgs {
     pub trigger: TriggerArg,
     /// How the chain targets group operators into grids: `per-op` is one grid per operator;
     /// `fused` runs each split-K matvec (O-projection, down) in one grid with the operator that
-    /// normalises its sum, meeting at a grid-wide barrier (measured slower; docs/perf.md).
+    /// normalises its sum, meeting at a grid-wide barrier; `folded` computes attention inside
+    /// the O-projection's grid (needs the O-projection split by whole KV-head groups, e.g.
+    /// models/llama1b_folded.ron). Both measured slower on the H200 (docs/perf.md).
     #[arg(long, value_enum, default_value_t = GridsArg::PerOp)]
     pub grids: GridsArg,
 }
