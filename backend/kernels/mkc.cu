@@ -857,6 +857,41 @@ __device__ void down_lm_head_body(const Model& m, const Globals& g, const Layer&
     run_fused(vd, L.h, epd, vl, m.hidden, g.final_norm, m.hidden, prepare, epl, finish, m.ring[5], barrier, pdl, early);
 }
 
+// Dot product of a bf16 K row (16-byte aligned) with a float query head, both in shared memory.
+__device__ __forceinline__ float k_row_dot(const bf16* k, const float* qv, int hd) {
+    const uint4* krow = reinterpret_cast<const uint4*>(k);
+    const float4* qh = reinterpret_cast<const float4*>(qv);
+    float acc = 0.f;
+    for (int cc = 0; cc < hd / 8; ++cc) {
+        uint4 w = krow[cc];
+        float4 qa = qh[2 * cc], qb = qh[2 * cc + 1];
+        acc += qa.x * __uint_as_float(w.x << 16) + qa.y * __uint_as_float(w.x & 0xFFFF0000u) +
+               qa.z * __uint_as_float(w.y << 16) + qa.w * __uint_as_float(w.y & 0xFFFF0000u) +
+               qb.x * __uint_as_float(w.z << 16) + qb.y * __uint_as_float(w.z & 0xFFFF0000u) +
+               qb.z * __uint_as_float(w.w << 16) + qb.w * __uint_as_float(w.w & 0xFFFF0000u);
+    }
+    return acc;
+}
+
+// In-place softmax of `heads` rows of `len` scores (row stride len), one warp per row: the
+// calling warp (`warp`, `lane`) takes rows warp, warp + warps, ...
+__device__ __forceinline__ void softmax_rows(float* scores, int heads, int len, int warps, int warp, int lane) {
+    for (int h = warp; h < heads; h += warps) {
+        float mx = -3.0e38f;
+        for (int i = lane; i < len; i += 32) mx = fmaxf(mx, scores[h * len + i]);
+        mx = warp_max(mx);
+        float sum = 0.f;
+        for (int i = lane; i < len; i += 32) {
+            float e = __expf(scores[h * len + i] - mx);
+            scores[h * len + i] = e;
+            sum += e;
+        }
+        sum = warp_sum(sum);
+        float inv = 1.f / sum;
+        for (int i = lane; i < len; i += 32) scores[h * len + i] *= inv;
+    }
+}
+
 // (2) Decode attention: task = (KV head, query-head group), ATT_THREADS threads. K and V rows
 // are staged in shared memory by cp.async in chunks of ATT_CHUNK positions: the history of the
 // first chunk is issued before the wait (earlier steps wrote it), the current position after.
@@ -912,36 +947,12 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
         int c = end - base;
         for (int idx = tid; idx < hp * c; idx += ATT_THREADS) {
             int h = idx / c, i = idx % c;
-            const uint4* krow = reinterpret_cast<const uint4*>(kbuf + (long)i * ks);
-            const float4* qh = reinterpret_cast<const float4*>(q + h * hd);
-            float acc = 0.f;
-            for (int cc = 0; cc < hd / 8; ++cc) {
-                uint4 w = krow[cc];
-                float4 qa = qh[2 * cc], qb = qh[2 * cc + 1];
-                acc += qa.x * __uint_as_float(w.x << 16) + qa.y * __uint_as_float(w.x & 0xFFFF0000u) +
-                       qa.z * __uint_as_float(w.y << 16) + qa.w * __uint_as_float(w.y & 0xFFFF0000u) +
-                       qb.x * __uint_as_float(w.z << 16) + qb.y * __uint_as_float(w.z & 0xFFFF0000u) +
-                       qb.z * __uint_as_float(w.w << 16) + qb.w * __uint_as_float(w.w & 0xFFFF0000u);
-            }
-            scores[h * len + base + i] = acc * scale;
+            scores[h * len + base + i] = k_row_dot(kbuf + (long)i * ks, q + h * hd, hd) * scale;
         }
     }
     __syncthreads();
     mark(MARK_SUB1);
-    for (int h = warp; h < hp; h += ATT_THREADS / 32) {
-        float mx = -3.0e38f;
-        for (int i = lane; i < len; i += 32) mx = fmaxf(mx, scores[h * len + i]);
-        mx = warp_max(mx);
-        float sum = 0.f;
-        for (int i = lane; i < len; i += 32) {
-            float e = __expf(scores[h * len + i] - mx);
-            scores[h * len + i] = e;
-            sum += e;
-        }
-        sum = warp_sum(sum);
-        float inv = 1.f / sum;
-        for (int i = lane; i < len; i += 32) scores[h * len + i] *= inv;
-    }
+    softmax_rows(scores, hp, len, ATT_THREADS / 32, warp, lane);
     mark(MARK_SUB2);  // softmax of warp 0's head done
     // Output: thread (h, d, slice) sums p[h][pos] * V[pos][d] over the positions of its slice
     // (pos = slice mod slices); the slices are added through shared memory at the end.
@@ -1069,36 +1080,12 @@ __device__ void attention_o_proj_body(const Model& m, const Globals& g, const La
         int c = end - base;
         for (int idx = tid; idx < hq * c; idx += CONSUMER_THREADS) {
             int h = idx / c, i = idx % c;
-            const uint4* krow = reinterpret_cast<const uint4*>(kbuf + ((long)(h / gq) * C + i) * ks);
-            const float4* qh = reinterpret_cast<const float4*>(q + h * hd);
-            float acc = 0.f;
-            for (int cc = 0; cc < hd / 8; ++cc) {
-                uint4 w = krow[cc];
-                float4 qa = qh[2 * cc], qb = qh[2 * cc + 1];
-                acc += qa.x * __uint_as_float(w.x << 16) + qa.y * __uint_as_float(w.x & 0xFFFF0000u) +
-                       qa.z * __uint_as_float(w.y << 16) + qa.w * __uint_as_float(w.y & 0xFFFF0000u) +
-                       qb.x * __uint_as_float(w.z << 16) + qb.y * __uint_as_float(w.z & 0xFFFF0000u) +
-                       qb.z * __uint_as_float(w.w << 16) + qb.w * __uint_as_float(w.w & 0xFFFF0000u);
-            }
-            scores[h * len + base + i] = acc * scale;
+            scores[h * len + base + i] = k_row_dot(kbuf + ((long)(h / gq) * C + i) * ks, q + h * hd, hd) * scale;
         }
     }
     consumers_sync();
     mark(MARK_SUB1);
-    for (int h = warp; h < hq; h += CONSUMER_WARPS) {
-        float mx = -3.0e38f;
-        for (int i = lane; i < len; i += 32) mx = fmaxf(mx, scores[h * len + i]);
-        mx = warp_max(mx);
-        float sum = 0.f;
-        for (int i = lane; i < len; i += 32) {
-            float e = __expf(scores[h * len + i] - mx);
-            scores[h * len + i] = e;
-            sum += e;
-        }
-        sum = warp_sum(sum);
-        float inv = 1.f / sum;
-        for (int i = lane; i < len; i += 32) scores[h * len + i] *= inv;
-    }
+    softmax_rows(scores, hq, len, CONSUMER_WARPS, warp, lane);
     mark(MARK_SUB2);
     // Output: thread t sums p[h][pos] * V[pos][d] for outputs t and t + CONSUMER_THREADS
     // (hq * hd <= 2 * CONSUMER_THREADS, host-checked), four positions in flight.
