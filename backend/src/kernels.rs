@@ -165,7 +165,8 @@ pub fn fold_layout(model: &Model, sms: u32) -> Result<FoldLayout, BackendError> 
         return fail(
             "lowering.vtp_shards.attention_o_proj",
             format!(
-                "the O-projection's K chunk of {} columns must hold whole KV-head groups of {group}                  columns and be a multiple of 256 (llama1b: 4 shards)",
+                "the O-projection's K chunk of {} columns must hold whole KV-head groups of {group} \
+                 columns and be a multiple of 256 (llama1b: 4 shards)",
                 o.k
             ),
         );
@@ -175,7 +176,8 @@ pub fn fold_layout(model: &Model, sms: u32) -> Result<FoldLayout, BackendError> 
         return fail(
             "lowering.vtp_shards.attention_o_proj",
             format!(
-                "a K chunk holds {heads} query heads, more outputs than the grid's {} threads                  compute; raise the shard count",
+                "a K chunk holds {heads} query heads, more outputs than the grid's {} threads \
+                 compute; raise the shard count",
                 CONSUMER_WARPS * 32
             ),
         );
@@ -184,23 +186,24 @@ pub fn fold_layout(model: &Model, sms: u32) -> Result<FoldLayout, BackendError> 
     let chunk_pages = o.pages() / o.splits;
     let ring_slots = chunk_pages.div_ceil(ctas_per_chunk).min(CONSUMER_WARPS);
     let kv_heads = heads / (g.heads / g.kv_heads);
-    let fixed = Stream {
+    // Shared memory: [stream header | K and V chunks | q | scores | page ring] (the source's
+    // attention_o_proj_body); the KV chunks take what the rest leaves (128: rounding slack).
+    let header = Stream {
         x_len: model.q_dim(),
         norm_len: 0,
         ..o
     }
-    .ring_offset()
-        + ring_slots * PAGE_BYTES
-        + heads * g.head_dim * 4
-        + heads * model.workload.max_seq_len * 4
-        + 128;
+    .ring_offset();
+    let ring = ring_slots * PAGE_BYTES;
+    let q_and_scores = heads * g.head_dim * 4 + heads * model.workload.max_seq_len * 4;
     let per_position = kv_heads * (2 * g.head_dim + 8) * 2;
     // MKC_FOLD_CHUNK caps it (developers: exercises the multi-chunk path on short prompts).
     let cap = std::env::var("MKC_FOLD_CHUNK")
         .ok()
         .and_then(|v| v.parse::<u32>().ok())
         .unwrap_or(u32::MAX);
-    let kv_chunk = (SMEM_PER_CTA.saturating_sub(fixed) / per_position)
+    let room = SMEM_PER_CTA.saturating_sub(header + ring + q_and_scores + 128);
+    let kv_chunk = (room / per_position)
         .min(model.workload.max_seq_len)
         .min(cap);
     if kv_chunk < 32 {
@@ -211,19 +214,8 @@ pub fn fold_layout(model: &Model, sms: u32) -> Result<FoldLayout, BackendError> 
                 .into(),
         );
     }
-    let att = (kv_heads * kv_chunk * (2 * g.head_dim + 8) * 2
-        + heads * g.head_dim * 4
-        + heads * model.workload.max_seq_len * 4)
-        .div_ceil(128)
-        * 128;
-    let dynamic_smem = Stream {
-        x_len: model.q_dim(),
-        norm_len: 0,
-        ..o
-    }
-    .ring_offset()
-        + att
-        + ring_slots * PAGE_BYTES;
+    let att = (kv_chunk * per_position + q_and_scores).div_ceil(128) * 128;
+    let dynamic_smem = header + att + ring;
     Ok(FoldLayout {
         ctas_per_chunk,
         heads,
