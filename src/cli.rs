@@ -181,14 +181,19 @@ pub struct SimulateArgs {
 #[derive(Parser, Debug)]
 pub struct OccupancyArgs {
     /// Architecture: sm_80, sm_86, sm_89, sm_90, sm_100, sm_120.
-    #[arg(long)]
-    pub arch: String,
+    #[arg(long, required_unless_present = "probe")]
+    pub arch: Option<String>,
     /// Threads per CTA.
-    #[arg(long)]
-    pub threads: u32,
+    #[arg(long, required_unless_present = "probe")]
+    pub threads: Option<u32>,
     /// Registers per thread.
-    #[arg(long)]
-    pub regs: u32,
+    #[arg(long, required_unless_present = "probe")]
+    pub regs: Option<u32>,
+    /// Instead: measure on the GPU (sm_90) which pairs of kernels share an SM (a CTA of one
+    /// admitted beside a running CTA of another, as a PDL successor beside its predecessor)
+    /// for a range of register and warp counts, and compare with the simulator's rule.
+    #[arg(long, conflicts_with_all = ["arch", "threads", "regs", "static_smem", "dyn_smem", "carveout"])]
+    pub probe: bool,
     /// Static shared memory per CTA, bytes.
     #[arg(long, default_value_t = 0)]
     pub static_smem: u32,

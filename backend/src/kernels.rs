@@ -274,10 +274,6 @@ pub fn compile_traced(arch: &str) -> Result<Compiled, BackendError> {
 }
 
 fn compile_with(arch: &str, traced: bool) -> Result<Compiled, BackendError> {
-    // SAFETY: probing for the library has no preconditions.
-    if !unsafe { nvrtc_sys::is_culib_present() } {
-        return Err(BackendError::NoNvrtc);
-    }
     // Developers may point MKC_KERNELS_CU at an edited copy of the source to try a change
     // without rebuilding (the figures printed then belong to that source).
     let text = match std::env::var("MKC_KERNELS_CU") {
@@ -285,20 +281,42 @@ fn compile_with(arch: &str, traced: bool) -> Result<Compiled, BackendError> {
             .map_err(|e| BackendError::Compile(format!("MKC_KERNELS_CU={path}: {e}")))?,
         Err(_) => SOURCE.to_string(),
     };
-    let src = CString::new(text)
-        .map_err(|_| BackendError::Compile("kernel source holds a NUL byte".into()))?;
-    let prog = nvrtc::create_program(&src, Some(c"mkc.cu"))
-        .map_err(|e| BackendError::Compile(format!("{e:?}")))?;
-    let mut options = vec![
-        format!("--gpu-architecture={arch}"),
-        format!("-DPAGE_BYTES={PAGE_BYTES}"),
-        "--std=c++17".to_string(),
-        "-lineinfo".to_string(),
-        "--ptxas-options=-v".to_string(),
-    ];
+    let mut options = vec![format!("-DPAGE_BYTES={PAGE_BYTES}")];
     if traced {
         options.push("-DMKC_TRACE".to_string());
     }
+    compile_text(&text, c"mkc.cu", arch, options)
+}
+
+/// The co-residency probe's source (`mkc occupancy --probe`).
+pub const PROBE_SOURCE: &str = include_str!("../kernels/probe.cu");
+
+/// Compiles the co-residency probe's kernels (`k_hold_<K>`) for `arch`.
+pub fn compile_probe(arch: &str) -> Result<Compiled, BackendError> {
+    compile_text(PROBE_SOURCE, c"probe.cu", arch, Vec::new())
+}
+
+/// Compiles `text` (named `file` in messages) for `arch` with `options` added to mkc's own.
+fn compile_text(
+    text: &str,
+    file: &std::ffi::CStr,
+    arch: &str,
+    mut options: Vec<String>,
+) -> Result<Compiled, BackendError> {
+    // SAFETY: probing for the library has no preconditions.
+    if !unsafe { nvrtc_sys::is_culib_present() } {
+        return Err(BackendError::NoNvrtc);
+    }
+    let src = CString::new(text)
+        .map_err(|_| BackendError::Compile("kernel source holds a NUL byte".into()))?;
+    let prog = nvrtc::create_program(&src, Some(file))
+        .map_err(|e| BackendError::Compile(format!("{e:?}")))?;
+    options.extend([
+        format!("--gpu-architecture={arch}"),
+        "--std=c++17".to_string(),
+        "-lineinfo".to_string(),
+        "--ptxas-options=-v".to_string(),
+    ]);
     // SAFETY: `prog` was just created and is destroyed below exactly once.
     let compiled = unsafe { nvrtc::compile_program(prog, &options) };
     // SAFETY: as above.

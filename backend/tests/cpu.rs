@@ -207,6 +207,34 @@ fn ptxas_log_is_parsed_per_kernel() {
     assert_eq!((k[1].registers, k[1].static_smem), (40, 0));
 }
 
+/// The co-residency probe's kernels hold exactly the registers their names say (the probe's
+/// verdicts are only as good as these counts), twice in a row.
+#[test]
+fn probe_kernels_hold_the_registers_their_names_say() {
+    for _ in 0..2 {
+        match kernels::compile_probe("sm_90a") {
+            Err(mkc_backend::BackendError::NoNvrtc) => {
+                eprintln!("SKIPPED: no NVRTC library found (set LD_LIBRARY_PATH to an NVRTC 13 lib directory)");
+                return;
+            }
+            Err(e) => panic!("{e}"),
+            Ok(c) => {
+                let mut held: Vec<(String, u32)> = c
+                    .kernels
+                    .iter()
+                    .map(|k| (k.name.clone(), k.registers))
+                    .collect();
+                held.sort_by_key(|&(_, r)| r);
+                let want: Vec<(String, u32)> = mkc_backend::gpu::PROBE_REGISTERS
+                    .iter()
+                    .map(|&r| (format!("k_hold_{r}"), r))
+                    .collect();
+                assert_eq!(held, want, "{}", c.log);
+            }
+        }
+    }
+}
+
 #[test]
 fn kernels_compile_with_nvrtc_when_installed() {
     match kernels::compile("sm_90a") {

@@ -315,13 +315,17 @@ pub fn occupancy(
 }
 
 /// Whether `k` CTAs of kernel `b` can be admitted on an SM already holding `j` CTAs of kernel
-/// `a`, by the sum rule: warps, CTAs, shared-memory allocations and per-sub-partition
-/// registers of both kernels together within the SM's.
+/// `a`: warps, CTAs and shared-memory allocations of both kernels together within the SM's,
+/// and registers within each scheduler sub-partition's share when every warp, CTA after CTA,
+/// goes to the sub-partition holding the fewest warps.
 ///
-/// Real drivers honour the sum rule for shared memory only when both kernels set the
-/// preferred carveout to 100%: with the default preference the driver's own carveout choice
-/// refused co-residency in 45 of 156 pairs on our H200 (gpu.md); how registers are shared
-/// between two kernels was not verified there, so the register check is this model's.
+/// The warp placement is measured: `mkc occupancy --probe` on our H200 agreed with it on all
+/// 840 pairs of register and warp counts tried (docs/perf.md), where charging each kernel
+/// `ceil(warps / 4)` warps per sub-partition missed 30 (two 9-warp CTAs share an SM whenever
+/// 3 of one kernel's warps and 2 of the other's fit one sub-partition's registers). For one
+/// kernel it reduces to `cuda_occupancy.h`'s register limit. Shared memory follows the sum
+/// rule only when both kernels set the preferred carveout to 100%: with the default preference
+/// the driver's own carveout choice refused co-residency in 45 of 156 pairs (gpu.md).
 pub fn co_resident(
     rules: &ArchRules,
     a: &CtaResources,
@@ -339,9 +343,18 @@ pub fn co_resident(
     if smem > rules.smem_capacity(carveout_pct) as u64 {
         return false;
     }
-    // Each kernel's warps spread evenly over the four sub-partitions.
     let per_sub = rules.registers_per_sm / SUB_PARTITIONS;
-    let regs = wa.div_ceil(SUB_PARTITIONS) * registers_per_warp(a.registers)
-        + wb.div_ceil(SUB_PARTITIONS) * registers_per_warp(b.registers);
-    regs <= per_sub
+    let mut warps_in = [0u32; SUB_PARTITIONS as usize];
+    let mut regs_in = [0u32; SUB_PARTITIONS as usize];
+    let ctas = std::iter::repeat_n(a, j as usize).chain(std::iter::repeat_n(b, k as usize));
+    for cta in ctas {
+        for _ in 0..warps(cta.threads) {
+            let fewest = (0..warps_in.len())
+                .min_by_key(|&p| warps_in[p])
+                .expect("four sub-partitions");
+            warps_in[fewest] += 1;
+            regs_in[fewest] += registers_per_warp(cta.registers);
+        }
+    }
+    regs_in.iter().all(|&r| r <= per_sub)
 }

@@ -154,3 +154,61 @@ fn co_residency_follows_the_sum_rule() {
         None
     ));
 }
+
+/// Pairs measured on our H200 with `mkc occupancy --probe` (resident: one CTA per SM with
+/// 120 KiB of shared memory; visitor: none): whether the visitor's CTAs entered beside the
+/// resident ones on all 132 SMs or on none. The first four share an SM although charging each
+/// kernel ceil(warps / 4) warps per sub-partition says they cannot.
+#[test]
+fn co_residency_matches_the_measured_warp_placement() {
+    let rules = ArchRules::of(Arch::Sm90);
+    // (resident threads, registers, visitor threads, registers, admitted on the H200)
+    let measured = [
+        (288, 112, 288, 88, true),
+        (288, 128, 288, 64, true),
+        (288, 120, 288, 72, true),
+        (288, 120, 256, 72, true),
+        (256, 128, 512, 64, true),
+        (288, 128, 288, 80, false),
+        (288, 120, 288, 80, false),
+        (288, 120, 256, 80, false),
+        (288, 168, 256, 48, false),
+        (256, 128, 512, 72, false),
+    ];
+    for (ta, ra, tb, rb, admitted) in measured {
+        assert_eq!(
+            co_resident(
+                &rules,
+                &k(ta, ra, 120 * 1024),
+                1,
+                &k(tb, rb, 0),
+                1,
+                Some(100)
+            ),
+            admitted,
+            "{ta} x {ra} beside {tb} x {rb}"
+        );
+    }
+}
+
+proptest::proptest! {
+    /// For one kernel the pair rule is the single-kernel rule: j + k CTAs of it fit together
+    /// exactly when the occupancy allows j + k.
+    #[test]
+    fn co_residency_of_one_kernel_is_its_occupancy(
+        threads in 1u32..=1024,
+        registers in 16u32..=255,
+        smem in 0u32..=120_000,
+        j in 0u32..4,
+        extra in 1u32..4,
+    ) {
+        let rules = ArchRules::of(Arch::Sm90);
+        let cta = k(threads, registers, smem);
+        if let Ok(o) = occupancy(&rules, &cta, Some(100)) {
+            proptest::prop_assert_eq!(
+                co_resident(&rules, &cta, j, &cta, extra, Some(100)),
+                o.blocks_per_sm >= j + extra
+            );
+        }
+    }
+}

@@ -5,6 +5,7 @@ mod compile;
 mod gpu_common;
 mod kernels;
 mod occupancy;
+mod probe;
 mod run;
 mod simulate;
 

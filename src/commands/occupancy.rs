@@ -8,11 +8,19 @@ use crate::cli::OccupancyArgs;
 
 /// Runs `mkc occupancy`.
 pub fn run(args: OccupancyArgs) -> Result<(), CommandError> {
-    let arch = Arch::parse(&args.arch).ok_or_else(|| {
+    if args.probe {
+        return super::probe::run(args.json);
+    }
+    // clap requires these three unless --probe is given.
+    let (Some(arch_name), Some(threads), Some(regs)) = (&args.arch, args.threads, args.regs) else {
+        return Err(CommandError::Input(
+            "mkc occupancy needs --arch, --threads and --regs (or --probe).".into(),
+        ));
+    };
+    let arch = Arch::parse(arch_name).ok_or_else(|| {
         CommandError::Input(format!(
-            "--arch: `{}` is not a supported architecture. Fix: use one of sm_80, sm_86, \
-             sm_89, sm_90, sm_100, sm_120.",
-            args.arch
+            "--arch: `{arch_name}` is not a supported architecture. Fix: use one of sm_80, \
+             sm_86, sm_89, sm_90, sm_100, sm_120."
         ))
     })?;
     if args.carveout.is_some_and(|c| c > 100) {
@@ -22,8 +30,8 @@ pub fn run(args: OccupancyArgs) -> Result<(), CommandError> {
     }
     let rules = ArchRules::of(arch);
     let k = CtaResources {
-        threads: args.threads,
-        registers: args.regs,
+        threads,
+        registers: regs,
         static_smem: args.static_smem,
         dynamic_smem: args.dyn_smem,
     };
@@ -45,8 +53,8 @@ pub fn run(args: OccupancyArgs) -> Result<(), CommandError> {
         println!(
             "{}: {} threads x {} registers, {} B static + {} B dynamic shared memory",
             arch.name(),
-            args.threads,
-            args.regs,
+            threads,
+            regs,
             args.static_smem,
             args.dyn_smem
         );

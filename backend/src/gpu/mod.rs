@@ -8,12 +8,14 @@
 //!
 //! Modules: `device` (context, buffers, events), `abi` (the kernels' parameter structs),
 //! `setup` (compile, load, allocate, fill), `launch` (grids and graph capture), `run` (the
-//! workload under a watchdog, timings), `trace` (CTA phase traces), `info` (driver figures).
+//! workload under a watchdog, timings), `trace` (CTA phase traces), `info` (driver figures),
+//! `probe` (which pairs of kernels share an SM).
 
 mod abi;
 mod device;
 mod info;
 mod launch;
+mod probe;
 mod run;
 mod setup;
 mod trace;
@@ -24,6 +26,7 @@ use mkc_ir::Model;
 pub use device::Gpu;
 pub use info::loaded_kernel_info;
 pub use launch::StepGraph;
+pub use probe::{probe_coresidency, PairProbe, ProbeSide, PROBE_REGISTERS, RESIDENT_SMEM};
 pub use run::{RunOptions, RunOutput};
 pub use setup::WeightSource;
 pub use trace::{GridTrace, TRACE_SLOTS};

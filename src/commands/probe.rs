@@ -1,0 +1,141 @@
+//! `mkc occupancy --probe`: which pairs of kernels share an SM on the GPU, against the
+//! simulator's co-residency rule.
+
+use mkc_backend::gpu::{probe_coresidency, Gpu, PairProbe, PROBE_REGISTERS, RESIDENT_SMEM};
+use mkc_backend::kernels;
+use mkc_ir::device::Arch;
+use mkc_simulator::occupancy::{co_resident, occupancy, ArchRules, CtaResources};
+
+use super::CommandError;
+
+/// Thread counts probed: a resident CTA of 8 or 9 warps (mkc's streaming kernels run 9),
+/// a visitor of 8, 9 or 16.
+const RESIDENT_THREADS: [u32; 2] = [256, 288];
+const VISITOR_THREADS: [u32; 3] = [256, 288, 512];
+
+/// Runs the probe and prints one line per pair, then how often each rule agreed.
+pub fn run(json: bool) -> Result<(), CommandError> {
+    let compiled = kernels::compile_probe("sm_90a")?;
+    let gpu = Gpu::open()?;
+    if gpu.cc != (9, 0) {
+        return Err(CommandError::Input(format!(
+            "--probe measures sm_90 (H100/H200); {} is sm_{}{}",
+            gpu.name, gpu.cc.0, gpu.cc.1
+        )));
+    }
+    let rules = ArchRules::of(Arch::Sm90);
+    let cta = |threads, registers, dynamic_smem| CtaResources {
+        threads,
+        registers,
+        static_smem: 0,
+        dynamic_smem,
+    };
+    let launchable = |threads, regs, smem| {
+        occupancy(&rules, &cta(threads, regs, smem), Some(100)).is_ok_and(|o| o.blocks_per_sm >= 1)
+    };
+    let mut pairs = Vec::new();
+    let name = |r: u32| format!("k_hold_{r}");
+    for ra in PROBE_REGISTERS {
+        for ta in RESIDENT_THREADS {
+            if !launchable(ta, ra, RESIDENT_SMEM) {
+                continue;
+            }
+            for rb in PROBE_REGISTERS {
+                for tb in VISITOR_THREADS {
+                    if launchable(tb, rb, 0) {
+                        pairs.push(((name(ra), ta), (name(rb), tb)));
+                    }
+                }
+            }
+        }
+    }
+    let probes = probe_coresidency(&gpu, &compiled.cubin, &pairs)?;
+    // Admitted on at least 90% of the SMs, or on at most 10% (a visitor may enter as a resident
+    // CTA that started late leaves).
+    let verdict = |p: &PairProbe| {
+        if p.admitted * 10 >= p.visitors * 9 {
+            Some(true)
+        } else if p.admitted * 10 <= p.visitors {
+            Some(false)
+        } else {
+            None
+        }
+    };
+    let model = |p: &PairProbe| {
+        co_resident(
+            &rules,
+            &cta(p.resident.threads, p.resident.registers, RESIDENT_SMEM),
+            1,
+            &cta(p.visitor.threads, p.visitor.registers, 0),
+            1,
+            Some(100),
+        )
+    };
+    // The alternative: registers shared by the whole SM, not per sub-partition.
+    let whole_sm = |p: &PairProbe| {
+        let regs = |t: u32, r: u32| t.div_ceil(32) * (r * 32).div_ceil(256) * 256;
+        regs(p.resident.threads, p.resident.registers)
+            + regs(p.visitor.threads, p.visitor.registers)
+            <= rules.registers_per_sm
+    };
+    let agree = |rule: &dyn Fn(&PairProbe) -> bool| {
+        probes
+            .iter()
+            .filter(|p| verdict(p) == Some(rule(p)))
+            .count()
+    };
+    let (by_model, by_whole) = (agree(&model), agree(&whole_sm));
+    if json {
+        let rows: Vec<_> = probes
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "resident": {"threads": p.resident.threads, "registers": p.resident.registers,
+                                 "dynamic_smem": RESIDENT_SMEM},
+                    "visitor": {"threads": p.visitor.threads, "registers": p.visitor.registers},
+                    "admitted": p.admitted, "visitors": p.visitors,
+                    "model": model(p), "whole_sm_registers": whole_sm(p),
+                })
+            })
+            .collect();
+        let summary = serde_json::json!({
+            "gpu": gpu.name, "pairs": rows, "model_agrees": by_model,
+            "whole_sm_agrees": by_whole, "total": probes.len(),
+        });
+        println!("{summary}");
+        return Ok(());
+    }
+    println!(
+        "co-residency on {} (resident: one CTA per SM, {} B dynamic shared memory; visitor: none)",
+        gpu.name, RESIDENT_SMEM
+    );
+    println!(
+        "  {} pairs; those where a rule and the GPU disagree, or the GPU admitted only some:",
+        probes.len()
+    );
+    println!("  resident thr x regs   visitor thr x regs   admitted   model   whole-SM rule");
+    let yes_no = |b: bool| if b { "yes" } else { "no" };
+    let odd = |p: &&PairProbe| {
+        let v = verdict(p);
+        v != Some(model(p)) || v != Some(whole_sm(p))
+    };
+    for p in probes.iter().filter(odd) {
+        println!(
+            "  {:>12} x {:<4}  {:>12} x {:<4}  {:>4}/{:<4}  {:>5}   {}",
+            p.resident.threads,
+            p.resident.registers,
+            p.visitor.threads,
+            p.visitor.registers,
+            p.admitted,
+            p.visitors,
+            yes_no(model(p)),
+            yes_no(whole_sm(p))
+        );
+    }
+    println!(
+        "  the simulator's rule (each warp to the sub-partition with the fewest) agrees on \
+         {by_model} of {} pairs; registers shared by the whole SM on {by_whole}",
+        probes.len()
+    );
+    Ok(())
+}
