@@ -21,8 +21,10 @@
 typedef unsigned short bf16;
 typedef unsigned long long u64;
 
-// Streaming kernels: 8 consumer warps and one producer warp.
+// Streaming kernels: 8 consumer warps (the host may pass another count) and one producer warp.
+#ifndef CONSUMER_WARPS
 #define CONSUMER_WARPS 8
+#endif
 #define CONSUMER_THREADS (CONSUMER_WARPS * 32)
 #define THREADS (CONSUMER_THREADS + 32)
 // Attention kernel threads.
@@ -531,7 +533,7 @@ __device__ void rmsnorm_consumers(const Stream& s, int n, float eps) {
     for (int i = threadIdx.x; i < n; i += CONSUMER_THREADS) x[i] = x[i] * inv * bf2f(s.norm[i]);
 }
 
-// dst <- base + parts[0] + ... + parts[splits - 1] (n <= 2 CONSUMER_THREADS * 4 floats each,
+// dst <- base + parts[0] + ... + parts[splits - 1] (n <= 2048 floats each,
 // added in that order): the residual stream, reduced from the split-K partials that produced
 // it. A thread issues the loads of up to SUM_BATCH chunks before its first add: one L2 round
 // trip per batch (a loop of dependent load-add steps made this prepare ~2 µs slower). This CTA
@@ -542,7 +544,7 @@ __device__ void rmsnorm_consumers(const Stream& s, int n, float eps) {
 #define SUM_BATCH 4
 __device__ void stage_sum(float* dst, const float* base, const float* parts, int splits, int n, float* out,
                           const Stream* norm, float eps) {
-    constexpr int G = 2;
+    constexpr int G = (2048 + 4 * CONSUMER_THREADS - 1) / (4 * CONSUMER_THREADS);  // float4s per thread
     const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
     int at[G];
     float4 acc[G];

@@ -33,8 +33,24 @@ pub const MAX_SLOTS: u32 = 16;
 /// (docs/perf.md). `MKC_STREAM_SMEM` overrides it (developers' A/B runs).
 const STREAM_SMEM_BUDGET: u32 = SMEM_PER_CTA;
 
-/// Consumer warps of a streaming kernel (the source's `CONSUMER_WARPS`).
+/// Consumer warps of a streaming kernel (the source's `CONSUMER_WARPS` default).
 pub const CONSUMER_WARPS: u32 = 8;
+
+/// Consumer warps the streaming kernels are built with: [`CONSUMER_WARPS`], or
+/// `MKC_CONSUMER_WARPS` (1-8; developers' A/B runs: with fewer warps and a smaller ring,
+/// `MKC_STREAM_SMEM`, two streaming CTAs can share an SM).
+pub fn consumer_warps() -> u32 {
+    std::env::var("MKC_CONSUMER_WARPS")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .filter(|w| (1..=CONSUMER_WARPS).contains(w))
+        .unwrap_or(CONSUMER_WARPS)
+}
+
+/// Threads per CTA of the streaming kernels as built: the consumer warps and the producer.
+pub fn stream_threads() -> u32 {
+    consumer_warps() * 32 + 32
+}
 
 /// Shared memory one CTA may use on sm_90 with the opt-in (bytes).
 const SMEM_PER_CTA: u32 = 232_448;
@@ -47,14 +63,14 @@ pub fn threads(kind: OpKind) -> u32 {
     if kind == OpKind::Attention {
         ATT_THREADS
     } else {
-        THREADS
+        stream_threads()
     }
 }
 
 /// Threads per CTA of a grid of `ops`: a grid of two operators is a streaming kernel.
 pub fn grid_threads(ops: GridOps) -> u32 {
     if ops.1.is_some() {
-        THREADS
+        stream_threads()
     } else {
         threads(ops.0)
     }
@@ -172,19 +188,19 @@ pub fn fold_layout(model: &Model, sms: u32) -> Result<FoldLayout, BackendError> 
         );
     }
     let heads = o.k / g.head_dim;
-    if heads * g.head_dim > 2 * CONSUMER_WARPS * 32 {
+    if heads * g.head_dim > 2 * consumer_warps() * 32 {
         return fail(
             "lowering.vtp_shards.attention_o_proj",
             format!(
                 "a K chunk holds {heads} query heads, more outputs than the grid's {} threads \
                  compute; raise the shard count",
-                CONSUMER_WARPS * 32
+                consumer_warps() * 32
             ),
         );
     }
     let ctas_per_chunk = (sms / o.splits).max(1);
     let chunk_pages = o.pages() / o.splits;
-    let ring_slots = chunk_pages.div_ceil(ctas_per_chunk).min(CONSUMER_WARPS);
+    let ring_slots = chunk_pages.div_ceil(ctas_per_chunk).min(consumer_warps());
     let kv_heads = heads / (g.heads / g.kv_heads);
     // Shared memory: [stream header | K and V chunks | q | scores | page ring] (the source's
     // attention_o_proj_body); the KV chunks take what the rest leaves (128: rounding slack).
@@ -282,6 +298,12 @@ fn compile_with(arch: &str, traced: bool) -> Result<Compiled, BackendError> {
         Err(_) => SOURCE.to_string(),
     };
     let mut options = vec![format!("-DPAGE_BYTES={PAGE_BYTES}")];
+    if consumer_warps() != CONSUMER_WARPS {
+        // Two streaming CTAs of 7 warps share an SM only with <= 128 registers each
+        // (docs/perf.md: each warp goes to the sub-partition holding the fewest).
+        options.push(format!("-DCONSUMER_WARPS={}", consumer_warps()));
+        options.push("--maxrregcount=128".into());
+    }
     if traced {
         options.push("-DMKC_TRACE".to_string());
     }
@@ -508,13 +530,14 @@ impl Stream {
             .and_then(|v| v.parse::<u32>().ok())
             .unwrap_or(STREAM_SMEM_BUDGET)
             .min(SMEM_PER_CTA);
-        let fit = budget.saturating_sub(self.ring_offset()) / (PAGE_BYTES * CONSUMER_WARPS);
-        fit.clamp(1, MAX_SLOTS / CONSUMER_WARPS)
+        let warps = consumer_warps();
+        let fit = budget.saturating_sub(self.ring_offset()) / (PAGE_BYTES * warps);
+        fit.clamp(1, MAX_SLOTS / warps)
     }
 
     /// Dynamic shared memory of the kernel.
     pub fn dynamic_smem(&self) -> u32 {
-        self.ring_offset() + self.slots_per_warp() * CONSUMER_WARPS * PAGE_BYTES
+        self.ring_offset() + self.slots_per_warp() * consumer_warps() * PAGE_BYTES
     }
 
     /// CTAs to launch: one per SM, never more than there are pages.
@@ -536,7 +559,8 @@ pub fn page_range(pages: u32, b: u32, g: u32) -> (u32, u32) {
 /// parity waits on a slot's barriers are sound only because each slot has one consumer whose
 /// laps come in order (tested as a property).
 pub fn ring_slot(i: u32, per_warp: u32) -> (u32, u32) {
-    let (w, j) = (i % CONSUMER_WARPS, i / CONSUMER_WARPS);
+    let warps = consumer_warps();
+    let (w, j) = (i % warps, i / warps);
     (w * per_warp + j % per_warp, j / per_warp)
 }
 
@@ -668,7 +692,7 @@ pub fn check_model(model: &Model) -> Result<(), BackendError> {
                 ),
             );
         }
-        if s.ring_offset() + CONSUMER_WARPS * PAGE_BYTES > SMEM_PER_CTA {
+        if s.ring_offset() + consumer_warps() * PAGE_BYTES > SMEM_PER_CTA {
             return fail(
                 "geometry",
                 format!("{} needs too much shared memory", kind.name()),
