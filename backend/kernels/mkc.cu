@@ -28,7 +28,16 @@ typedef unsigned long long u64;
 #define CONSUMER_THREADS (CONSUMER_WARPS * 32)
 #define THREADS (CONSUMER_THREADS + 32)
 // Attention kernel threads.
+#ifndef ATT_THREADS
 #define ATT_THREADS 512
+#endif
+// The attention kernel's bounds: its thread count, or a register cap the host passes with
+// another thread count (so that the CTA fits beside a streaming one).
+#ifdef ATT_MAXNREG
+#define ATT_BOUNDS __maxnreg__(ATT_MAXNREG)
+#else
+#define ATT_BOUNDS __launch_bounds__(ATT_THREADS)
+#endif
 // Weight pages (the host passes its PAGE_BYTES with -D so the two cannot disagree) and the most
 // ring slots a streaming kernel may use.
 #ifndef PAGE_BYTES
@@ -1143,7 +1152,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) k_qkv_rope(Model m, Glo
     trace_end_stream();
 }
 
-extern "C" __global__ void __launch_bounds__(ATT_THREADS) k_attention(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
+extern "C" __global__ void ATT_BOUNDS k_attention(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
     trace_begin(trace);
     attention_body(m, g, L, blockIdx.x, pdl, early);
     trace_end();

@@ -18,8 +18,19 @@ pub const SOURCE: &str = include_str!("../kernels/mkc.cu");
 /// warps and one producer warp.
 pub const THREADS: u32 = 288;
 
-/// Threads per CTA of the attention kernel (the source's `ATT_THREADS`).
+/// Threads per CTA of the attention kernel (the source's `ATT_THREADS` default).
 pub const ATT_THREADS: u32 = 512;
+
+/// Threads per attention CTA as built: [`ATT_THREADS`], or `MKC_ATT_THREADS` (128-1024, a
+/// multiple of 128; developers' A/B runs: a smaller CTA, capped at 72 registers, fits beside a
+/// QKV or O-projection CTA).
+pub fn att_threads() -> u32 {
+    std::env::var("MKC_ATT_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .filter(|t| (128..=1024).contains(t) && t % 128 == 0)
+        .unwrap_or(ATT_THREADS)
+}
 
 /// Bytes of one weight page (passed to the source as `-DPAGE_BYTES`). 8 KiB pages measured
 /// ~15% slower on the H200 (docs/perf.md).
@@ -61,7 +72,7 @@ const ATT_CHUNK: u32 = 128;
 /// Threads per CTA of the kernel for `kind`.
 pub fn threads(kind: OpKind) -> u32 {
     if kind == OpKind::Attention {
-        ATT_THREADS
+        att_threads()
     } else {
         stream_threads()
     }
@@ -298,6 +309,11 @@ fn compile_with(arch: &str, traced: bool) -> Result<Compiled, BackendError> {
         Err(_) => SOURCE.to_string(),
     };
     let mut options = vec![format!("-DPAGE_BYTES={PAGE_BYTES}")];
+    if att_threads() != ATT_THREADS {
+        options.push(format!("-DATT_THREADS={}", att_threads()));
+        // 72 registers: beside a 9-warp QKV CTA of 120 (docs/perf.md's rule).
+        options.push("-DATT_MAXNREG=72".into());
+    }
     if consumer_warps() != CONSUMER_WARPS {
         // Two streaming CTAs of 7 warps share an SM only with <= 128 registers each
         // (docs/perf.md: each warp goes to the sub-partition holding the fewest).
@@ -642,14 +658,14 @@ pub fn check_model(model: &Model) -> Result<(), BackendError> {
         )))
     };
     let hp = model.heads_per_attention_task();
-    if hp * g.head_dim > 2 * ATT_THREADS || !g.head_dim.is_multiple_of(8) {
+    if hp * g.head_dim > 2 * att_threads() || !g.head_dim.is_multiple_of(8) {
         return fail(
             "lowering.attention_split",
             format!(
                 "{hp} query heads of {} per attention task exceed the kernel's {} outputs \
                  (head_dim must also be a multiple of 8); raise attention_split",
                 g.head_dim,
-                2 * ATT_THREADS
+                2 * att_threads()
             ),
         );
     }
