@@ -7,6 +7,29 @@ use mkc_simulator::occupancy::{occupancy, ArchRules, CtaResources};
 use super::CommandError;
 use crate::cli::KernelsArgs;
 
+/// Each kernel's figures and where they come from: the ptxas log, or, where NVRTC printed no
+/// statistics (seen on the lent H200 for a second compile of the same source), the driver's
+/// figures for the loaded cubin. With neither, an error rather than figures that are not there.
+pub fn kernel_figures(
+    compiled: kernels::Compiled,
+) -> Result<(Vec<kernels::KernelInfo>, &'static str), CommandError> {
+    if !compiled.kernels.is_empty() {
+        return Ok((compiled.kernels, "ptxas log"));
+    }
+    let gpu = mkc_backend::gpu::Gpu::open().map_err(|e| {
+        CommandError::Internal(format!(
+            "NVRTC printed no ptxas statistics and no GPU is available to ask the driver ({e}); \
+             compiler log:\n{}",
+            compiled.log
+        ))
+    })?;
+    let found = mkc_backend::gpu::loaded_kernel_info(&gpu, &compiled.cubin)?;
+    Ok((
+        found,
+        "driver (cuFuncGetAttribute; local bytes shown as stack)",
+    ))
+}
+
 /// Runs `mkc kernels`.
 pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
     let model = mkc_ir::embedded::resolve_model(&args.model)?;
@@ -17,20 +40,7 @@ pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
         ))
     })?;
     let compiled = kernels::compile(&args.arch)?;
-    let mut found = compiled.kernels;
-    let mut source = "ptxas log";
-    if found.is_empty() {
-        // Some NVRTC builds print no ptxas statistics; the driver knows them once loaded.
-        let gpu = mkc_backend::gpu::Gpu::open().map_err(|e| {
-            CommandError::Internal(format!(
-                "NVRTC printed no ptxas statistics and no GPU is available to ask the driver \
-                 ({e}); compiler log:\n{}",
-                compiled.log
-            ))
-        })?;
-        found = mkc_backend::gpu::loaded_kernel_info(&gpu, &compiled.cubin)?;
-        source = "driver (cuFuncGetAttribute; local bytes shown as stack)";
-    }
+    let (found, source) = kernel_figures(compiled)?;
     // Dynamic shared memory can depend on the SM count (the folded grid's pages per CTA): the
     // default device's.
     let sms = mkc_ir::embedded::resolve_device("h200").map_or(132, |d| d.sms);
