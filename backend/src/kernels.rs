@@ -634,6 +634,13 @@ pub fn grid_ctas(model: &Model, ops: GridOps, tasks: u32, sms: u32) -> u32 {
         return sms;
     }
     match stream(model, ops.0) {
+        // Developers' A/B knob: fewer O-projection CTAs than SMs (MKC_O_CTAS), so that the
+        // grid fits on the SMs attention leaves free.
+        Some(s) if ops.0 == OpKind::OProj => std::env::var("MKC_O_CTAS")
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+            .filter(|&c| c >= 1)
+            .map_or(s.ctas(sms), |c| s.ctas(sms).min(c)),
         Some(s) => s.ctas(sms),
         None => tasks,
     }
