@@ -28,6 +28,31 @@ pub enum Command {
     Run(RunArgs),
     /// Run several targets side by side on the GPU and compare their step times.
     Bench(BenchArgs),
+    /// Measure on the GPU (sm_90) a hardware fact the simulator assumes.
+    Probe(ProbeArgs),
+}
+
+/// Arguments of `mkc probe`.
+#[derive(Parser, Debug)]
+pub struct ProbeArgs {
+    /// What to measure.
+    #[arg(value_enum)]
+    pub what: ProbeWhat,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The probes.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProbeWhat {
+    /// Which pairs of kernels share an SM (a CTA of one admitted beside a running CTA of
+    /// another, as a PDL successor beside its predecessor), for 840 pairs of register and warp
+    /// counts, against the simulator's rule.
+    Coresidency,
+    /// L2-hit latency of a dependent chain, idle and while HBM streams (on other SMs, and on
+    /// the chain's own SM).
+    Latency,
 }
 
 /// Arguments of `mkc kernels`.
@@ -181,19 +206,14 @@ pub struct SimulateArgs {
 #[derive(Parser, Debug)]
 pub struct OccupancyArgs {
     /// Architecture: sm_80, sm_86, sm_89, sm_90, sm_100, sm_120.
-    #[arg(long, required_unless_present = "probe")]
-    pub arch: Option<String>,
+    #[arg(long)]
+    pub arch: String,
     /// Threads per CTA.
-    #[arg(long, required_unless_present = "probe")]
-    pub threads: Option<u32>,
+    #[arg(long)]
+    pub threads: u32,
     /// Registers per thread.
-    #[arg(long, required_unless_present = "probe")]
-    pub regs: Option<u32>,
-    /// Instead: measure on the GPU (sm_90) which pairs of kernels share an SM (a CTA of one
-    /// admitted beside a running CTA of another, as a PDL successor beside its predecessor)
-    /// for a range of register and warp counts, and compare with the simulator's rule.
-    #[arg(long, conflicts_with_all = ["arch", "threads", "regs", "static_smem", "dyn_smem", "carveout"])]
-    pub probe: bool,
+    #[arg(long)]
+    pub regs: u32,
     /// Static shared memory per CTA, bytes.
     #[arg(long, default_value_t = 0)]
     pub static_smem: u32,

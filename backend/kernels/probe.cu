@@ -1,4 +1,4 @@
-// Co-residency probe (`mkc occupancy --probe`): kernels that hold a chosen number of registers
+// Co-residency probe (`mkc probe coresidency`): kernels that hold a chosen number of registers
 // while they spin for a given time, recording where and when each CTA ran. Launching a long
 // "resident" grid and then a short "visitor" grid on another stream shows whether the visitor's
 // CTAs are admitted beside the resident ones, for any pair of register counts and warp counts.
@@ -54,3 +54,59 @@ HOLD(112)
 HOLD(120)
 HOLD(128)
 HOLD(168)
+
+// ---- latency under load -------------------------------------------------------------------
+//
+// k_chase: one thread follows `hops` links of a cycle of indices (`next`, a small buffer that
+// stays in L2; .cg loads skip L1), recording its SM and the mean time per hop. k_stream keeps
+// HBM busy for `dur_ns` by reading a large buffer with 16-byte loads (eight in flight per
+// thread), the way the operators' weight pages keep it busy; each CTA records its SM, bytes and
+// time.
+
+__device__ __forceinline__ unsigned smid() {
+    unsigned sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    return sm;
+}
+
+extern "C" __global__ void k_chase(const unsigned* next, int hops, u64* out) {
+    if (threadIdx.x != 0) return;
+    unsigned p = 0;
+    for (int i = 0; i < 64; ++i) p = __ldcg(next + p);  // warm the path
+    u64 t0 = now_ns();
+    for (int i = 0; i < hops; ++i) p = __ldcg(next + p);
+    u64 t1 = now_ns();
+    out[0] = smid();
+    out[1] = (t1 - t0) * 1000 / (u64)hops;  // picoseconds per hop
+    out[2] = p;                             // keeps the chain live
+}
+
+extern "C" __global__ void k_stream(const uint4* p, u64 n, u64 dur_ns, u64* rec, unsigned* sink) {
+    const u64 t0 = now_ns(), until_ns = t0 + dur_ns;
+    uint4 acc = make_uint4(0, 0, 0, 0);
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    u64 loads = 0;
+    do {
+        // Eight independent 16-byte loads per thread in flight per step.
+        for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i + 7 * stride < n; i += 8 * stride) {
+            uint4 v[8];
+#pragma unroll
+            for (int u = 0; u < 8; ++u) v[u] = __ldcs(p + i + u * stride);
+#pragma unroll
+            for (int u = 0; u < 8; ++u) {
+                acc.x ^= v[u].x;
+                acc.y ^= v[u].y;
+                acc.z ^= v[u].z;
+                acc.w ^= v[u].w;
+            }
+            loads += 8;
+        }
+    } while (now_ns() < until_ns);
+    if ((acc.x ^ acc.y ^ acc.z ^ acc.w) == 0x12345678u) sink[0] = acc.x;
+    // Per CTA: its SM, bytes read (thread 0's count times the threads) and ns streamed.
+    if (threadIdx.x == 0) {
+        rec[3 * blockIdx.x] = smid();
+        rec[3 * blockIdx.x + 1] = loads * 16 * blockDim.x;
+        rec[3 * blockIdx.x + 2] = now_ns() - t0;
+    }
+}

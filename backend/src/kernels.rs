@@ -326,7 +326,7 @@ fn compile_with(arch: &str, traced: bool) -> Result<Compiled, BackendError> {
     compile_text(&text, c"mkc.cu", arch, options)
 }
 
-/// The co-residency probe's source (`mkc occupancy --probe`).
+/// The co-residency probe's source (`mkc probe coresidency`).
 pub const PROBE_SOURCE: &str = include_str!("../kernels/probe.cu");
 
 /// Compiles the co-residency probe's kernels (`k_hold_<K>`) for `arch`.

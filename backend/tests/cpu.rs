@@ -222,6 +222,7 @@ fn probe_kernels_hold_the_registers_their_names_say() {
                 let mut held: Vec<(String, u32)> = c
                     .kernels
                     .iter()
+                    .filter(|k| k.name.starts_with("k_hold_"))
                     .map(|k| (k.name.clone(), k.registers))
                     .collect();
                 held.sort_by_key(|&(_, r)| r);

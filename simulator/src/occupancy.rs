@@ -319,7 +319,7 @@ pub fn occupancy(
 /// and registers within each scheduler sub-partition's share when every warp, CTA after CTA,
 /// goes to the sub-partition holding the fewest warps.
 ///
-/// The warp placement is measured: `mkc occupancy --probe` on our H200 agreed with it on all
+/// The warp placement is measured: `mkc probe coresidency` on our H200 agreed with it on all
 /// 840 pairs of register and warp counts tried (docs/perf.md), where charging each kernel
 /// `ceil(warps / 4)` warps per sub-partition missed 30 (two 9-warp CTAs share an SM whenever
 /// 3 of one kernel's warps and 2 of the other's fit one sub-partition's registers). For one

@@ -155,7 +155,7 @@ fn co_residency_follows_the_sum_rule() {
     ));
 }
 
-/// Pairs measured on our H200 with `mkc occupancy --probe` (resident: one CTA per SM with
+/// Pairs measured on our H200 with `mkc probe coresidency` (resident: one CTA per SM with
 /// 120 KiB of shared memory; visitor: none): whether the visitor's CTAs entered beside the
 /// resident ones on all 132 SMs or on none. The first four share an SM although charging each
 /// kernel ceil(warps / 4) warps per sub-partition says they cannot.

@@ -88,5 +88,6 @@ pub fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Kernels(args) => kernels::run(args),
         Command::Run(args) => run::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Probe(args) => probe::run(args),
     }
 }

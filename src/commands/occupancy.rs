@@ -8,19 +8,11 @@ use crate::cli::OccupancyArgs;
 
 /// Runs `mkc occupancy`.
 pub fn run(args: OccupancyArgs) -> Result<(), CommandError> {
-    if args.probe {
-        return super::probe::run(args.json);
-    }
-    // clap requires these three unless --probe is given.
-    let (Some(arch_name), Some(threads), Some(regs)) = (&args.arch, args.threads, args.regs) else {
-        return Err(CommandError::Input(
-            "mkc occupancy needs --arch, --threads and --regs (or --probe).".into(),
-        ));
-    };
-    let arch = Arch::parse(arch_name).ok_or_else(|| {
+    let arch = Arch::parse(&args.arch).ok_or_else(|| {
         CommandError::Input(format!(
-            "--arch: `{arch_name}` is not a supported architecture. Fix: use one of sm_80, \
-             sm_86, sm_89, sm_90, sm_100, sm_120."
+            "--arch: `{}` is not a supported architecture. Fix: use one of sm_80, sm_86, \
+             sm_89, sm_90, sm_100, sm_120.",
+            args.arch
         ))
     })?;
     if args.carveout.is_some_and(|c| c > 100) {
@@ -30,8 +22,8 @@ pub fn run(args: OccupancyArgs) -> Result<(), CommandError> {
     }
     let rules = ArchRules::of(arch);
     let k = CtaResources {
-        threads,
-        registers: regs,
+        threads: args.threads,
+        registers: args.regs,
         static_smem: args.static_smem,
         dynamic_smem: args.dyn_smem,
     };
@@ -53,8 +45,8 @@ pub fn run(args: OccupancyArgs) -> Result<(), CommandError> {
         println!(
             "{}: {} threads x {} registers, {} B static + {} B dynamic shared memory",
             arch.name(),
-            threads,
-            regs,
+            args.threads,
+            args.regs,
             args.static_smem,
             args.dyn_smem
         );

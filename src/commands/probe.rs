@@ -1,28 +1,72 @@
-//! `mkc occupancy --probe`: which pairs of kernels share an SM on the GPU, against the
-//! simulator's co-residency rule.
+//! `mkc probe`: hardware facts the simulator assumes, measured on the GPU: which pairs of kernels
+//! share an SM (against the simulator's co-residency rule), and L2 latency under load.
 
-use mkc_backend::gpu::{probe_coresidency, Gpu, PairProbe, PROBE_REGISTERS, RESIDENT_SMEM};
+use mkc_backend::gpu::{
+    probe_coresidency, probe_latency, Gpu, PairProbe, PROBE_REGISTERS, RESIDENT_SMEM,
+};
 use mkc_backend::kernels;
 use mkc_ir::device::Arch;
 use mkc_simulator::occupancy::{co_resident, occupancy, ArchRules, CtaResources};
 
 use super::CommandError;
+use crate::cli::{ProbeArgs, ProbeWhat};
 
 /// Thread counts probed: a resident CTA of 8 or 9 warps (mkc's streaming kernels run 9),
 /// a visitor of 8, 9 or 16.
 const RESIDENT_THREADS: [u32; 2] = [256, 288];
 const VISITOR_THREADS: [u32; 3] = [256, 288, 512];
 
-/// Runs the probe and prints one line per pair, then how often each rule agreed.
-pub fn run(json: bool) -> Result<(), CommandError> {
+/// Runs `mkc probe`.
+pub fn run(args: ProbeArgs) -> Result<(), CommandError> {
     let compiled = kernels::compile_probe("sm_90a")?;
     let gpu = Gpu::open()?;
     if gpu.cc != (9, 0) {
         return Err(CommandError::Input(format!(
-            "--probe measures sm_90 (H100/H200); {} is sm_{}{}",
+            "mkc probe measures sm_90 (H100/H200); {} is sm_{}{}",
             gpu.name, gpu.cc.0, gpu.cc.1
         )));
     }
+    match args.what {
+        ProbeWhat::Coresidency => coresidency(&gpu, &compiled.cubin, args.json),
+        ProbeWhat::Latency => latency(&gpu, &compiled.cubin, args.json),
+    }
+}
+
+/// Prints the L2 latency of a dependent chain, idle and under a concurrent HBM stream.
+fn latency(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> {
+    let p = probe_latency(gpu, cubin)?;
+    if json {
+        let v = serde_json::json!({
+            "gpu": gpu.name, "idle_ns": p.idle_ns,
+            "other_sms_streaming_ns": p.other_sms_streaming_ns,
+            "own_sm_streaming_ns": p.own_sm_streaming_ns,
+            "placed_as_intended": p.placed_as_intended, "stream_gbps": p.stream_gbps,
+        });
+        println!("{v}");
+        return Ok(());
+    }
+    println!(
+        "L2-hit latency of a dependent chain on {} (ns per link):",
+        gpu.name
+    );
+    println!("  idle                                  {:>8.1}", p.idle_ns);
+    println!(
+        "  every other SM streaming from HBM     {:>8.1}   (stream {:.0} GB/s)",
+        p.other_sms_streaming_ns, p.stream_gbps[0]
+    );
+    println!(
+        "  beside a streaming CTA on its own SM  {:>8.1}   (stream {:.0} GB/s)",
+        p.own_sm_streaming_ns, p.stream_gbps[1]
+    );
+    if !p.placed_as_intended {
+        println!("  (the chain did not run where a case needs it: read these figures with care)");
+    }
+    Ok(())
+}
+
+/// Runs the co-residency probe and prints the pairs where a rule and the GPU disagree, then
+/// how often each rule agreed.
+fn coresidency(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> {
     let rules = ArchRules::of(Arch::Sm90);
     let cta = |threads, registers, dynamic_smem| CtaResources {
         threads,
@@ -49,7 +93,7 @@ pub fn run(json: bool) -> Result<(), CommandError> {
             }
         }
     }
-    let probes = probe_coresidency(&gpu, &compiled.cubin, &pairs)?;
+    let probes = probe_coresidency(gpu, cubin, &pairs)?;
     // Admitted on at least 90% of the SMs, or on at most 10% (a visitor may enter as a resident
     // CTA that started late leaves).
     let verdict = |p: &PairProbe| {

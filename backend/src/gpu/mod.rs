@@ -26,7 +26,10 @@ use mkc_ir::Model;
 pub use device::Gpu;
 pub use info::loaded_kernel_info;
 pub use launch::StepGraph;
-pub use probe::{probe_coresidency, PairProbe, ProbeSide, PROBE_REGISTERS, RESIDENT_SMEM};
+pub use probe::{
+    probe_coresidency, probe_latency, LatencyProbe, PairProbe, ProbeSide, PROBE_REGISTERS,
+    RESIDENT_SMEM,
+};
 pub use run::{RunOptions, RunOutput};
 pub use setup::WeightSource;
 pub use trace::{GridTrace, TRACE_SLOTS};

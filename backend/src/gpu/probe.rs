@@ -1,4 +1,4 @@
-//! The co-residency probe (`mkc occupancy --probe`): is a CTA of one kernel admitted on an SM
+//! The co-residency probe (`mkc probe coresidency`): is a CTA of one kernel admitted on an SM
 //! beside a running CTA of another? `cuOccupancyMaxActiveBlocksPerMultiprocessor` answers only
 //! for one kernel, so the simulator's rule for two different kernels sharing an SM (a PDL
 //! successor entering beside its predecessor) is checked here against the hardware.
@@ -211,4 +211,188 @@ fn records(ptr: u64, ctas: usize) -> Result<Vec<(u64, u64, u64)>, BackendError> 
         "probe records",
     )?;
     Ok(host.chunks(3).map(|c| (c[0], c[1], c[2])).collect())
+}
+
+/// How long a dependent chain of L2 hits takes per link, idle and while HBM streams: the
+/// latency an activation load on a chain's critical path pays (the simulator's
+/// `signal_visible_ns` stands for it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LatencyProbe {
+    /// ns per link with the GPU otherwise idle.
+    pub idle_ns: f64,
+    /// ns per link on an SM of its own while every other SM streams from HBM.
+    pub other_sms_streaming_ns: f64,
+    /// ns per link beside a streaming CTA on its own SM, every SM streaming.
+    pub own_sm_streaming_ns: f64,
+    /// The chaser ran where each case needs it (its own SM, then beside a streamer).
+    pub placed_as_intended: bool,
+    /// Read bandwidth the stream reached in the two loaded cases (GB/s).
+    pub stream_gbps: [f64; 2],
+}
+
+/// Links of the chase: 128-byte lines of a 64 KiB buffer, visited in a random cycle.
+const CHASE_LINES: usize = 512;
+
+/// Runs the latency probe (kernels `k_chase` and `k_stream` of the compiled probe `cubin`).
+pub fn probe_latency(gpu: &Gpu, cubin: &[u8]) -> Result<LatencyProbe, BackendError> {
+    let module = load_module(cubin)?;
+    let (chase, stream) = (func(module, "k_chase")?, func(module, "k_stream")?);
+    for f in [chase, stream] {
+        // SAFETY: valid function and attribute.
+        check(
+            unsafe {
+                result::function::set_function_attribute(
+                    f,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    RESIDENT_SMEM as i32,
+                )
+            },
+            "cuFuncSetAttribute",
+            "probe kernel",
+        )?;
+    }
+    // A random cycle over the lines (xorshift shuffle: reproducible, no dependency).
+    let words_per_line = 32usize;
+    let mut order: Vec<usize> = (1..CHASE_LINES).collect();
+    let mut x = 0x9E37_79B9u32;
+    for i in (1..order.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        order.swap(i, x as usize % (i + 1));
+    }
+    let mut next = vec![0u32; CHASE_LINES * words_per_line];
+    let mut at = 0usize;
+    for &line in &order {
+        next[at * words_per_line] = (line * words_per_line) as u32;
+        at = line;
+    }
+    next[at * words_per_line] = 0;
+    let chain = DevBuf::new(next.len() * 4, "chase buffer")?;
+    // SAFETY: `chain` holds next.len() u32.
+    check(
+        unsafe { result::memcpy_htod_sync(chain.ptr, &next) },
+        "cuMemcpyHtoD",
+        "chase buffer",
+    )?;
+    let stream_bytes = 1usize << 30;
+    let big = DevBuf::new(stream_bytes, "stream buffer")?;
+    let out = DevBuf::new(3 * 8, "chase result")?;
+    let sms = gpu.sms as u32;
+    let rec = DevBuf::new(sms as usize * 3 * 8, "stream records")?;
+    let sink = DevBuf::new(16, "probe sink")?;
+    let make = || {
+        check(
+            result::stream::create(result::stream::StreamKind::NonBlocking),
+            "cuStreamCreate",
+            "probe stream",
+        )
+    };
+    let (s1, s2) = (make()?, make()?);
+    let run_chase = |hops: i32, smem: u32| -> Result<(), BackendError> {
+        let (mut p, mut h, mut o) = (chain.ptr, hops, out.ptr);
+        let mut args: Vec<*mut c_void> = vec![
+            &mut p as *mut u64 as *mut c_void,
+            &mut h as *mut i32 as *mut c_void,
+            &mut o as *mut u64 as *mut c_void,
+        ];
+        // SAFETY: the arguments match k_chase(const unsigned*, int, u64*).
+        check(
+            unsafe { result::launch_kernel(chase, (1, 1, 1), (32, 1, 1), smem, s2, &mut args) },
+            "cuLaunchKernel",
+            "k_chase",
+        )
+    };
+    let run_stream = |ctas: u32| -> Result<(), BackendError> {
+        let (mut p, mut n, mut d, mut r, mut k) = (
+            big.ptr,
+            (stream_bytes / 16) as u64,
+            3_000_000u64,
+            rec.ptr,
+            sink.ptr,
+        );
+        let mut args: Vec<*mut c_void> = vec![
+            &mut p as *mut u64 as *mut c_void,
+            &mut n as *mut u64 as *mut c_void,
+            &mut d as *mut u64 as *mut c_void,
+            &mut r as *mut u64 as *mut c_void,
+            &mut k as *mut u64 as *mut c_void,
+        ];
+        // SAFETY: the arguments match k_stream(const uint4*, u64, u64, u64*, unsigned*).
+        check(
+            unsafe {
+                result::launch_kernel(
+                    stream,
+                    (ctas, 1, 1),
+                    (512, 1, 1),
+                    RESIDENT_SMEM,
+                    s1,
+                    &mut args,
+                )
+            },
+            "cuLaunchKernel",
+            "k_stream",
+        )
+    };
+    let finish = |what: &str| -> Result<([u64; 3], Vec<u64>), BackendError> {
+        for s in [s1, s2] {
+            // SAFETY: the stream is live.
+            check(
+                unsafe { result::stream::synchronize(s) },
+                "cuStreamSynchronize",
+                what,
+            )?;
+        }
+        let mut o = [0u64; 3];
+        // SAFETY: `out` holds 3 u64; both streams are idle.
+        check(
+            unsafe { result::memcpy_dtoh_sync(&mut o, out.ptr) },
+            "cuMemcpyDtoH",
+            what,
+        )?;
+        let mut r = vec![0u64; sms as usize * 3];
+        // SAFETY: `rec` holds 3 sms u64.
+        check(
+            unsafe { result::memcpy_dtoh_sync(&mut r, rec.ptr) },
+            "cuMemcpyDtoH",
+            what,
+        )?;
+        Ok((o, r))
+    };
+    run_chase(2000, 0)?;
+    let (idle, _) = finish("idle chase")?;
+    // Other SMs streaming: the chaser's shared memory keeps it off the streamers' SMs.
+    // (sm, bytes, ns) per streaming CTA -> its SMs and the bandwidth reached (GB/s).
+    let streamed = |r: &[u64], ctas: usize| {
+        let cta = r.chunks(3).take(ctas);
+        let sms: Vec<u64> = cta.clone().map(|c| c[0]).collect();
+        let bytes: u64 = cta.clone().map(|c| c[1]).sum();
+        let ns = cta.map(|c| c[2]).max().unwrap_or(1).max(1);
+        (sms, bytes as f64 / ns as f64)
+    };
+    run_stream(sms - 1)?;
+    run_chase(500, RESIDENT_SMEM)?;
+    let (other, rec_other) = finish("chase beside a stream")?;
+    let (other_sms, other_gbps) = streamed(&rec_other, sms as usize - 1);
+    let apart = !other_sms.contains(&other[0]);
+    // Every SM streaming, the chaser beside a streamer.
+    run_stream(sms)?;
+    run_chase(500, 0)?;
+    let (own, rec_own) = finish("chase on a streaming SM")?;
+    let (own_sms, own_gbps) = streamed(&rec_own, sms as usize);
+    let beside = own_sms.contains(&own[0]);
+    // SAFETY: both streams are idle and destroyed once; the module is unloaded once.
+    unsafe {
+        result::stream::destroy(s1).ok();
+        result::stream::destroy(s2).ok();
+        result::module::unload(module).ok();
+    }
+    let ns = |o: [u64; 3]| o[1] as f64 / 1000.0;
+    Ok(LatencyProbe {
+        idle_ns: ns(idle),
+        other_sms_streaming_ns: ns(other),
+        own_sm_streaming_ns: ns(own),
+        placed_as_intended: apart && beside,
+        stream_gbps: [other_gbps, own_gbps],
+    })
 }
