@@ -110,3 +110,51 @@ extern "C" __global__ void k_stream(const uint4* p, u64 n, u64 dur_ns, u64* rec,
         rec[3 * blockIdx.x + 2] = now_ns() - t0;
     }
 }
+
+// k_stream_tma: like k_stream, but one thread per CTA keeps `slots` 16 KiB bulk copies
+// (cp.async.bulk, as the operators' producers issue their weight pages) in flight into shared
+// memory, each slot's mbarrier awaited before its reuse.
+__device__ __forceinline__ void wait_parity(unsigned bar, unsigned parity) {
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{ .reg .pred q; mbarrier.try_wait.parity.shared::cta.b64 q, [%1], %2; selp.u32 %0, 1, 0, q; }"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+}
+
+extern "C" __global__ void k_stream_tma(const unsigned char* p, u64 n_bytes, u64 dur_ns, u64* rec, int slots) {
+    extern __shared__ __align__(128) unsigned char ring[];
+    __shared__ __align__(8) u64 bar[16];
+    if (threadIdx.x != 0) return;
+    const u64 t0 = now_ns(), until_ns = t0 + dur_ns;
+    const unsigned page = 16384;
+    const u64 pages = n_bytes / page;
+    auto bar_of = [&](int s) { return (unsigned)__cvta_generic_to_shared(&bar[s]); };
+    for (int s = 0; s < slots; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_of(s)) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    u64 bytes = 0, i = 0;
+    for (;; ++i) {
+        int s = (int)(i % slots);
+        if (i >= (u64)slots) {
+            wait_parity(bar_of(s), (unsigned)((i / slots - 1) & 1));  // the copy of iteration i - slots
+            bytes += page;
+            if (now_ns() >= until_ns) break;
+        }
+        u64 pg = (blockIdx.x + i * gridDim.x) % pages;
+        unsigned dst = (unsigned)__cvta_generic_to_shared(ring + (u64)s * page);
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_of(s)), "r"(page) : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                     ::"r"(dst), "l"(p + pg * page), "r"(page), "r"(bar_of(s))
+                     : "memory");
+    }
+    // Drain the copies still in flight (iterations i - slots + 1 .. i - 1) before the CTA's
+    // shared memory can be handed to another.
+    for (u64 j = i + 1 - slots; j < i; ++j) {
+        wait_parity(bar_of((int)(j % slots)), (unsigned)((j / slots) & 1));
+        bytes += page;
+    }
+    rec[3 * blockIdx.x] = smid();
+    rec[3 * blockIdx.x + 1] = bytes;
+    rec[3 * blockIdx.x + 2] = now_ns() - t0;
+}

@@ -32,16 +32,19 @@ pub fn run(args: ProbeArgs) -> Result<(), CommandError> {
     }
 }
 
-/// Prints the L2 latency of a dependent chain, idle and under a concurrent HBM stream.
+/// Prints the L2 latency of a dependent chain, idle and under concurrent HBM streams.
 fn latency(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> {
     let p = probe_latency(gpu, cubin)?;
     if json {
-        let v = serde_json::json!({
-            "gpu": gpu.name, "idle_ns": p.idle_ns,
-            "other_sms_streaming_ns": p.other_sms_streaming_ns,
-            "own_sm_streaming_ns": p.own_sm_streaming_ns,
-            "placed_as_intended": p.placed_as_intended, "stream_gbps": p.stream_gbps,
-        });
+        let cases: Vec<_> = p
+            .loaded
+            .iter()
+            .map(|c| {
+                serde_json::json!({"case": c.case, "ns": c.ns, "stream_gbps": c.stream_gbps,
+                                   "placed_as_intended": c.placed_as_intended})
+            })
+            .collect();
+        let v = serde_json::json!({"gpu": gpu.name, "idle_ns": p.idle_ns, "loaded": cases});
         println!("{v}");
         return Ok(());
     }
@@ -49,17 +52,19 @@ fn latency(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> {
         "L2-hit latency of a dependent chain on {} (ns per link):",
         gpu.name
     );
-    println!("  idle                                  {:>8.1}", p.idle_ns);
-    println!(
-        "  every other SM streaming from HBM     {:>8.1}   (stream {:.0} GB/s)",
-        p.other_sms_streaming_ns, p.stream_gbps[0]
-    );
-    println!(
-        "  beside a streaming CTA on its own SM  {:>8.1}   (stream {:.0} GB/s)",
-        p.own_sm_streaming_ns, p.stream_gbps[1]
-    );
-    if !p.placed_as_intended {
-        println!("  (the chain did not run where a case needs it: read these figures with care)");
+    println!("  {:<60} {:>7.1}", "idle", p.idle_ns);
+    for c in &p.loaded {
+        println!(
+            "  {:<60} {:>7.1}   stream {:.0} GB/s{}",
+            c.case,
+            c.ns,
+            c.stream_gbps,
+            if c.placed_as_intended {
+                ""
+            } else {
+                "  (the chain ran elsewhere: read with care)"
+            }
+        );
     }
     Ok(())
 }

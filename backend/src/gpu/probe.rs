@@ -220,31 +220,90 @@ fn records(ptr: u64, ctas: usize) -> Result<Vec<(u64, u64, u64)>, BackendError> 
 pub struct LatencyProbe {
     /// ns per link with the GPU otherwise idle.
     pub idle_ns: f64,
-    /// ns per link on an SM of its own while every other SM streams from HBM.
-    pub other_sms_streaming_ns: f64,
-    /// ns per link beside a streaming CTA on its own SM, every SM streaming.
-    pub own_sm_streaming_ns: f64,
-    /// The chaser ran where each case needs it (its own SM, then beside a streamer).
-    pub placed_as_intended: bool,
-    /// Read bandwidth the stream reached in the two loaded cases (GB/s).
-    pub stream_gbps: [f64; 2],
+    /// The loaded cases, in [`LOADED_CASES`] order.
+    pub loaded: Vec<LoadedLatency>,
 }
+
+/// The chain's latency under one kind of concurrent stream.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoadedLatency {
+    /// What streams, and where the chain runs.
+    pub case: &'static str,
+    /// ns per link.
+    pub ns: f64,
+    /// Read bandwidth the stream reached (GB/s).
+    pub stream_gbps: f64,
+    /// The chain ran where the case needs it (an SM of its own, or beside a streamer).
+    pub placed_as_intended: bool,
+}
+
+/// The loaded cases: (description, bulk copies of 16 KiB in flight per streaming CTA (0:
+/// 16-byte loads instead), the chain's SM streams too).
+pub const LOADED_CASES: [(&str, i32, bool); 10] = [
+    ("every other SM streams, 16-byte loads", 0, false),
+    ("its own SM streams too, 16-byte loads", 0, true),
+    (
+        "every other SM streams, 1 bulk copy of 16 KiB in flight",
+        1,
+        false,
+    ),
+    (
+        "every other SM streams, 2 bulk copies of 16 KiB in flight",
+        2,
+        false,
+    ),
+    (
+        "every other SM streams, 3 bulk copies of 16 KiB in flight",
+        3,
+        false,
+    ),
+    (
+        "every other SM streams, 4 bulk copies of 16 KiB in flight",
+        4,
+        false,
+    ),
+    (
+        "every other SM streams, 6 bulk copies of 16 KiB in flight",
+        6,
+        false,
+    ),
+    (
+        "every other SM streams, 8 bulk copies of 16 KiB in flight",
+        8,
+        false,
+    ),
+    (
+        "its own SM streams too, 4 bulk copies of 16 KiB in flight",
+        4,
+        true,
+    ),
+    (
+        "its own SM streams too, 8 bulk copies of 16 KiB in flight",
+        8,
+        true,
+    ),
+];
 
 /// Links of the chase: 128-byte lines of a 64 KiB buffer, visited in a random cycle.
 const CHASE_LINES: usize = 512;
 
-/// Runs the latency probe (kernels `k_chase` and `k_stream` of the compiled probe `cubin`).
+/// Most bulk copies a TMA-streaming CTA keeps in flight (an operator's ring).
+const TMA_SLOTS: i32 = 8;
+
+/// Runs the latency probe (kernels `k_chase`, `k_stream` and `k_stream_tma` of the compiled
+/// probe `cubin`).
 pub fn probe_latency(gpu: &Gpu, cubin: &[u8]) -> Result<LatencyProbe, BackendError> {
     let module = load_module(cubin)?;
-    let (chase, stream) = (func(module, "k_chase")?, func(module, "k_stream")?);
-    for f in [chase, stream] {
+    let chase = func(module, "k_chase")?;
+    let (plain, tma) = (func(module, "k_stream")?, func(module, "k_stream_tma")?);
+    for f in [chase, plain, tma] {
         // SAFETY: valid function and attribute.
         check(
             unsafe {
                 result::function::set_function_attribute(
                     f,
                     sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    RESIDENT_SMEM as i32,
+                    (TMA_SLOTS as u32 * 16384).max(RESIDENT_SMEM) as i32,
                 )
             },
             "cuFuncSetAttribute",
@@ -289,6 +348,14 @@ pub fn probe_latency(gpu: &Gpu, cubin: &[u8]) -> Result<LatencyProbe, BackendErr
         )
     };
     let (s1, s2) = (make()?, make()?);
+    let launch = |f, grid: u32, block: u32, smem: u32, s, args: &mut Vec<*mut c_void>| {
+        // SAFETY: each caller's arguments match the kernel's signature and outlive the call.
+        check(
+            unsafe { result::launch_kernel(f, (grid, 1, 1), (block, 1, 1), smem, s, args) },
+            "cuLaunchKernel",
+            "probe kernel",
+        )
+    };
     let run_chase = |hops: i32, smem: u32| -> Result<(), BackendError> {
         let (mut p, mut h, mut o) = (chain.ptr, hops, out.ptr);
         let mut args: Vec<*mut c_void> = vec![
@@ -296,43 +363,35 @@ pub fn probe_latency(gpu: &Gpu, cubin: &[u8]) -> Result<LatencyProbe, BackendErr
             &mut h as *mut i32 as *mut c_void,
             &mut o as *mut u64 as *mut c_void,
         ];
-        // SAFETY: the arguments match k_chase(const unsigned*, int, u64*).
-        check(
-            unsafe { result::launch_kernel(chase, (1, 1, 1), (32, 1, 1), smem, s2, &mut args) },
-            "cuLaunchKernel",
-            "k_chase",
-        )
+        launch(chase, 1, 32, smem, s2, &mut args)
     };
-    let run_stream = |ctas: u32| -> Result<(), BackendError> {
-        let (mut p, mut n, mut d, mut r, mut k) = (
-            big.ptr,
-            (stream_bytes / 16) as u64,
-            3_000_000u64,
-            rec.ptr,
-            sink.ptr,
-        );
-        let mut args: Vec<*mut c_void> = vec![
-            &mut p as *mut u64 as *mut c_void,
-            &mut n as *mut u64 as *mut c_void,
-            &mut d as *mut u64 as *mut c_void,
-            &mut r as *mut u64 as *mut c_void,
-            &mut k as *mut u64 as *mut c_void,
-        ];
-        // SAFETY: the arguments match k_stream(const uint4*, u64, u64, u64*, unsigned*).
-        check(
-            unsafe {
-                result::launch_kernel(
-                    stream,
-                    (ctas, 1, 1),
-                    (512, 1, 1),
-                    RESIDENT_SMEM,
-                    s1,
-                    &mut args,
-                )
-            },
-            "cuLaunchKernel",
-            "k_stream",
-        )
+    // Streams for 3 ms on `ctas` CTAs, one per SM (their shared memory keeps a second out),
+    // with `slots` bulk copies in flight each, or 16-byte loads for 0.
+    let run_stream = |slots: i32, ctas: u32| -> Result<(), BackendError> {
+        let (mut p, mut r, mut k) = (big.ptr, rec.ptr, sink.ptr);
+        let mut d = 3_000_000u64;
+        let mut slots = slots;
+        if slots > 0 {
+            let mut n = stream_bytes as u64;
+            let mut args: Vec<*mut c_void> = vec![
+                &mut p as *mut u64 as *mut c_void,
+                &mut n as *mut u64 as *mut c_void,
+                &mut d as *mut u64 as *mut c_void,
+                &mut r as *mut u64 as *mut c_void,
+                &mut slots as *mut i32 as *mut c_void,
+            ];
+            launch(tma, ctas, 32, TMA_SLOTS as u32 * 16384, s1, &mut args)
+        } else {
+            let mut n = (stream_bytes / 16) as u64;
+            let mut args: Vec<*mut c_void> = vec![
+                &mut p as *mut u64 as *mut c_void,
+                &mut n as *mut u64 as *mut c_void,
+                &mut d as *mut u64 as *mut c_void,
+                &mut r as *mut u64 as *mut c_void,
+                &mut k as *mut u64 as *mut c_void,
+            ];
+            launch(plain, ctas, 512, RESIDENT_SMEM, s1, &mut args)
+        }
     };
     let finish = |what: &str| -> Result<([u64; 3], Vec<u64>), BackendError> {
         for s in [s1, s2] {
@@ -359,40 +418,36 @@ pub fn probe_latency(gpu: &Gpu, cubin: &[u8]) -> Result<LatencyProbe, BackendErr
         )?;
         Ok((o, r))
     };
+    let ns = |o: [u64; 3]| o[1] as f64 / 1000.0;
     run_chase(2000, 0)?;
     let (idle, _) = finish("idle chase")?;
-    // Other SMs streaming: the chaser's shared memory keeps it off the streamers' SMs.
-    // (sm, bytes, ns) per streaming CTA -> its SMs and the bandwidth reached (GB/s).
-    let streamed = |r: &[u64], ctas: usize| {
-        let cta = r.chunks(3).take(ctas);
-        let sms: Vec<u64> = cta.clone().map(|c| c[0]).collect();
+    let mut loaded = Vec::with_capacity(LOADED_CASES.len());
+    for (case, slots, own) in LOADED_CASES {
+        // With every other SM streaming, the chain's shared memory keeps it off their SMs;
+        // with every SM streaming, it has none and runs beside a streamer.
+        let ctas = if own { sms } else { sms - 1 };
+        run_stream(slots, ctas)?;
+        run_chase(500, if own { 0 } else { RESIDENT_SMEM })?;
+        let (o, r) = finish(case)?;
+        let cta = r.chunks(3).take(ctas as usize);
+        let on_streamer = cta.clone().any(|c| c[0] == o[0]);
         let bytes: u64 = cta.clone().map(|c| c[1]).sum();
-        let ns = cta.map(|c| c[2]).max().unwrap_or(1).max(1);
-        (sms, bytes as f64 / ns as f64)
-    };
-    run_stream(sms - 1)?;
-    run_chase(500, RESIDENT_SMEM)?;
-    let (other, rec_other) = finish("chase beside a stream")?;
-    let (other_sms, other_gbps) = streamed(&rec_other, sms as usize - 1);
-    let apart = !other_sms.contains(&other[0]);
-    // Every SM streaming, the chaser beside a streamer.
-    run_stream(sms)?;
-    run_chase(500, 0)?;
-    let (own, rec_own) = finish("chase on a streaming SM")?;
-    let (own_sms, own_gbps) = streamed(&rec_own, sms as usize);
-    let beside = own_sms.contains(&own[0]);
+        let span = cta.map(|c| c[2]).max().unwrap_or(1).max(1);
+        loaded.push(LoadedLatency {
+            case,
+            ns: ns(o),
+            stream_gbps: bytes as f64 / span as f64,
+            placed_as_intended: on_streamer == own,
+        });
+    }
     // SAFETY: both streams are idle and destroyed once; the module is unloaded once.
     unsafe {
         result::stream::destroy(s1).ok();
         result::stream::destroy(s2).ok();
         result::module::unload(module).ok();
     }
-    let ns = |o: [u64; 3]| o[1] as f64 / 1000.0;
     Ok(LatencyProbe {
         idle_ns: ns(idle),
-        other_sms_streaming_ns: ns(other),
-        own_sm_streaming_ns: ns(own),
-        placed_as_intended: apart && beside,
-        stream_gbps: [other_gbps, own_gbps],
+        loaded,
     })
 }
