@@ -343,6 +343,9 @@ __device__ void ring_init(const Stream& s) {
         mbar_init(&s.empty[i], 1);
     }
     mbar_init(s.norm_bar, 1);
+#ifdef PRE_DEPTH
+    mbar_init(s.norm_bar + 1, 1);  // the consumers' inputs are staged (see run_stream)
+#endif
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 
@@ -493,7 +496,21 @@ __device__ void run_stream(const Matvec& v, int x_len, const float* x_global, co
     if (pdl && early) pdl_trigger();
     if (threadIdx.x >= CONSUMER_THREADS) {
         start_producer(s, norm, norm_len);
+#ifdef PRE_DEPTH
+        // Developers' experiment (MKC_PRE_DEPTH): at most PRE_DEPTH pages in flight until the
+        // consumers have staged their inputs, so that those loads do not queue behind the
+        // whole ring (docs/perf.md: L2 hits cost ~7x idle with 8 pages in flight per SM).
+        if (threadIdx.x == CONSUMER_THREADS) {
+            int pre = count < PRE_DEPTH ? count : PRE_DEPTH;
+            produce(s, v, first, pre);
+            if (pre < count) {
+                mbar_wait(s.norm_bar + 1, 0);
+                produce(s, v, first + pre, count - pre, pre);
+            }
+        }
+#else
         if (threadIdx.x == CONSUMER_THREADS) produce(s, v, first, count);
+#endif
         return;
     }
     mark(MARK_ISSUED);
@@ -503,6 +520,9 @@ __device__ void run_stream(const Matvec& v, int x_len, const float* x_global, co
     prepare(s);
     consumers_sync();  // prepare's shared-memory writes before the dot products
     mark(MARK_PREPARED);
+#ifdef PRE_DEPTH
+    if (threadIdx.x == 0) mbar_arrive(s.norm_bar + 1);
+#endif
     int nj = v.k / 256;
     // Spelled out per source so that each inlined copy knows which memory its x lives in (a
     // helper taking the pointer changed three kernels' code: keep A/B-measured code as it is).

@@ -309,6 +309,15 @@ fn compile_with(arch: &str, traced: bool) -> Result<Compiled, BackendError> {
         Err(_) => SOURCE.to_string(),
     };
     let mut options = vec![format!("-DPAGE_BYTES={PAGE_BYTES}")];
+    // Developers' A/B knob: pages a streaming CTA keeps in flight until its consumers have
+    // staged their inputs (docs/perf.md, latency under load).
+    if let Some(d) = std::env::var("MKC_PRE_DEPTH")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .filter(|d| (1..=MAX_SLOTS).contains(d))
+    {
+        options.push(format!("-DPRE_DEPTH={d}"));
+    }
     if att_threads() != ATT_THREADS {
         options.push(format!("-DATT_THREADS={}", att_threads()));
         // 72 registers: beside a 9-warp QKV CTA of 120 (docs/perf.md's rule).
