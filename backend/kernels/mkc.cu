@@ -343,9 +343,6 @@ __device__ void ring_init(const Stream& s) {
         mbar_init(&s.empty[i], 1);
     }
     mbar_init(s.norm_bar, 1);
-#ifdef PRE_DEPTH
-    mbar_init(s.norm_bar + 1, 1);  // the consumers' inputs are staged (see run_stream)
-#endif
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 
@@ -487,55 +484,16 @@ __device__ __forceinline__ void start_producer(const Stream& s, const bf16* norm
 // producer's first request is the operator's RMSNorm weights (`norm`, norm_len bf16; null for
 // none), ahead of its pages: loaded after the wait instead, they queued behind every CTA's ring
 // fill and held the normalisation ~2-3 µs (docs/perf.md).
-struct NoAfter {
-    __device__ void operator()(const Stream&) const {}
-};
-
-template <typename A, typename B>
-struct same_type {
-    static constexpr bool value = false;
-};
-template <typename A>
-struct same_type<A, A> {
-    static constexpr bool value = true;
-};
-
-template <typename Prepare, typename Epilogue, typename Finish, typename After = NoAfter>
+template <typename Prepare, typename Epilogue, typename Finish>
 __device__ void run_stream(const Matvec& v, int x_len, const float* x_global, const bf16* norm, int norm_len,
-                           int per_warp, int pdl, int early, Prepare prepare, Epilogue& epilogue, Finish finish,
-                           After after = After{}) {
+                           int per_warp, int pdl, int early, Prepare prepare, Epilogue& epilogue, Finish finish) {
     Stream s = carve_stream(x_len, norm ? norm_len : 0, per_warp);
     int first, count;
     page_range(v.pages, first, count);
     if (pdl && early) pdl_trigger();
     if (threadIdx.x >= CONSUMER_THREADS) {
-#ifdef L2_TRICKLE_NS
-        // The consumers' done flag, cleared before the ring barrier orders it before their use.
-        if constexpr (!same_type<After, NoAfter>::value) {
-            if (threadIdx.x == CONSUMER_THREADS) *(volatile int*)(s.scratch + 63) = 0;
-        }
-#endif
         start_producer(s, norm, norm_len);
-#ifdef PRE_DEPTH
-        // Developers' experiment (MKC_PRE_DEPTH): at most PRE_DEPTH pages in flight until the
-        // consumers have staged their inputs, so that those loads do not queue behind the
-        // whole ring (docs/perf.md: L2 hits cost ~7x idle with 8 pages in flight per SM).
-        if (threadIdx.x == CONSUMER_THREADS) {
-            int pre = count < PRE_DEPTH ? count : PRE_DEPTH;
-            produce(s, v, first, pre);
-            if (pre < count) {
-                mbar_wait(s.norm_bar + 1, 0);
-                produce(s, v, first + pre, count - pre, pre);
-            }
-        }
-#else
         if (threadIdx.x == CONSUMER_THREADS) produce(s, v, first, count);
-#endif
-#ifdef L2_TRICKLE_NS
-        if constexpr (!same_type<After, NoAfter>::value) {
-            if (threadIdx.x == CONSUMER_THREADS) after(s);
-        }
-#endif
         return;
     }
     mark(MARK_ISSUED);
@@ -545,9 +503,6 @@ __device__ void run_stream(const Matvec& v, int x_len, const float* x_global, co
     prepare(s);
     consumers_sync();  // prepare's shared-memory writes before the dot products
     mark(MARK_PREPARED);
-#ifdef PRE_DEPTH
-    if (threadIdx.x == 0) mbar_arrive(s.norm_bar + 1);
-#endif
     int nj = v.k / 256;
     // Spelled out per source so that each inlined copy knows which memory its x lives in (a
     // helper taking the pointer changed three kernels' code: keep A/B-measured code as it is).
@@ -561,11 +516,6 @@ __device__ void run_stream(const Matvec& v, int x_len, const float* x_global, co
         else consume<2>(s, v, s.x, first, count, epilogue, 0);
     }
     mark(MARK_COMPUTED);
-#ifdef L2_TRICKLE_NS
-    if constexpr (!same_type<After, NoAfter>::value) {
-        if (threadIdx.x == 0) *(volatile int*)(s.scratch + 63) = 1;  // stops the producer's trickle
-    }
-#endif
     finish(s);
 }
 
@@ -741,38 +691,7 @@ __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, in
     PartialEpilogue ep{L.o_part, m.hidden};
     // Like down, the consumers load their slices of the attention output from global memory.
     auto prepare = [](const Stream&) {};
-#ifdef L2_TRICKLE_NS
-    // Developers' experiment (MKC_L2_TRICKLE_NS): while this CTA waits for attention, its
-    // producer requests up/gate's pages into L2 (the share of the up/gate CTA of the same
-    // index), one every L2_TRICKLE_NS ns, so that few are in flight at once (docs/perf.md:
-    // latency under load), until the consumers are done.
-    Matvec ug = matvec(L.w_gate, L.w_up, m.hidden, m.hidden, 1, m.inter);
-    auto after = [&](const Stream& s) {
-        int f, c;
-        page_range(ug.pages, f, c);
-        u64 pol;
-        asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-        const unsigned half = (unsigned)(ug.page_out * ug.k * 2);
-        volatile int* done = (volatile int*)(s.scratch + 63);
-        u64 t;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        for (int j = 0; j < c && !*done; ++j) {
-            int chunk, row0;
-            page_coords(ug, f + j, chunk, row0);
-            asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;"
-                         ::"l"(ug.w0 + (long)row0 * ug.ld), "r"(half), "l"(pol) : "memory");
-            asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;"
-                         ::"l"(ug.w1 + (long)row0 * ug.ld), "r"(half), "l"(pol) : "memory");
-            u64 until = t + (u64)(j + 1) * L2_TRICKLE_NS, now;
-            do {
-                asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-            } while (now < until && !*done);
-        }
-    };
-    run_stream(v, 0, L.attn, nullptr, 0, m.ring[2], pdl, early, prepare, ep, NoFinish{}, after);
-#else
     run_stream(v, 0, L.attn, nullptr, 0, m.ring[2], pdl, early, prepare, ep, NoFinish{});
-#endif
 }
 
 __device__ void down_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {

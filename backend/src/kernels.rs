@@ -309,24 +309,6 @@ fn compile_with(arch: &str, traced: bool) -> Result<Compiled, BackendError> {
         Err(_) => SOURCE.to_string(),
     };
     let mut options = vec![format!("-DPAGE_BYTES={PAGE_BYTES}")];
-    // Developers' A/B knob: pages a streaming CTA keeps in flight until its consumers have
-    // staged their inputs (docs/perf.md, latency under load).
-    if let Some(d) = std::env::var("MKC_PRE_DEPTH")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-        .filter(|d| (1..=MAX_SLOTS).contains(d))
-    {
-        options.push(format!("-DPRE_DEPTH={d}"));
-    }
-    // Developers' A/B knob: the O-projection's producer trickles up/gate's pages into L2, one
-    // per this many ns (docs/perf.md, latency under load).
-    if let Some(t) = std::env::var("MKC_L2_TRICKLE_NS")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-        .filter(|&t| t >= 50)
-    {
-        options.push(format!("-DL2_TRICKLE_NS={t}"));
-    }
     if att_threads() != ATT_THREADS {
         options.push(format!("-DATT_THREADS={}", att_threads()));
         // 72 registers: beside a 9-warp QKV CTA of 120 (docs/perf.md's rule).
