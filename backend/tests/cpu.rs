@@ -562,3 +562,54 @@ proptest::proptest! {
         }
     }
 }
+
+/// The latency probe's chase visits every line exactly once per lap, from line 0 back to it,
+/// through first words only, in an order that is not sequential (so no prefetcher follows it).
+#[test]
+fn the_latency_chase_is_one_random_cycle_through_every_line() {
+    for (lines, words) in [(512usize, 32usize), (7, 4), (2, 1)] {
+        let next = mkc_backend::gpu::chase_cycle(lines, words);
+        assert_eq!(next.len(), lines * words);
+        let mut seen = vec![false; lines];
+        let mut at = 0usize;
+        let mut sequential = 0;
+        for _ in 0..lines {
+            assert_eq!(at % words, 0, "links land on first words");
+            assert!(!seen[at / words], "line {} visited twice", at / words);
+            seen[at / words] = true;
+            let to = next[at] as usize;
+            if to == at + words {
+                sequential += 1;
+            }
+            at = to;
+        }
+        assert_eq!(at, 0, "the cycle closes after {lines} links");
+        assert!(seen.iter().all(|&s| s));
+        if lines >= 64 {
+            assert!(sequential < lines / 8, "{sequential} sequential links");
+        }
+    }
+}
+
+/// A probed pair counts as admitted on >= 90% of the SMs, refused on <= 10%, undecided between.
+#[test]
+fn a_probed_pair_is_judged_by_most_sms() {
+    let side = |r| mkc_backend::gpu::ProbeSide {
+        name: format!("k_hold_{r}"),
+        threads: 288,
+        registers: r,
+    };
+    let pair = |admitted| mkc_backend::gpu::PairProbe {
+        resident: side(112),
+        visitor: side(88),
+        admitted,
+        visitors: 132,
+    };
+    assert_eq!(pair(132).admitted_beside(), Some(true));
+    assert_eq!(pair(119).admitted_beside(), Some(true));
+    assert_eq!(pair(118).admitted_beside(), None);
+    assert_eq!(pair(66).admitted_beside(), None);
+    assert_eq!(pair(14).admitted_beside(), None);
+    assert_eq!(pair(13).admitted_beside(), Some(false));
+    assert_eq!(pair(0).admitted_beside(), Some(false));
+}

@@ -99,17 +99,7 @@ fn coresidency(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> 
         }
     }
     let probes = probe_coresidency(gpu, cubin, &pairs)?;
-    // Admitted on at least 90% of the SMs, or on at most 10% (a visitor may enter as a resident
-    // CTA that started late leaves).
-    let verdict = |p: &PairProbe| {
-        if p.admitted * 10 >= p.visitors * 9 {
-            Some(true)
-        } else if p.admitted * 10 <= p.visitors {
-            Some(false)
-        } else {
-            None
-        }
-    };
+    let verdict = |p: &PairProbe| p.admitted_beside();
     let model = |p: &PairProbe| {
         co_resident(
             &rules,

@@ -27,8 +27,8 @@ pub use device::Gpu;
 pub use info::loaded_kernel_info;
 pub use launch::StepGraph;
 pub use probe::{
-    probe_coresidency, probe_latency, LatencyProbe, LoadedLatency, PairProbe, ProbeSide,
-    LOADED_CASES, PROBE_REGISTERS, RESIDENT_SMEM,
+    chase_cycle, probe_coresidency, probe_latency, LatencyProbe, LoadedLatency, PairProbe,
+    ProbeSide, LOADED_CASES, PROBE_REGISTERS, RESIDENT_SMEM,
 };
 pub use run::{RunOptions, RunOutput};
 pub use setup::WeightSource;

@@ -55,6 +55,21 @@ pub const PROBE_REGISTERS: [u32; 12] = [32, 48, 64, 72, 80, 88, 96, 104, 112, 12
 /// A kernel to launch: entry point and threads per CTA.
 pub type Launch = (String, u32);
 
+impl PairProbe {
+    /// Whether the visitor was admitted beside the resident: on at least 90% of the SMs (yes)
+    /// or on at most 10% (no: a visitor may slip in where a resident CTA started late or left
+    /// early); `None` in between.
+    pub fn admitted_beside(&self) -> Option<bool> {
+        if self.admitted * 10 >= self.visitors * 9 {
+            Some(true)
+        } else if self.admitted * 10 <= self.visitors {
+            Some(false)
+        } else {
+            None
+        }
+    }
+}
+
 /// Runs every `(resident, visitor)` pair of `pairs` (kernels of the compiled probe `cubin`,
 /// with their threads) on `gpu`; registers are the driver's figures for the loaded kernels.
 pub fn probe_coresidency(
@@ -290,6 +305,28 @@ const CHASE_LINES: usize = 512;
 /// Most bulk copies a TMA-streaming CTA keeps in flight (an operator's ring).
 const TMA_SLOTS: i32 = 8;
 
+/// The links of the chase: a buffer of `lines` lines of `words` u32 whose first word holds the
+/// index of the next line's first word, in one random cycle through every line (xorshift
+/// shuffle: reproducible, no dependency). Other words are 0 and never read.
+pub fn chase_cycle(lines: usize, words: usize) -> Vec<u32> {
+    let mut order: Vec<usize> = (1..lines).collect();
+    let mut x = 0x9E37_79B9u32;
+    for i in (1..order.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        order.swap(i, x as usize % (i + 1));
+    }
+    let mut next = vec![0u32; lines * words];
+    let mut at = 0usize;
+    for &line in &order {
+        next[at * words] = (line * words) as u32;
+        at = line;
+    }
+    next[at * words] = 0;
+    next
+}
+
 /// Runs the latency probe (kernels `k_chase`, `k_stream` and `k_stream_tma` of the compiled
 /// probe `cubin`).
 pub fn probe_latency(gpu: &Gpu, cubin: &[u8]) -> Result<LatencyProbe, BackendError> {
@@ -310,23 +347,7 @@ pub fn probe_latency(gpu: &Gpu, cubin: &[u8]) -> Result<LatencyProbe, BackendErr
             "probe kernel",
         )?;
     }
-    // A random cycle over the lines (xorshift shuffle: reproducible, no dependency).
-    let words_per_line = 32usize;
-    let mut order: Vec<usize> = (1..CHASE_LINES).collect();
-    let mut x = 0x9E37_79B9u32;
-    for i in (1..order.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        order.swap(i, x as usize % (i + 1));
-    }
-    let mut next = vec![0u32; CHASE_LINES * words_per_line];
-    let mut at = 0usize;
-    for &line in &order {
-        next[at * words_per_line] = (line * words_per_line) as u32;
-        at = line;
-    }
-    next[at * words_per_line] = 0;
+    let next = chase_cycle(CHASE_LINES, 32);
     let chain = DevBuf::new(next.len() * 4, "chase buffer")?;
     // SAFETY: `chain` holds next.len() u32.
     check(
