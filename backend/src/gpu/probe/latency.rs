@@ -1,0 +1,198 @@
+//! How long a dependent chain of L2 hits takes per link, idle and while HBM streams from the
+//! other SMs or from its own: the latency an activation load on a chain's critical path pays.
+
+use std::ffi::c_void;
+
+use cudarc::driver::result;
+
+use super::super::device::{DevBuf, Gpu};
+use super::{launch, read_u64s, ProbeModule, StreamPair, MAX_PROBE_SMEM, RESIDENT_SMEM};
+use crate::error::{check, BackendError};
+
+/// How long a dependent chain of L2 hits takes per link, idle and while HBM streams: the
+/// latency an activation load on a chain's critical path pays (the simulator's
+/// `signal_visible_ns` stands for it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LatencyProbe {
+    /// ns per link with the GPU otherwise idle.
+    pub idle_ns: f64,
+    /// The loaded cases, in [`LOADED_CASES`] order.
+    pub loaded: Vec<LoadedLatency>,
+}
+
+/// The chain's latency under one kind of concurrent stream.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoadedLatency {
+    /// What streams, and where the chain runs.
+    pub case: &'static str,
+    /// ns per link.
+    pub ns: f64,
+    /// Read bandwidth the stream reached (GB/s).
+    pub stream_gbps: f64,
+    /// The chain ran where the case needs it (an SM of its own, or beside a streamer).
+    pub placed_as_intended: bool,
+}
+
+/// The loaded cases: (description, bulk copies of 16 KiB in flight per streaming CTA (0:
+/// 16-byte loads instead), the chain's SM streams too).
+pub const LOADED_CASES: [(&str, i32, bool); 10] = [
+    ("every other SM streams, 16-byte loads", 0, false),
+    ("its own SM streams too, 16-byte loads", 0, true),
+    (
+        "every other SM streams, 1 bulk copy of 16 KiB in flight",
+        1,
+        false,
+    ),
+    (
+        "every other SM streams, 2 bulk copies of 16 KiB in flight",
+        2,
+        false,
+    ),
+    (
+        "every other SM streams, 3 bulk copies of 16 KiB in flight",
+        3,
+        false,
+    ),
+    (
+        "every other SM streams, 4 bulk copies of 16 KiB in flight",
+        4,
+        false,
+    ),
+    (
+        "every other SM streams, 6 bulk copies of 16 KiB in flight",
+        6,
+        false,
+    ),
+    (
+        "every other SM streams, 8 bulk copies of 16 KiB in flight",
+        8,
+        false,
+    ),
+    (
+        "its own SM streams too, 4 bulk copies of 16 KiB in flight",
+        4,
+        true,
+    ),
+    (
+        "its own SM streams too, 8 bulk copies of 16 KiB in flight",
+        8,
+        true,
+    ),
+];
+
+/// Links of the chase: 128-byte lines of a 64 KiB buffer, visited in a random cycle.
+const CHASE_LINES: usize = 512;
+
+/// The links of the chase: a buffer of `lines` lines of `words` u32 whose first word holds the
+/// index of the next line's first word, in one random cycle through every line (xorshift
+/// shuffle: reproducible, no dependency). Other words are 0 and never read.
+pub fn chase_cycle(lines: usize, words: usize) -> Vec<u32> {
+    let mut order: Vec<usize> = (1..lines).collect();
+    let mut x = 0x9E37_79B9u32;
+    for i in (1..order.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        order.swap(i, x as usize % (i + 1));
+    }
+    let mut next = vec![0u32; lines * words];
+    let mut at = 0usize;
+    for &line in &order {
+        next[at * words] = (line * words) as u32;
+        at = line;
+    }
+    next[at * words] = 0;
+    next
+}
+
+/// Runs the latency probe (kernels `k_chase`, `k_stream` and `k_stream_tma` of the compiled
+/// probe `cubin`).
+pub fn probe_latency(gpu: &Gpu, cubin: &[u8]) -> Result<LatencyProbe, BackendError> {
+    let module = ProbeModule::load(cubin)?;
+    let chase = module.kernel("k_chase")?;
+    let (plain, tma) = (module.kernel("k_stream")?, module.kernel("k_stream_tma")?);
+    let streams = StreamPair::new()?;
+    let next = chase_cycle(CHASE_LINES, 32);
+    let chain = DevBuf::new(next.len() * 4, "chase buffer")?;
+    // SAFETY: `chain` holds next.len() u32.
+    check(
+        unsafe { result::memcpy_htod_sync(chain.ptr, &next) },
+        "cuMemcpyHtoD",
+        "chase buffer",
+    )?;
+    let stream_bytes = 1usize << 30;
+    let big = DevBuf::new(stream_bytes, "stream buffer")?;
+    let out = DevBuf::new(3 * 8, "chase result")?;
+    let sms = gpu.sms as u32;
+    let rec = DevBuf::new(sms as usize * 3 * 8, "stream records")?;
+    let sink = DevBuf::new(16, "probe sink")?;
+    // k_chase(next, hops, out) on one CTA; `smem` decides where it may run.
+    let run_chase = |hops: i32, smem: u32| -> Result<(), BackendError> {
+        let (mut p, mut h, mut o) = (chain.ptr, hops, out.ptr);
+        let mut args: Vec<*mut c_void> = vec![
+            &mut p as *mut u64 as *mut c_void,
+            &mut h as *mut i32 as *mut c_void,
+            &mut o as *mut u64 as *mut c_void,
+        ];
+        launch(chase, (1, 32, smem), streams.1, &mut args)
+    };
+    // Streams for 3 ms on `ctas` CTAs, one per SM (their shared memory keeps a second out),
+    // with `slots` bulk copies in flight each, or 16-byte loads for 0.
+    let run_stream = |slots: i32, ctas: u32| -> Result<(), BackendError> {
+        let (mut p, mut r, mut k) = (big.ptr, rec.ptr, sink.ptr);
+        let (mut d, mut slots) = (3_000_000u64, slots);
+        let bulk = slots > 0;
+        let mut n = if bulk {
+            stream_bytes
+        } else {
+            stream_bytes / 16
+        } as u64;
+        let mut args: Vec<*mut c_void> = vec![
+            &mut p as *mut u64 as *mut c_void,
+            &mut n as *mut u64 as *mut c_void,
+            &mut d as *mut u64 as *mut c_void,
+            &mut r as *mut u64 as *mut c_void,
+        ];
+        if bulk {
+            args.push(&mut slots as *mut i32 as *mut c_void);
+            launch(tma, (ctas, 32, MAX_PROBE_SMEM), streams.0, &mut args)
+        } else {
+            args.push(&mut k as *mut u64 as *mut c_void);
+            launch(plain, (ctas, 512, RESIDENT_SMEM), streams.0, &mut args)
+        }
+    };
+    // The chase's (sm, ps per link, end of chain) and the streamers' (sm, bytes, ns).
+    let finish = |what: &str| -> Result<(Vec<u64>, Vec<u64>), BackendError> {
+        streams.sync(what)?;
+        Ok((
+            read_u64s(out.ptr, 3, what)?,
+            read_u64s(rec.ptr, sms as usize * 3, what)?,
+        ))
+    };
+    let ns = |o: &[u64]| o[1] as f64 / 1000.0;
+    run_chase(2000, 0)?;
+    let (idle, _) = finish("idle chase")?;
+    let mut loaded = Vec::with_capacity(LOADED_CASES.len());
+    for (case, slots, own) in LOADED_CASES {
+        // With every other SM streaming, the chain's shared memory keeps it off their SMs;
+        // with every SM streaming, it has none and runs beside a streamer.
+        let ctas = if own { sms } else { sms - 1 };
+        run_stream(slots, ctas)?;
+        run_chase(500, if own { 0 } else { RESIDENT_SMEM })?;
+        let (o, r) = finish(case)?;
+        let cta = r.chunks(3).take(ctas as usize);
+        let on_streamer = cta.clone().any(|c| c[0] == o[0]);
+        let bytes: u64 = cta.clone().map(|c| c[1]).sum();
+        let span = cta.map(|c| c[2]).max().unwrap_or(1).max(1);
+        loaded.push(LoadedLatency {
+            case,
+            ns: ns(&o),
+            stream_gbps: bytes as f64 / span as f64,
+            placed_as_intended: on_streamer == own,
+        });
+    }
+    Ok(LatencyProbe {
+        idle_ns: ns(&idle),
+        loaded,
+    })
+}

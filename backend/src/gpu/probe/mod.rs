@@ -1,0 +1,131 @@
+//! Probes of the hardware facts the simulator assumes (`mkc probe`), each a pair of small
+//! kernels (`backend/kernels/probe.cu`) run on two streams at once: which pairs of kernels
+//! share an SM ([`coresidency`]), and how long an L2 hit takes while HBM streams ([`latency`]).
+
+mod coresidency;
+mod latency;
+
+use std::ffi::c_void;
+
+use cudarc::driver::{result, sys};
+
+use super::device::stalled;
+use super::setup::{func, load_module};
+use crate::error::{check, BackendError};
+
+pub use coresidency::{probe_coresidency, PairProbe, ProbeSide, PROBE_REGISTERS};
+pub use latency::{chase_cycle, probe_latency, LatencyProbe, LoadedLatency, LOADED_CASES};
+
+/// Dynamic shared memory of a CTA that must have an SM to itself: more than half an SM.
+pub const RESIDENT_SMEM: u32 = 120 * 1024;
+
+/// Most dynamic shared memory a probe kernel is launched with (a streamer's ring of 8 pages).
+const MAX_PROBE_SMEM: u32 = 8 * 16384;
+
+/// The probe kernels' module, unloaded on drop.
+struct ProbeModule(sys::CUmodule);
+
+impl ProbeModule {
+    fn load(cubin: &[u8]) -> Result<ProbeModule, BackendError> {
+        load_module(cubin).map(ProbeModule)
+    }
+
+    /// Kernel `name`, allowed [`MAX_PROBE_SMEM`] of dynamic shared memory with the largest
+    /// carveout (so that two kernels' CTAs may share an SM's shared memory).
+    fn kernel(&self, name: &str) -> Result<sys::CUfunction, BackendError> {
+        let f = func(self.0, name)?;
+        use sys::CUfunction_attribute as A;
+        for (attr, v) in [
+            (
+                A::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                MAX_PROBE_SMEM as i32,
+            ),
+            (A::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100),
+        ] {
+            // SAFETY: valid function and attribute.
+            check(
+                unsafe { result::function::set_function_attribute(f, attr, v) },
+                "cuFuncSetAttribute",
+                name,
+            )?;
+        }
+        Ok(f)
+    }
+}
+
+impl Drop for ProbeModule {
+    fn drop(&mut self) {
+        if !stalled() {
+            // SAFETY: loaded by `load`, unloaded once.
+            unsafe { result::module::unload(self.0) }.ok();
+        }
+    }
+}
+
+/// Two non-blocking streams, destroyed on drop: a probe's two grids run at once.
+struct StreamPair(sys::CUstream, sys::CUstream);
+
+impl StreamPair {
+    fn new() -> Result<StreamPair, BackendError> {
+        let make = || {
+            check(
+                result::stream::create(result::stream::StreamKind::NonBlocking),
+                "cuStreamCreate",
+                "probe stream",
+            )
+        };
+        Ok(StreamPair(make()?, make()?))
+    }
+
+    /// Waits for both streams.
+    fn sync(&self, what: &str) -> Result<(), BackendError> {
+        for s in [self.0, self.1] {
+            // SAFETY: the stream is live.
+            check(
+                unsafe { result::stream::synchronize(s) },
+                "cuStreamSynchronize",
+                what,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for StreamPair {
+    fn drop(&mut self) {
+        if !stalled() {
+            // SAFETY: created by `new`, destroyed once.
+            unsafe {
+                result::stream::destroy(self.0).ok();
+                result::stream::destroy(self.1).ok();
+            }
+        }
+    }
+}
+
+/// Launches `f` on `grid` CTAs of `block` threads with `smem` bytes of dynamic shared memory.
+fn launch(
+    f: sys::CUfunction,
+    (grid, block, smem): (u32, u32, u32),
+    stream: sys::CUstream,
+    args: &mut [*mut c_void],
+) -> Result<(), BackendError> {
+    // SAFETY: each caller's arguments match its kernel's signature and outlive the call.
+    check(
+        unsafe { result::launch_kernel(f, (grid, 1, 1), (block, 1, 1), smem, stream, args) },
+        "cuLaunchKernel",
+        "probe kernel",
+    )
+}
+
+/// `n` u64 read back from `ptr` (its writers have finished).
+fn read_u64s(ptr: u64, n: usize, what: &str) -> Result<Vec<u64>, BackendError> {
+    let mut host = vec![0u64; n];
+    // SAFETY: the buffer holds at least n u64; every stream writing it is idle.
+    check(
+        unsafe { result::memcpy_dtoh_sync(&mut host, ptr) },
+        "cuMemcpyDtoH",
+        what,
+    )?;
+    Ok(host)
+}
