@@ -1,7 +1,10 @@
-// Co-residency probe (`mkc probe coresidency`): kernels that hold a chosen number of registers
-// while they spin for a given time, recording where and when each CTA ran. Launching a long
+// Probes of hardware facts the simulator assumes (`mkc probe`), compiled at run time by NVRTC.
+//
+// Co-residency (`mkc probe coresidency`): kernels that hold a chosen number of registers while
+// they spin for a given time, recording where and when each CTA ran. Launching a long
 // "resident" grid and then a short "visitor" grid on another stream shows whether the visitor's
 // CTAs are admitted beside the resident ones, for any pair of register counts and warp counts.
+// Latency under load (`mkc probe latency`): below.
 
 typedef unsigned long long u64;
 

@@ -326,10 +326,11 @@ fn compile_with(arch: &str, traced: bool) -> Result<Compiled, BackendError> {
     compile_text(&text, c"mkc.cu", arch, options)
 }
 
-/// The co-residency probe's source (`mkc probe coresidency`).
+/// The probes' source (`mkc probe coresidency|latency`).
 pub const PROBE_SOURCE: &str = include_str!("../kernels/probe.cu");
 
-/// Compiles the co-residency probe's kernels (`k_hold_<K>`) for `arch`.
+/// Compiles the probes' kernels (`k_hold_<R>`, `k_chase`, `k_stream`, `k_stream_tma`) for
+/// `arch`.
 pub fn compile_probe(arch: &str) -> Result<Compiled, BackendError> {
     compile_text(PROBE_SOURCE, c"probe.cu", arch, Vec::new())
 }
