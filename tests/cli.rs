@@ -357,6 +357,8 @@ fn gpu_commands_without_a_gpu_exit_2_with_one_line() {
     for args in [
         vec!["run", "tiny", "--target", "graph", "--tokens", "4"],
         vec!["bench", "tiny", "--trials", "1", "--tokens", "4"],
+        vec!["probe", "coresidency"],
+        vec!["probe", "latency", "--json"],
     ] {
         let o = mkc(&args);
         let err = stderr(&o);
@@ -367,7 +369,7 @@ fn gpu_commands_without_a_gpu_exit_2_with_one_line() {
             );
             continue;
         }
-        if err.contains("no CUDA device") {
+        if err.contains("no CUDA device") || err.contains("no NVRTC") {
             eprintln!("SKIPPED GPU run (`mkc {}`): {}", args.join(" "), err.trim());
             assert_eq!(o.status.code(), Some(2), "{err}");
             assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
@@ -377,6 +379,10 @@ fn gpu_commands_without_a_gpu_exit_2_with_one_line() {
     }
     let o = mkc(&["run", "tiny", "--target", "persistent"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    // An unknown probe is refused by name before anything is compiled.
+    let o = mkc(&["probe", "bandwidth"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("coresidency"), "{}", stderr(&o));
 }
 
 #[test]

@@ -18,7 +18,6 @@ const VISITOR_THREADS: [u32; 3] = [256, 288, 512];
 
 /// Runs `mkc probe`.
 pub fn run(args: ProbeArgs) -> Result<(), CommandError> {
-    let compiled = kernels::compile_probe("sm_90a")?;
     let gpu = Gpu::open()?;
     if gpu.cc != (9, 0) {
         return Err(CommandError::Input(format!(
@@ -26,6 +25,7 @@ pub fn run(args: ProbeArgs) -> Result<(), CommandError> {
             gpu.name, gpu.cc.0, gpu.cc.1
         )));
     }
+    let compiled = kernels::compile_probe("sm_90a")?;
     match args.what {
         ProbeWhat::Coresidency => coresidency(&gpu, &compiled.cubin, args.json),
         ProbeWhat::Latency => latency(&gpu, &compiled.cubin, args.json),
