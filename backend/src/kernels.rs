@@ -16,7 +16,7 @@ pub const SOURCE: &str = include_str!("../kernels/mkc.cu");
 
 /// Threads per CTA of the streaming matvec kernels (the source's `THREADS`): eight consumer
 /// warps and one producer warp.
-pub const THREADS: u32 = 288;
+pub const THREADS: u32 = (CONSUMER_WARPS + 1) * 32;
 
 /// Threads per CTA of the attention kernel (the source's `ATT_THREADS` default).
 pub const ATT_THREADS: u32 = 512;
@@ -25,11 +25,15 @@ pub const ATT_THREADS: u32 = 512;
 /// multiple of 128; developers' A/B runs: a smaller CTA, capped at 72 registers, fits beside a
 /// QKV or O-projection CTA).
 pub fn att_threads() -> u32 {
-    std::env::var("MKC_ATT_THREADS")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
+    env_u32("MKC_ATT_THREADS")
         .filter(|t| (128..=1024).contains(t) && t % 128 == 0)
         .unwrap_or(ATT_THREADS)
+}
+
+/// A developers' A/B knob: the environment variable `name` as a number (None when unset or
+/// not a number, so the default applies).
+fn env_u32(name: &str) -> Option<u32> {
+    std::env::var(name).ok().and_then(|v| v.parse::<u32>().ok())
 }
 
 /// Bytes of one weight page (passed to the source as `-DPAGE_BYTES`). 8 KiB pages measured
@@ -51,9 +55,7 @@ pub const CONSUMER_WARPS: u32 = 8;
 /// `MKC_CONSUMER_WARPS` (1-8; developers' A/B runs: with fewer warps and a smaller ring,
 /// `MKC_STREAM_SMEM`, two streaming CTAs can share an SM).
 pub fn consumer_warps() -> u32 {
-    std::env::var("MKC_CONSUMER_WARPS")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
+    env_u32("MKC_CONSUMER_WARPS")
         .filter(|w| (1..=CONSUMER_WARPS).contains(w))
         .unwrap_or(CONSUMER_WARPS)
 }
@@ -225,10 +227,7 @@ pub fn fold_layout(model: &Model, sms: u32) -> Result<FoldLayout, BackendError> 
     let q_and_scores = heads * g.head_dim * 4 + heads * model.workload.max_seq_len * 4;
     let per_position = kv_heads * (2 * g.head_dim + 8) * 2;
     // MKC_FOLD_CHUNK caps it (developers: exercises the multi-chunk path on short prompts).
-    let cap = std::env::var("MKC_FOLD_CHUNK")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-        .unwrap_or(u32::MAX);
+    let cap = env_u32("MKC_FOLD_CHUNK").unwrap_or(u32::MAX);
     let room = SMEM_PER_CTA.saturating_sub(header + ring + q_and_scores + 128);
     let kv_chunk = (room / per_position)
         .min(model.workload.max_seq_len)
@@ -542,9 +541,7 @@ impl Stream {
     /// Ring slots per consumer warp: as many as fit the streaming budget, at least one, at
     /// most `MAX_SLOTS / CONSUMER_WARPS`.
     pub fn slots_per_warp(&self) -> u32 {
-        let budget = std::env::var("MKC_STREAM_SMEM")
-            .ok()
-            .and_then(|v| v.parse::<u32>().ok())
+        let budget = env_u32("MKC_STREAM_SMEM")
             .unwrap_or(STREAM_SMEM_BUDGET)
             .min(SMEM_PER_CTA);
         let warps = consumer_warps();
@@ -637,9 +634,7 @@ pub fn grid_ctas(model: &Model, ops: GridOps, tasks: u32, sms: u32) -> u32 {
     match stream(model, ops.0) {
         // Developers' A/B knob: fewer O-projection CTAs than SMs (MKC_O_CTAS), so that the
         // grid fits on the SMs attention leaves free.
-        Some(s) if ops.0 == OpKind::OProj => std::env::var("MKC_O_CTAS")
-            .ok()
-            .and_then(|v| v.parse::<u32>().ok())
+        Some(s) if ops.0 == OpKind::OProj => env_u32("MKC_O_CTAS")
             .filter(|&c| c >= 1)
             .map_or(s.ctas(sms), |c| s.ctas(sms).min(c)),
         Some(s) => s.ctas(sms),

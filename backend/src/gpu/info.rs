@@ -3,8 +3,7 @@
 use cudarc::driver::{result, sys};
 
 use super::device::Gpu;
-use super::setup::{func, load_module};
-use crate::error::check;
+use super::setup::{func, func_attribute, load_module};
 use crate::kernels::{self, KernelInfo};
 use crate::BackendError;
 
@@ -13,7 +12,7 @@ use crate::BackendError;
 /// compiler log carries none.
 pub fn loaded_kernel_info(gpu: &Gpu, cubin: &[u8]) -> Result<Vec<KernelInfo>, BackendError> {
     let _ = gpu;
-    let module = load_module(cubin)?;
+    let module = load_module(cubin, "mkc.cu")?;
     let mut out = Vec::new();
     let names = kernels::grid_entry_points().map(|(n, _)| n).chain([
         "k_read_bw",
@@ -22,14 +21,7 @@ pub fn loaded_kernel_info(gpu: &Gpu, cubin: &[u8]) -> Result<Vec<KernelInfo>, Ba
     ]);
     for name in names {
         let f = func(module, name)?;
-        let attr = |a| {
-            // SAFETY: valid function and attribute.
-            check(
-                unsafe { result::function::get_function_attribute(f, a) },
-                "cuFuncGetAttribute",
-                name,
-            )
-        };
+        let attr = |a| func_attribute(f, a, name);
         use sys::CUfunction_attribute as A;
         let local = attr(A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)? as u32;
         out.push(KernelInfo {

@@ -27,49 +27,61 @@ pub(super) fn load_operators(
     model: &Model,
     sms: u32,
 ) -> Result<(sys::CUmodule, Vec<OpFn>), BackendError> {
-    let module = load_module(cubin)?;
+    let module = load_module(cubin, "mkc.cu")?;
     let mut funcs = Vec::new();
     for (name, ops) in kernels::grid_entry_points() {
         let f = func(module, name)?;
         let smem = kernels::grid_dynamic_smem(model, ops, sms);
-        // SAFETY: valid function and attribute.
-        check(
-            unsafe {
-                result::function::set_function_attribute(
-                    f,
-                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    smem as i32,
-                )
-            },
-            "cuFuncSetAttribute",
-            name,
-        )?;
-        // Prefer the largest shared-memory carveout: with the default preference the driver's
-        // choice can keep a successor CTA off an SM that has room for it (gpu.md).
-        // SAFETY: valid function and attribute.
-        check(
-            unsafe {
-                result::function::set_function_attribute(
-                    f,
-                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-                    100,
-                )
-            },
-            "cuFuncSetAttribute",
-            name,
-        )?;
+        opt_in_smem(f, smem, name)?;
         funcs.push((ops, f, smem));
     }
     Ok((module, funcs))
 }
 
-/// Loads a cubin produced by [`kernels::compile`] into the current context.
-pub(super) fn load_module(cubin: &[u8]) -> Result<sys::CUmodule, BackendError> {
+/// Loads a cubin produced by [`kernels::compile`] or [`kernels::compile_probe`] (`what` names
+/// its source in errors) into the current context.
+pub(super) fn load_module(cubin: &[u8], what: &str) -> Result<sys::CUmodule, BackendError> {
     // SAFETY: the cubin is a complete image produced by NVRTC for this architecture.
     check(
         unsafe { result::module::load_data(cubin.as_ptr() as *const c_void) },
         "cuModuleLoadData",
-        "mkc.cu",
+        what,
+    )
+}
+
+/// Lets kernel `f` (`name` in errors) launch with `bytes` of dynamic shared memory, and prefers
+/// the largest shared-memory carveout: with the default preference the driver's choice can keep
+/// a successor CTA off an SM that has room for it (gpu.md).
+pub(super) fn opt_in_smem(f: sys::CUfunction, bytes: u32, name: &str) -> Result<(), BackendError> {
+    use sys::CUfunction_attribute as A;
+    for (attr, v) in [
+        (
+            A::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            bytes as i32,
+        ),
+        (A::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100),
+    ] {
+        // SAFETY: valid function and attribute.
+        check(
+            unsafe { result::function::set_function_attribute(f, attr, v) },
+            "cuFuncSetAttribute",
+            name,
+        )?;
+    }
+    Ok(())
+}
+
+/// The driver's figure `attr` for kernel `f` (`name` in errors).
+pub(super) fn func_attribute(
+    f: sys::CUfunction,
+    attr: sys::CUfunction_attribute,
+    name: &str,
+) -> Result<i32, BackendError> {
+    // SAFETY: valid function and attribute.
+    check(
+        unsafe { result::function::get_function_attribute(f, attr) },
+        "cuFuncGetAttribute",
+        name,
     )
 }
 

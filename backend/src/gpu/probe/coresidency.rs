@@ -10,11 +10,12 @@
 use std::collections::HashMap;
 use std::ffi::c_void;
 
-use cudarc::driver::{result, sys};
+use cudarc::driver::sys;
 
 use super::super::device::{DevBuf, Gpu};
+use super::super::setup::func_attribute;
 use super::{launch, read_u64s, ProbeModule, StreamPair, RESIDENT_SMEM};
-use crate::error::{check, BackendError};
+use crate::error::BackendError;
 
 /// How long a resident CTA spins (ns): far longer than the visitor's launch takes.
 const RESIDENT_SPIN_NS: u64 = 60_000;
@@ -95,16 +96,9 @@ pub fn probe_coresidency(
         }
     }
     let side = |(name, threads): &Launch| -> Result<ProbeSide, BackendError> {
-        let f = kernels[name];
-        // SAFETY: valid function and attribute.
-        let registers = check(
-            unsafe {
-                result::function::get_function_attribute(
-                    f,
-                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS,
-                )
-            },
-            "cuFuncGetAttribute",
+        let registers = func_attribute(
+            kernels[name],
+            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS,
             name,
         )? as u32;
         Ok(ProbeSide {

@@ -10,7 +10,7 @@ use std::ffi::c_void;
 use cudarc::driver::{result, sys};
 
 use super::device::stalled;
-use super::setup::{func, load_module};
+use super::setup::{func, load_module, opt_in_smem};
 use crate::error::{check, BackendError};
 
 pub use coresidency::{probe_coresidency, PairProbe, ProbeSide, PROBE_REGISTERS};
@@ -27,28 +27,14 @@ struct ProbeModule(sys::CUmodule);
 
 impl ProbeModule {
     fn load(cubin: &[u8]) -> Result<ProbeModule, BackendError> {
-        load_module(cubin).map(ProbeModule)
+        load_module(cubin, "probe.cu").map(ProbeModule)
     }
 
     /// Kernel `name`, allowed [`MAX_PROBE_SMEM`] of dynamic shared memory with the largest
     /// carveout (so that two kernels' CTAs may share an SM's shared memory).
     fn kernel(&self, name: &str) -> Result<sys::CUfunction, BackendError> {
         let f = func(self.0, name)?;
-        use sys::CUfunction_attribute as A;
-        for (attr, v) in [
-            (
-                A::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                MAX_PROBE_SMEM as i32,
-            ),
-            (A::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100),
-        ] {
-            // SAFETY: valid function and attribute.
-            check(
-                unsafe { result::function::set_function_attribute(f, attr, v) },
-                "cuFuncSetAttribute",
-                name,
-            )?;
-        }
+        opt_in_smem(f, MAX_PROBE_SMEM, name)?;
         Ok(f)
     }
 }
