@@ -53,6 +53,9 @@ pub enum ProbeWhat {
     /// L2-hit latency of a dependent chain, idle and while HBM streams (on other SMs, and on
     /// the chain's own SM).
     Latency,
+    /// How fast a grid streams weight pages that L2 holds (read just before, or prefetched)
+    /// against pages from HBM, for 8-48 MiB.
+    L2,
 }
 
 /// Arguments of `mkc kernels`.

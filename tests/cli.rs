@@ -359,6 +359,7 @@ fn gpu_commands_without_a_gpu_exit_2_with_one_line() {
         vec!["bench", "tiny", "--trials", "1", "--tokens", "4"],
         vec!["probe", "coresidency"],
         vec!["probe", "latency", "--json"],
+        vec!["probe", "l2"],
     ] {
         let o = mkc(&args);
         let err = stderr(&o);

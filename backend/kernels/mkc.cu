@@ -478,28 +478,93 @@ __device__ __forceinline__ void start_producer(const Stream& s, const bf16* norm
     ring_ready_arrive();
 }
 
+// Warming L2 with a successor's weights (pdl only). While a CTA waits for its inputs, HBM has
+// little to fetch; its successor's first pages stream as usual once it is admitted, but the
+// rest could come from L2 if L2 held them. `cp.async.bulk.prefetch.L2` and `prefetch.global.L2`
+// leave nothing in L2 that a later read finds (`mkc probe l2`); a real read does. So the
+// producer lane copies successor pages into this CTA's idle ring slots (those of consumer warps
+// with no page here) and drops them, at most WARM_DEPTH in flight: deeper queues inflate every
+// critical load (docs/perf.md, latency under load). The O-projection warms up/gate's pages from
+// page WARM_SKIP of the share of the up/gate CTA of its index until its consumers are released;
+// QKV warms WARM_QKV pages from WARM_QKV_SKIP once its own pages have landed. Measured: pdl -13
+// µs (tuned layout), -20 µs (anchors'); developers may change them with MKC_WARM_* (0: off).
+#ifndef WARM_DEPTH
+#define WARM_DEPTH 2
+#endif
+#ifndef WARM_SKIP
+#define WARM_SKIP 16
+#endif
+#ifndef WARM_QKV
+#define WARM_QKV 2
+#endif
+#ifndef WARM_QKV_SKIP
+#define WARM_QKV_SKIP 24
+#endif
+
+// The consumers' "released" flag in the stream's scratch, which stops the O-projection's warming.
+__device__ __forceinline__ volatile int* warm_stop_flag(const Stream& s) { return (volatile int*)(s.scratch + 63); }
+
+// Copies pages [skip, skip + limit) of this CTA's share of `u` through the idle ring slots (see
+// above) and waits for them. `flagged`: stop when warm_stop_flag is set; otherwise start only once
+// this CTA's own `count` pages have landed.
+__device__ void warm_l2(const Stream& s, const Matvec& u, int count, int skip, int limit, bool flagged) {
+    if (count >= CONSUMER_WARPS) return;
+    if (!flagged) {
+        int slot, lap;
+        ring_slot(s, count - 1, slot, lap);
+        mbar_wait(&s.full[slot], lap & 1);
+    }
+    const int nslots = min((CONSUMER_WARPS - count) * s.per_warp, WARM_DEPTH);
+    int f, c;
+    page_range(u.pages, f, c);
+    const unsigned half = (unsigned)(u.page_rows * u.k);  // bytes of half a gate/up page
+    int j = skip;
+    for (; j < c && j < skip + limit && !(flagged && *warm_stop_flag(s)); ++j) {
+        int n = j - skip, slot = count * s.per_warp + n % nslots, lap = n / nslots;
+        if (lap > 0) mbar_wait(&s.full[slot], (lap - 1) & 1);
+        int chunk, row0;
+        page_coords(u, f + j, chunk, row0);
+        bf16* dst = s.ring + (long)slot * (PAGE_BYTES / 2);
+        mbar_expect_tx(&s.full[slot], 2 * half);
+        bulk_copy(dst, u.w0 + (long)row0 * u.ld, half, &s.full[slot]);
+        bulk_copy(dst + half / 2, u.w1 + (long)row0 * u.ld, half, &s.full[slot]);
+    }
+    for (int i = max(skip, j - nslots); i < j; ++i) {
+        int n = i - skip;
+        mbar_wait(&s.full[count * s.per_warp + n % nslots], (n / nslots) & 1);
+    }
+}
+
 // Runs a streaming operator: barriers, producer, the grid-dependency wait, `prepare` (stages the
 // input vector in s.x; consumers only), the consumers (reading x_global instead of s.x where it
 // is set), then `finish` (consumers only). The
 // producer's first request is the operator's RMSNorm weights (`norm`, norm_len bf16; null for
 // none), ahead of its pages: loaded after the wait instead, they queued behind every CTA's ring
-// fill and held the normalisation ~2-3 µs (docs/perf.md).
+// fill and held the normalisation ~2-3 µs (docs/perf.md). `warm`: gate/up pages to warm L2 with
+// (null w0: none), until released or, with `warm_limit`, that many after the own pages landed.
 template <typename Prepare, typename Epilogue, typename Finish>
 __device__ void run_stream(const Matvec& v, int x_len, const float* x_global, const bf16* norm, int norm_len,
-                           int per_warp, int pdl, int early, Prepare prepare, Epilogue& epilogue, Finish finish) {
+                           int per_warp, int pdl, int early, Prepare prepare, Epilogue& epilogue, Finish finish,
+                           Matvec warm = Matvec{}, int warm_limit = 0) {
+    const bool warming = WARM_DEPTH > 0 && pdl && warm.w0, flagged = warming && !warm_limit;
     Stream s = carve_stream(x_len, norm ? norm_len : 0, per_warp);
     int first, count;
     page_range(v.pages, first, count);
     if (pdl && early) pdl_trigger();
     if (threadIdx.x >= CONSUMER_THREADS) {
+        // The stop flag, cleared before the ring barrier orders it before the consumers' use.
+        if (flagged && threadIdx.x == CONSUMER_THREADS) *warm_stop_flag(s) = 0;
         start_producer(s, norm, norm_len);
         if (threadIdx.x == CONSUMER_THREADS) produce(s, v, first, count);
+        if (warming && threadIdx.x == CONSUMER_THREADS)
+            warm_l2(s, warm, count, flagged ? WARM_SKIP : WARM_QKV_SKIP, flagged ? 1 << 30 : warm_limit, flagged);
         return;
     }
     mark(MARK_ISSUED);
     ring_ready_wait();  // the ring's barriers are initialised (the producer arrives at once)
     if (pdl) pdl_wait();
     mark(MARK_RELEASED);
+    if (flagged && threadIdx.x == 0) *warm_stop_flag(s) = 1;
     prepare(s);
     consumers_sync();  // prepare's shared-memory writes before the dot products
     mark(MARK_PREPARED);
@@ -670,7 +735,10 @@ __device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, 
     Matvec v = matvec(L.w_qkv, 0, m.hidden, m.hidden, 1, m.q_dim + 2 * m.kv_dim);
     QkvEpilogue ep{m, g, L, *g.pos};
     auto prepare = [&](const Stream& s) { stage_layer_input(s, m, g, L); };
-    run_stream(v, m.hidden, nullptr, L.norm1, m.hidden, m.ring[0], pdl, early, prepare, ep, NoFinish{});
+    Matvec up_gate = matvec(L.w_gate, L.w_up, m.hidden, m.hidden, 1, m.inter);
+    if (!WARM_QKV) up_gate.w0 = nullptr;
+    run_stream(v, m.hidden, nullptr, L.norm1, m.hidden, m.ring[0], pdl, early, prepare, ep, NoFinish{}, up_gate,
+               WARM_QKV);
 }
 
 // (3)/(5) Split-K matvec: each page's rows go to its K chunk's block of partial sums (with one
@@ -691,7 +759,8 @@ __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, in
     PartialEpilogue ep{L.o_part, m.hidden};
     // Like down, the consumers load their slices of the attention output from global memory.
     auto prepare = [](const Stream&) {};
-    run_stream(v, 0, L.attn, nullptr, 0, m.ring[2], pdl, early, prepare, ep, NoFinish{});
+    run_stream(v, 0, L.attn, nullptr, 0, m.ring[2], pdl, early, prepare, ep, NoFinish{},
+               matvec(L.w_gate, L.w_up, m.hidden, m.hidden, 1, m.inter));
 }
 
 __device__ void down_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {

@@ -4,7 +4,7 @@
 // they spin for a given time, recording where and when each CTA ran. Launching a long
 // "resident" grid and then a short "visitor" grid on another stream shows whether the visitor's
 // CTAs are admitted beside the resident ones, for any pair of register counts and warp counts.
-// Latency under load (`mkc probe latency`): below.
+// Latency under load (`mkc probe latency`) and L2 as a weight source (`mkc probe l2`): below.
 
 typedef unsigned long long u64;
 
@@ -160,4 +160,95 @@ extern "C" __global__ void k_stream_tma(const unsigned char* p, u64 n_bytes, u64
     rec[3 * blockIdx.x] = smid();
     rec[3 * blockIdx.x + 1] = bytes;
     rec[3 * blockIdx.x + 2] = now_ns() - t0;
+}
+
+// ---- L2 as a weight source ----------------------------------------------------------------
+//
+// k_read_pages reads the first `n_bytes` of `p` once, as a streaming operator reads its weight
+// pages: CTA b takes pages b, b + grid, ..., thread 0 keeping `slots` bulk copies of 16 KiB in
+// flight into shared memory (with `shift`, CTA b reads CTA b + shift's pages: another SM's).
+// Each CTA records its SM and when it issued its first copy and saw
+// its last land. k_prefetch_pages asks L2 for the same pages (cp.async.bulk.prefetch.L2, no data
+// to the SM), as a predecessor would for its successor's weights. Comparing a read of pages
+// evicted from L2, pages read just before, and pages prefetched tells whether L2 can hold a
+// successor's weights and deliver them faster than HBM.
+
+extern "C" __global__ void k_read_pages(const unsigned char* p, u64 n_bytes, u64* rec, int slots, unsigned shift) {
+    extern __shared__ __align__(128) unsigned char ring[];
+    __shared__ __align__(8) u64 bar[16];
+    if (threadIdx.x != 0) return;
+    const unsigned page = 16384;
+    const unsigned b = (blockIdx.x + shift) % gridDim.x;  // whose pages this CTA reads
+    const u64 mine = (n_bytes / page + gridDim.x - 1 - b) / gridDim.x;
+    auto bar_of = [&](int s) { return (unsigned)__cvta_generic_to_shared(&bar[s]); };
+    for (int s = 0; s < slots; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_of(s)) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    const u64 t0 = now_ns();
+    for (u64 i = 0; i < mine + slots; ++i) {
+        int s = (int)(i % slots);
+        if (i >= (u64)slots) wait_parity(bar_of(s), (unsigned)((i / slots - 1) & 1));  // copy i - slots
+        if (i >= mine) continue;
+        u64 pg = b + i * gridDim.x;
+        unsigned dst = (unsigned)__cvta_generic_to_shared(ring + (u64)s * page);
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_of(s)), "r"(page) : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                     ::"r"(dst), "l"(p + pg * page), "r"(page), "r"(bar_of(s))
+                     : "memory");
+    }
+    rec[3 * blockIdx.x] = smid();
+    rec[3 * blockIdx.x + 1] = t0;
+    rec[3 * blockIdx.x + 2] = now_ns();
+}
+
+// How k_prefetch_pages warms L2 (`how`): 0 one cp.async.bulk.prefetch.L2 per page; 1 the same
+// with an evict_last policy; 2 four bulk prefetches of 4 KiB per page; 3 prefetch.global.L2 per
+// 128-byte line by 32 threads; 4 the same, evict_last; 5 16-byte loads by 32 threads (the data
+// comes to the SM and is dropped).
+extern "C" __global__ void k_prefetch_pages(const unsigned char* p, u64 n_bytes, int how, unsigned* sink) {
+    const unsigned page = 16384;
+    u64 policy;
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+    uint4 acc = make_uint4(0, 0, 0, 0);
+    for (u64 pg = blockIdx.x; pg < n_bytes / page; pg += gridDim.x) {
+        const unsigned char* a = p + pg * page;
+        if (how <= 2) {
+            if (threadIdx.x != 0) continue;
+            if (how == 0)
+                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a), "r"(page) : "memory");
+            else if (how == 1)
+                asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(a), "r"(page), "l"(policy)
+                             : "memory");
+            else
+                for (int q = 0; q < 4; ++q)
+                    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a + q * 4096), "r"(4096u) : "memory");
+        } else if (how <= 4) {
+            for (int l = threadIdx.x; l < 128; l += 32) {
+                if (how == 3)
+                    asm volatile("prefetch.global.L2 [%0];" ::"l"(a + l * 128) : "memory");
+                else
+                    asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(a + l * 128) : "memory");
+            }
+        } else {
+            const uint4* v = reinterpret_cast<const uint4*>(a);
+            uint4 x[8];
+#pragma unroll
+            for (int u = 0; u < 8; ++u) x[u] = __ldcg(v + threadIdx.x + 32 * (u + 0));
+#pragma unroll
+            for (int u = 0; u < 8; ++u) acc.x ^= x[u].x ^ x[u].y ^ x[u].z ^ x[u].w;
+#pragma unroll
+            for (int u = 0; u < 8; ++u) x[u] = __ldcg(v + threadIdx.x + 32 * (u + 8));
+#pragma unroll
+            for (int u = 0; u < 8; ++u) acc.x ^= x[u].x ^ x[u].y ^ x[u].z ^ x[u].w;
+            // 16 loads x 32 threads x 16 B = 8 KiB; the page's second half:
+#pragma unroll
+            for (int u = 0; u < 8; ++u) x[u] = __ldcg(v + 512 + threadIdx.x + 32 * u);
+#pragma unroll
+            for (int u = 0; u < 8; ++u) acc.x ^= x[u].x ^ x[u].y ^ x[u].z ^ x[u].w;
+#pragma unroll
+            for (int u = 0; u < 8; ++u) x[u] = __ldcg(v + 768 + threadIdx.x + 32 * u);
+#pragma unroll
+            for (int u = 0; u < 8; ++u) acc.x ^= x[u].x ^ x[u].y ^ x[u].z ^ x[u].w;
+        }
+    }
+    if (acc.x == 0x12345678u) sink[0] = acc.x;
 }

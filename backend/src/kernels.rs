@@ -290,16 +290,26 @@ pub struct Compiled {
 
 /// Compiles the kernels for `arch` (e.g. `sm_90a`) to a cubin.
 pub fn compile(arch: &str) -> Result<Compiled, BackendError> {
-    compile_with(arch, false)
+    compile_with(arch, false, &[])
+}
+
+/// Compiles the kernels with preprocessor `defines` (name, value) added, e.g. `("WARM_DEPTH",
+/// 0)`: a variant of the source's tunables, to compare its code with the default build's.
+pub fn compile_with_defines(arch: &str, defines: &[(&str, u32)]) -> Result<Compiled, BackendError> {
+    compile_with(arch, false, defines)
 }
 
 /// Compiles the kernels with CTA phase tracing compiled in (`-DMKC_TRACE`), for
 /// `mkc bench --cta-phases` only: the marks slow every kernel down.
 pub fn compile_traced(arch: &str) -> Result<Compiled, BackendError> {
-    compile_with(arch, true)
+    compile_with(arch, true, &[])
 }
 
-fn compile_with(arch: &str, traced: bool) -> Result<Compiled, BackendError> {
+fn compile_with(
+    arch: &str,
+    traced: bool,
+    defines: &[(&str, u32)],
+) -> Result<Compiled, BackendError> {
     // Developers may point MKC_KERNELS_CU at an edited copy of the source to try a change
     // without rebuilding (the figures printed then belong to that source).
     let text = match std::env::var("MKC_KERNELS_CU") {
@@ -313,6 +323,13 @@ fn compile_with(arch: &str, traced: bool) -> Result<Compiled, BackendError> {
         // 72 registers: beside a 9-warp QKV CTA of 120 (docs/perf.md's rule).
         options.push("-DATT_MAXNREG=72".into());
     }
+    // Developers' A/B knobs: how the O-projection and QKV warm L2 with up/gate's pages (the
+    // source's WARM_*; MKC_WARM_DEPTH=0 turns warming off; docs/perf.md, L2 as a weight source).
+    for knob in ["DEPTH", "SKIP", "QKV", "QKV_SKIP"] {
+        if let Some(v) = env_u32(&format!("MKC_WARM_{knob}")) {
+            options.push(format!("-DWARM_{knob}={v}"));
+        }
+    }
     if consumer_warps() != CONSUMER_WARPS {
         // Two streaming CTAs of 7 warps share an SM only with <= 128 registers each
         // (docs/perf.md: each warp goes to the sub-partition holding the fewest).
@@ -322,14 +339,15 @@ fn compile_with(arch: &str, traced: bool) -> Result<Compiled, BackendError> {
     if traced {
         options.push("-DMKC_TRACE".to_string());
     }
+    options.extend(defines.iter().map(|(name, v)| format!("-D{name}={v}")));
     compile_text(&text, c"mkc.cu", arch, options)
 }
 
-/// The probes' source (`mkc probe coresidency|latency`).
+/// The probes' source (`mkc probe coresidency|latency|l2`).
 pub const PROBE_SOURCE: &str = include_str!("../kernels/probe.cu");
 
-/// Compiles the probes' kernels (`k_hold_<R>`, `k_chase`, `k_stream`, `k_stream_tma`) for
-/// `arch`.
+/// Compiles the probes' kernels (`k_hold_<R>`, `k_chase`, `k_stream`, `k_stream_tma`,
+/// `k_read_pages`, `k_prefetch_pages`) for `arch`.
 pub fn compile_probe(arch: &str) -> Result<Compiled, BackendError> {
     compile_text(PROBE_SOURCE, c"probe.cu", arch, Vec::new())
 }

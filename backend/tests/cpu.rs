@@ -236,6 +236,36 @@ fn probe_kernels_hold_the_registers_their_names_say() {
     }
 }
 
+/// L2 warming lives in the O-projection and QKV only: turning it off changes those two kernels'
+/// code and no other's (every other kernel keeps the code measured without it).
+#[test]
+fn l2_warming_changes_only_the_o_projection_and_qkv() {
+    let (on, off) = match (
+        kernels::compile("sm_90a"),
+        kernels::compile_with_defines("sm_90a", &[("WARM_DEPTH", 0)]),
+    ) {
+        (Err(mkc_backend::BackendError::NoNvrtc), _) => {
+            eprintln!("SKIPPED: no NVRTC library found (set LD_LIBRARY_PATH to an NVRTC 13 lib directory)");
+            return;
+        }
+        (on, off) => (on.unwrap(), off.unwrap()),
+    };
+    let mut changed: Vec<&str> = kernels::grid_entry_points()
+        .map(|(name, _)| name)
+        .filter(|name| {
+            let hash = |c: &kernels::Compiled| {
+                c.kernels
+                    .iter()
+                    .find(|k| k.name == *name)
+                    .map(|k| k.code_hash)
+            };
+            hash(&on) != hash(&off)
+        })
+        .collect();
+    changed.sort();
+    assert_eq!(changed, ["k_o_proj", "k_qkv_rope"]);
+}
+
 #[test]
 fn kernels_compile_with_nvrtc_when_installed() {
     match kernels::compile("sm_90a") {

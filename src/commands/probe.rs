@@ -2,7 +2,8 @@
 //! share an SM (against the simulator's co-residency rule), and L2 latency under load.
 
 use mkc_backend::gpu::{
-    probe_coresidency, probe_latency, Gpu, PairProbe, PROBE_REGISTERS, RESIDENT_SMEM,
+    probe_coresidency, probe_l2, probe_latency, Gpu, PairProbe, L2_REPEATS, L2_WARMERS,
+    PROBE_REGISTERS, RESIDENT_SMEM,
 };
 use mkc_backend::kernels;
 use mkc_ir::device::Arch;
@@ -29,7 +30,56 @@ pub fn run(args: ProbeArgs) -> Result<(), CommandError> {
     match args.what {
         ProbeWhat::Coresidency => coresidency(&gpu, &compiled.cubin, args.json),
         ProbeWhat::Latency => latency(&gpu, &compiled.cubin, args.json),
+        ProbeWhat::L2 => l2(&gpu, &compiled.cubin, args.json),
     }
+}
+
+/// Prints how fast one CTA per SM streams pages from HBM, from L2 after a read, and from L2
+/// after a prefetch.
+fn l2(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> {
+    let p = probe_l2(gpu, cubin)?;
+    if json {
+        let warmed: Vec<_> = p
+            .warmed
+            .iter()
+            .map(|w| serde_json::json!({"how": L2_WARMERS[w.how], "mib": w.mib, "gbps": w.gbps}))
+            .collect();
+        let rows: Vec<_> = p
+            .rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({"mib": r.mib, "slots": r.slots, "cold_gbps": r.cold_gbps,
+                    "warm_gbps": r.warm_gbps, "warm_other_gbps": r.warm_other_gbps,
+                    "prefetched_gbps": r.prefetched_gbps})
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"gpu": gpu.name, "rows": rows, "warmed": warmed})
+        );
+        return Ok(());
+    }
+    println!(
+        "pages of 16 KiB streamed by one CTA per SM on {} (GB/s, median of {L2_REPEATS}):",
+        gpu.name
+    );
+    println!(
+        "  MiB  in flight  from HBM  L2 (same CTA read)  L2 (other CTA read)  L2 (prefetched)"
+    );
+    for r in &p.rows {
+        println!(
+            "  {:>3}  {:>9}  {:>8.0}  {:>18.0}  {:>19.0}  {:>15.0}",
+            r.mib, r.slots, r.cold_gbps, r.warm_gbps, r.warm_other_gbps, r.prefetched_gbps
+        );
+    }
+    println!("the same read (4 in flight) after another grid warmed L2 (GB/s):");
+    for w in &p.warmed {
+        println!(
+            "  {:<45} {:>3} MiB  {:>6.0}",
+            L2_WARMERS[w.how], w.mib, w.gbps
+        );
+    }
+    Ok(())
 }
 
 /// Prints the L2 latency of a dependent chain, idle and under concurrent HBM streams.

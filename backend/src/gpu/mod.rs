@@ -9,7 +9,7 @@
 //! Modules: `device` (context, buffers, events), `abi` (the kernels' parameter structs),
 //! `setup` (compile, load, allocate, fill), `launch` (grids and graph capture), `run` (the
 //! workload under a watchdog, timings), `trace` (CTA phase traces), `info` (driver figures),
-//! `probe` (which pairs of kernels share an SM).
+//! `probe` (hardware facts: co-residency, latency under load, L2 as a weight source).
 
 mod abi;
 mod device;
@@ -27,8 +27,9 @@ pub use device::Gpu;
 pub use info::loaded_kernel_info;
 pub use launch::StepGraph;
 pub use probe::{
-    chase_cycle, probe_coresidency, probe_latency, LatencyProbe, LoadedLatency, PairProbe,
-    ProbeSide, LOADED_CASES, PROBE_REGISTERS, RESIDENT_SMEM,
+    chase_cycle, probe_coresidency, probe_l2, probe_latency, L2Probe, L2Row, L2Warmed,
+    LatencyProbe, LoadedLatency, PairProbe, ProbeSide, L2_REPEATS, L2_WARMERS, LOADED_CASES,
+    PROBE_REGISTERS, RESIDENT_SMEM,
 };
 pub use run::{RunOptions, RunOutput};
 pub use setup::WeightSource;

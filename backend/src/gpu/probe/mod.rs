@@ -1,8 +1,10 @@
 //! Probes of the hardware facts the simulator assumes (`mkc probe`), each a pair of small
 //! kernels (`backend/kernels/probe.cu`) run on two streams at once: which pairs of kernels
-//! share an SM ([`coresidency`]), and how long an L2 hit takes while HBM streams ([`latency`]).
+//! share an SM ([`coresidency`]), how long an L2 hit takes while HBM streams ([`latency`]), and
+//! how fast weight pages held in L2 stream ([`l2`]).
 
 mod coresidency;
+mod l2;
 mod latency;
 
 use std::ffi::c_void;
@@ -14,6 +16,7 @@ use super::setup::{func, load_module, opt_in_smem};
 use crate::error::{check, BackendError};
 
 pub use coresidency::{probe_coresidency, PairProbe, ProbeSide, PROBE_REGISTERS};
+pub use l2::{probe_l2, L2Probe, L2Row, L2Warmed, L2_REPEATS, L2_WARMERS};
 pub use latency::{chase_cycle, probe_latency, LatencyProbe, LoadedLatency, LOADED_CASES};
 
 /// Dynamic shared memory of a CTA that must have an SM to itself: more than half an SM.
