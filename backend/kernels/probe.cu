@@ -203,13 +203,14 @@ extern "C" __global__ void k_read_pages(const unsigned char* p, u64 n_bytes, u64
 // How k_prefetch_pages warms L2 (`how`): 0 one cp.async.bulk.prefetch.L2 per page; 1 the same
 // with an evict_last policy; 2 four bulk prefetches of 4 KiB per page; 3 prefetch.global.L2 per
 // 128-byte line by 32 threads; 4 the same, evict_last; 5 16-byte loads by 32 threads (the data
-// comes to the SM and is dropped).
-extern "C" __global__ void k_prefetch_pages(const unsigned char* p, u64 n_bytes, int how, unsigned* sink) {
+// comes to the SM and is dropped). Only every `stride`-th page of each CTA's share is warmed.
+extern "C" __global__ void k_prefetch_pages(const unsigned char* p, u64 n_bytes, int how, unsigned* sink, unsigned stride) {
     const unsigned page = 16384;
     u64 policy;
     asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
     uint4 acc = make_uint4(0, 0, 0, 0);
     for (u64 pg = blockIdx.x; pg < n_bytes / page; pg += gridDim.x) {
+        if ((pg / gridDim.x) % stride) continue;  // only every stride-th page of each CTA's share
         const unsigned char* a = p + pg * page;
         if (how <= 2) {
             if (threadIdx.x != 0) continue;

@@ -2,8 +2,8 @@
 //! share an SM (against the simulator's co-residency rule), and L2 latency under load.
 
 use mkc_backend::gpu::{
-    probe_coresidency, probe_l2, probe_latency, Gpu, PairProbe, L2_REPEATS, L2_WARMERS,
-    PROBE_REGISTERS, RESIDENT_SMEM,
+    probe_coresidency, probe_l2, probe_latency, Gpu, PairProbe, L2_MIXED_MIB, L2_REPEATS,
+    L2_WARMERS, PROBE_REGISTERS, RESIDENT_SMEM,
 };
 use mkc_backend::kernels;
 use mkc_ir::device::Arch;
@@ -53,9 +53,18 @@ fn l2(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> {
                     "prefetched_gbps": r.prefetched_gbps})
             })
             .collect();
+        let mixed: Vec<_> = p
+            .mixed
+            .iter()
+            .map(|m| {
+                serde_json::json!({"mib": L2_MIXED_MIB, "slots": m.slots,
+                    "warm_quarters": m.warm_quarters, "last": m.last, "stride": m.stride,
+                    "gbps": m.gbps})
+            })
+            .collect();
         println!(
             "{}",
-            serde_json::json!({"gpu": gpu.name, "rows": rows, "warmed": warmed})
+            serde_json::json!({"gpu": gpu.name, "rows": rows, "warmed": warmed, "mixed": mixed})
         );
         return Ok(());
     }
@@ -77,6 +86,18 @@ fn l2(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> {
         println!(
             "  {:<45} {:>3} MiB  {:>6.0}",
             L2_WARMERS[w.how], w.mib, w.gbps
+        );
+    }
+    println!("{L2_MIXED_MIB} MiB read with part of every CTA's pages warmed by loads (GB/s):");
+    for m in &p.mixed {
+        let which = match (m.stride, m.last) {
+            (0, false) => format!("first {}/4", m.warm_quarters),
+            (0, true) => format!("last {}/4", m.warm_quarters),
+            (s, _) => format!("every {s}th page"),
+        };
+        println!(
+            "  {} in flight, {which:<14} warmed  {:>6.0}",
+            m.slots, m.gbps
         );
     }
     Ok(())

@@ -28,8 +28,8 @@ pub use info::loaded_kernel_info;
 pub use launch::StepGraph;
 pub use probe::{
     chase_cycle, probe_coresidency, probe_l2, probe_latency, L2Probe, L2Row, L2Warmed,
-    LatencyProbe, LoadedLatency, PairProbe, ProbeSide, L2_REPEATS, L2_WARMERS, LOADED_CASES,
-    PROBE_REGISTERS, RESIDENT_SMEM,
+    LatencyProbe, LoadedLatency, PairProbe, ProbeSide, L2_MIXED_MIB, L2_REPEATS, L2_WARMERS,
+    LOADED_CASES, PROBE_REGISTERS, RESIDENT_SMEM,
 };
 pub use run::{RunOptions, RunOutput};
 pub use setup::WeightSource;

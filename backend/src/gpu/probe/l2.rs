@@ -46,6 +46,22 @@ pub struct L2Warmed {
     pub gbps: f64,
 }
 
+/// A read of [`L2_MIXED_MIB`] whose first part (the first pages of every CTA's share) was
+/// warmed by loads: do pages from L2 and from HBM arrive side by side, or one after the other?
+#[derive(Clone, Debug, PartialEq)]
+pub struct L2Mixed {
+    /// Bulk copies of 16 KiB in flight per CTA.
+    pub slots: i32,
+    /// Quarters of the bytes warmed (1-3; 4 with a stride).
+    pub warm_quarters: u64,
+    /// The last quarters warmed (every CTA's last pages) rather than the first.
+    pub last: bool,
+    /// Every `stride`-th page of every CTA's share warmed instead (0: quarters).
+    pub stride: u32,
+    /// GB/s, median of [`L2_REPEATS`].
+    pub gbps: f64,
+}
+
 /// What the L2 probe measured.
 #[derive(Clone, Debug, PartialEq)]
 pub struct L2Probe {
@@ -53,7 +69,12 @@ pub struct L2Probe {
     pub rows: Vec<L2Row>,
     /// Each way of warming L2, at [`L2_WARMED_MIB`].
     pub warmed: Vec<L2Warmed>,
+    /// Reads partly warmed.
+    pub mixed: Vec<L2Mixed>,
 }
+
+/// Size of the partly warmed reads (MiB).
+pub const L2_MIXED_MIB: u64 = 32;
 
 /// Sizes read after each way of warming L2.
 const L2_WARMED_MIB: [u64; 2] = [16, 32];
@@ -101,20 +122,24 @@ pub fn probe_l2(gpu: &Gpu, cubin: &[u8]) -> Result<L2Probe, BackendError> {
         Ok(read_rate(&r, bytes))
     };
     let evict = || read_at(evict_bytes, evict_bytes, 8, 0).map(|_| ());
-    let prefetch_pages = |bytes: u64, how: usize| -> Result<(), BackendError> {
-        let (mut p, mut n, mut h, mut k) = (big.ptr, bytes, how as i32, sink.ptr);
-        let mut args: Vec<*mut c_void> = vec![
-            &mut p as *mut u64 as *mut c_void,
-            &mut n as *mut u64 as *mut c_void,
-            &mut h as *mut i32 as *mut c_void,
-            &mut k as *mut u64 as *mut c_void,
-        ];
-        launch(prefetch, (sms, 32, 0), streams.0, &mut args)?;
-        streams.sync("L2 prefetch")?;
-        // A prefetch is done when its kernel ends only as a request; 1 ms lets HBM deliver.
-        std::thread::sleep(std::time::Duration::from_millis(1));
-        Ok(())
-    };
+    let prefetch_at =
+        |offset: u64, bytes: u64, how: usize, stride: u32| -> Result<(), BackendError> {
+            let (mut p, mut n, mut h, mut k) = (big.ptr + offset, bytes, how as i32, sink.ptr);
+            let mut st = stride.max(1);
+            let mut args: Vec<*mut c_void> = vec![
+                &mut p as *mut u64 as *mut c_void,
+                &mut n as *mut u64 as *mut c_void,
+                &mut h as *mut i32 as *mut c_void,
+                &mut k as *mut u64 as *mut c_void,
+                &mut st as *mut u32 as *mut c_void,
+            ];
+            launch(prefetch, (sms, 32, 0), streams.0, &mut args)?;
+            streams.sync("L2 prefetch")?;
+            // A prefetch is done when its kernel ends only as a request; 1 ms lets HBM deliver.
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            Ok(())
+        };
+    let prefetch_pages = |bytes: u64, how: usize| prefetch_at(0, bytes, how, 1);
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
@@ -161,7 +186,41 @@ pub fn probe_l2(gpu: &Gpu, cubin: &[u8]) -> Result<L2Probe, BackendError> {
             });
         }
     }
-    Ok(L2Probe { rows, warmed })
+    let loads = L2_WARMERS.len() - 1; // plain loads: the warmer that works
+    let mut mixed = Vec::new();
+    for slots in L2_SLOTS {
+        let cases = [
+            (1, false, 0),
+            (2, false, 0),
+            (3, false, 0),
+            (2, true, 0),
+            (4, false, 2),
+            (4, false, 4),
+        ];
+        for (warm_quarters, last, stride) in cases {
+            let mut v = vec![];
+            let (total, warm) = (L2_MIXED_MIB << 20, (L2_MIXED_MIB << 20) / 4 * warm_quarters);
+            for _ in 0..L2_REPEATS {
+                evict()?;
+                // Pages are dealt to CTAs in turn, so a prefix of the buffer is every CTA's
+                // first pages and a suffix its last.
+                prefetch_at(if last { total - warm } else { 0 }, warm, loads, stride)?;
+                v.push(read_at(0, total, slots, 0)?);
+            }
+            mixed.push(L2Mixed {
+                slots,
+                warm_quarters,
+                last,
+                stride,
+                gbps: median(v),
+            });
+        }
+    }
+    Ok(L2Probe {
+        rows,
+        warmed,
+        mixed,
+    })
 }
 
 #[cfg(test)]

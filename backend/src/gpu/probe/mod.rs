@@ -16,7 +16,7 @@ use super::setup::{func, load_module, opt_in_smem};
 use crate::error::{check, BackendError};
 
 pub use coresidency::{probe_coresidency, PairProbe, ProbeSide, PROBE_REGISTERS};
-pub use l2::{probe_l2, L2Probe, L2Row, L2Warmed, L2_REPEATS, L2_WARMERS};
+pub use l2::{probe_l2, L2Probe, L2Row, L2Warmed, L2_MIXED_MIB, L2_REPEATS, L2_WARMERS};
 pub use latency::{chase_cycle, probe_latency, LatencyProbe, LoadedLatency, LOADED_CASES};
 
 /// Dynamic shared memory of a CTA that must have an SM to itself: more than half an SM.
