@@ -63,8 +63,8 @@ HOLD(168)
 // k_chase: one thread follows `hops` links of a cycle of indices (`next`, a small buffer that
 // stays in L2; .cg loads skip L1), recording its SM and the mean time per hop. k_stream keeps
 // HBM busy for `dur_ns` by reading a large buffer with 16-byte loads (eight in flight per
-// thread), the way the operators' weight pages keep it busy; each CTA records its SM, bytes and
-// time.
+// thread; sixteen in k_stream_u16), the way the operators' weight pages keep it busy; each CTA
+// records its SM, bytes and time.
 
 __device__ __forceinline__ unsigned smid() {
     unsigned sm;
@@ -84,25 +84,26 @@ extern "C" __global__ void k_chase(const unsigned* next, int hops, u64* out) {
     out[2] = p;                             // keeps the chain live
 }
 
-extern "C" __global__ void k_stream(const uint4* p, u64 n, u64 dur_ns, u64* rec, unsigned* sink) {
+template <int U>
+__device__ void stream_loads(const uint4* p, u64 n, u64 dur_ns, u64* rec, unsigned* sink) {
     const u64 t0 = now_ns(), until_ns = t0 + dur_ns;
     uint4 acc = make_uint4(0, 0, 0, 0);
     const u64 stride = (u64)gridDim.x * blockDim.x;
     u64 loads = 0;
     do {
-        // Eight independent 16-byte loads per thread in flight per step.
-        for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i + 7 * stride < n; i += 8 * stride) {
-            uint4 v[8];
+        // U independent 16-byte loads per thread in flight per step.
+        for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i + (U - 1) * stride < n; i += U * stride) {
+            uint4 v[U];
 #pragma unroll
-            for (int u = 0; u < 8; ++u) v[u] = __ldcs(p + i + u * stride);
+            for (int u = 0; u < U; ++u) v[u] = __ldcs(p + i + u * stride);
 #pragma unroll
-            for (int u = 0; u < 8; ++u) {
+            for (int u = 0; u < U; ++u) {
                 acc.x ^= v[u].x;
                 acc.y ^= v[u].y;
                 acc.z ^= v[u].z;
                 acc.w ^= v[u].w;
             }
-            loads += 8;
+            loads += U;
         }
     } while (now_ns() < until_ns);
     if ((acc.x ^ acc.y ^ acc.z ^ acc.w) == 0x12345678u) sink[0] = acc.x;
@@ -112,6 +113,15 @@ extern "C" __global__ void k_stream(const uint4* p, u64 n, u64 dur_ns, u64* rec,
         rec[3 * blockIdx.x + 1] = loads * 16 * blockDim.x;
         rec[3 * blockIdx.x + 2] = now_ns() - t0;
     }
+}
+
+extern "C" __global__ void k_stream(const uint4* p, u64 n, u64 dur_ns, u64* rec, unsigned* sink) {
+    stream_loads<8>(p, n, dur_ns, rec, sink);
+}
+
+// k_stream_u16: sixteen loads in flight per thread.
+extern "C" __global__ void k_stream_u16(const uint4* p, u64 n, u64 dur_ns, u64* rec, unsigned* sink) {
+    stream_loads<16>(p, n, dur_ns, rec, sink);
 }
 
 // k_stream_tma: like k_stream, but one thread per CTA keeps `slots` 16 KiB bulk copies
@@ -160,6 +170,53 @@ extern "C" __global__ void k_stream_tma(const unsigned char* p, u64 n_bytes, u64
     rec[3 * blockIdx.x] = smid();
     rec[3 * blockIdx.x + 1] = bytes;
     rec[3 * blockIdx.x + 2] = now_ns() - t0;
+}
+
+// k_stream_async: like k_stream_tma, but one warp copies each 16 KiB page with 16-byte
+// cp.async (LDGSTS: 32 per lane), completion counted on the slot's mbarrier by
+// cp.async.mbarrier.arrive.noinc (32 arrivals per page).
+extern "C" __global__ void k_stream_async(const unsigned char* p, u64 n_bytes, u64 dur_ns, u64* rec, int slots) {
+    extern __shared__ __align__(128) unsigned char ring[];
+    __shared__ __align__(8) u64 bar[16];
+    if (threadIdx.x >= 32) return;
+    const unsigned lane = threadIdx.x;
+    const u64 t0 = now_ns(), until_ns = t0 + dur_ns;
+    const unsigned page = 16384;
+    const u64 pages = n_bytes / page;
+    auto bar_of = [&](int s) { return (unsigned)__cvta_generic_to_shared(&bar[s]); };
+    if (lane == 0) {
+        for (int s = 0; s < slots; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 32;" ::"r"(bar_of(s)) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncwarp();
+    u64 bytes = 0, i = 0;
+    for (;; ++i) {
+        int s = (int)(i % slots);
+        if (i >= (u64)slots) {
+            wait_parity(bar_of(s), (unsigned)((i / slots - 1) & 1));  // the copy of iteration i - slots
+            bytes += page;
+            int stop = __shfl_sync(0xffffffffu, now_ns() >= until_ns ? 1 : 0, 0);  // one decision per warp
+            if (stop) break;
+        }
+        u64 pg = (blockIdx.x + i * gridDim.x) % pages;
+        unsigned dst = (unsigned)__cvta_generic_to_shared(ring + (u64)s * page);
+        const unsigned char* src = p + pg * page;
+#pragma unroll 8
+        for (int q = 0; q < 32; ++q) {
+            unsigned off = (q * 32 + lane) * 16;
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + off), "l"(src + off) : "memory");
+        }
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar_of(s)) : "memory");
+    }
+    for (u64 j = i + 1 - slots; j < i; ++j) {
+        wait_parity(bar_of((int)(j % slots)), (unsigned)((j / slots) & 1));
+        bytes += page;
+    }
+    if (lane == 0) {
+        rec[3 * blockIdx.x] = smid();
+        rec[3 * blockIdx.x + 1] = bytes;
+        rec[3 * blockIdx.x + 2] = now_ns() - t0;
+    }
 }
 
 // ---- L2 as a weight source ----------------------------------------------------------------

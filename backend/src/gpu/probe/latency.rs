@@ -33,49 +33,88 @@ pub struct LoadedLatency {
     pub placed_as_intended: bool,
 }
 
-/// The loaded cases: (description, bulk copies of 16 KiB in flight per streaming CTA (0:
-/// 16-byte loads instead), the chain's SM streams too).
-pub const LOADED_CASES: [(&str, i32, bool); 10] = [
-    ("every other SM streams, 16-byte loads", 0, false),
-    ("its own SM streams too, 16-byte loads", 0, true),
+/// How the streaming grid keeps HBM busy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamKind {
+    /// 512 threads, each with this many 16-byte loads in flight (8 or 16).
+    Loads(u32),
+    /// One thread keeping this many bulk copies (`cp.async.bulk`) of 16 KiB in flight, as the
+    /// operators' producers do.
+    Bulk(i32),
+    /// One warp keeping this many 16 KiB pages in flight as 16-byte `cp.async` (LDGSTS).
+    Async(i32),
+}
+
+/// The loaded cases: (description, the stream, the chain's SM streams too).
+pub const LOADED_CASES: [(&str, StreamKind, bool); 14] = [
+    (
+        "every other SM streams, 16-byte loads",
+        StreamKind::Loads(8),
+        false,
+    ),
+    (
+        "its own SM streams too, 16-byte loads",
+        StreamKind::Loads(8),
+        true,
+    ),
+    (
+        "every other SM streams, 16-byte loads, 16 in flight per thread",
+        StreamKind::Loads(16),
+        false,
+    ),
     (
         "every other SM streams, 1 bulk copy of 16 KiB in flight",
-        1,
+        StreamKind::Bulk(1),
         false,
     ),
     (
         "every other SM streams, 2 bulk copies of 16 KiB in flight",
-        2,
+        StreamKind::Bulk(2),
         false,
     ),
     (
         "every other SM streams, 3 bulk copies of 16 KiB in flight",
-        3,
+        StreamKind::Bulk(3),
         false,
     ),
     (
         "every other SM streams, 4 bulk copies of 16 KiB in flight",
-        4,
+        StreamKind::Bulk(4),
         false,
     ),
     (
         "every other SM streams, 6 bulk copies of 16 KiB in flight",
-        6,
+        StreamKind::Bulk(6),
         false,
     ),
     (
         "every other SM streams, 8 bulk copies of 16 KiB in flight",
-        8,
+        StreamKind::Bulk(8),
         false,
     ),
     (
         "its own SM streams too, 4 bulk copies of 16 KiB in flight",
-        4,
+        StreamKind::Bulk(4),
         true,
     ),
     (
         "its own SM streams too, 8 bulk copies of 16 KiB in flight",
-        8,
+        StreamKind::Bulk(8),
+        true,
+    ),
+    (
+        "every other SM streams, 4 pages of 16-byte cp.async in flight",
+        StreamKind::Async(4),
+        false,
+    ),
+    (
+        "every other SM streams, 8 pages of 16-byte cp.async in flight",
+        StreamKind::Async(8),
+        false,
+    ),
+    (
+        "its own SM streams too, 8 pages of 16-byte cp.async in flight",
+        StreamKind::Async(8),
         true,
     ),
 ];
@@ -105,12 +144,16 @@ pub fn chase_cycle(lines: usize, words: usize) -> Vec<u32> {
     next
 }
 
-/// Runs the latency probe (kernels `k_chase`, `k_stream` and `k_stream_tma` of the compiled
-/// probe `cubin`).
+/// Runs the latency probe (kernels `k_chase`, `k_stream`, `k_stream_u16`, `k_stream_tma` and
+/// `k_stream_async` of the compiled probe `cubin`).
 pub fn probe_latency(gpu: &Gpu, cubin: &[u8]) -> Result<LatencyProbe, BackendError> {
     let module = ProbeModule::load(cubin)?;
     let chase = module.kernel("k_chase")?;
-    let (plain, tma) = (module.kernel("k_stream")?, module.kernel("k_stream_tma")?);
+    let (plain, plain16) = (module.kernel("k_stream")?, module.kernel("k_stream_u16")?);
+    let (tma, ldgsts) = (
+        module.kernel("k_stream_tma")?,
+        module.kernel("k_stream_async")?,
+    );
     let streams = StreamPair::new()?;
     let next = chase_cycle(CHASE_LINES, 32);
     let chain = DevBuf::new(next.len() * 4, "chase buffer")?;
@@ -136,16 +179,13 @@ pub fn probe_latency(gpu: &Gpu, cubin: &[u8]) -> Result<LatencyProbe, BackendErr
         ];
         launch(chase, (1, 32, smem), streams.1, &mut args)
     };
-    // Streams for 3 ms on `ctas` CTAs, one per SM (their shared memory keeps a second out),
-    // with `slots` bulk copies in flight each, or 16-byte loads for 0.
-    let run_stream = |slots: i32, ctas: u32| -> Result<(), BackendError> {
+    // Streams for 3 ms on `ctas` CTAs, one per SM (their shared memory keeps a second out).
+    let run_stream = |kind: StreamKind, ctas: u32| -> Result<(), BackendError> {
         let (mut p, mut r, mut k) = (big.ptr, rec.ptr, sink.ptr);
-        let (mut d, mut slots) = (3_000_000u64, slots);
-        let bulk = slots > 0;
-        let mut n = if bulk {
-            stream_bytes
-        } else {
-            stream_bytes / 16
+        let mut d = 3_000_000u64;
+        let mut n = match kind {
+            StreamKind::Loads(_) => stream_bytes / 16,
+            _ => stream_bytes,
         } as u64;
         let mut args: Vec<*mut c_void> = vec![
             &mut p as *mut u64 as *mut c_void,
@@ -153,12 +193,21 @@ pub fn probe_latency(gpu: &Gpu, cubin: &[u8]) -> Result<LatencyProbe, BackendErr
             &mut d as *mut u64 as *mut c_void,
             &mut r as *mut u64 as *mut c_void,
         ];
-        if bulk {
-            args.push(&mut slots as *mut i32 as *mut c_void);
-            launch(tma, (ctas, 32, MAX_PROBE_SMEM), streams.0, &mut args)
-        } else {
-            args.push(&mut k as *mut u64 as *mut c_void);
-            launch(plain, (ctas, 512, RESIDENT_SMEM), streams.0, &mut args)
+        match kind {
+            StreamKind::Loads(per_thread) => {
+                args.push(&mut k as *mut u64 as *mut c_void);
+                let f = if per_thread == 16 { plain16 } else { plain };
+                launch(f, (ctas, 512, RESIDENT_SMEM), streams.0, &mut args)
+            }
+            StreamKind::Bulk(mut slots) | StreamKind::Async(mut slots) => {
+                args.push(&mut slots as *mut i32 as *mut c_void);
+                let f = if matches!(kind, StreamKind::Bulk(_)) {
+                    tma
+                } else {
+                    ldgsts
+                };
+                launch(f, (ctas, 32, MAX_PROBE_SMEM), streams.0, &mut args)
+            }
         }
     };
     // The chase's (sm, ps per link, end of chain) and the streamers' (sm, bytes, ns).
@@ -173,11 +222,11 @@ pub fn probe_latency(gpu: &Gpu, cubin: &[u8]) -> Result<LatencyProbe, BackendErr
     run_chase(2000, 0)?;
     let (idle, _) = finish("idle chase")?;
     let mut loaded = Vec::with_capacity(LOADED_CASES.len());
-    for (case, slots, own) in LOADED_CASES {
+    for (case, kind, own) in LOADED_CASES {
         // With every other SM streaming, the chain's shared memory keeps it off their SMs;
         // with every SM streaming, it has none and runs beside a streamer.
         let ctas = if own { sms } else { sms - 1 };
-        run_stream(slots, ctas)?;
+        run_stream(kind, ctas)?;
         run_chase(500, if own { 0 } else { RESIDENT_SMEM })?;
         let (o, r) = finish(case)?;
         let cta = r.chunks(3).take(ctas as usize);
