@@ -339,11 +339,7 @@ __device__ Stream carve_stream(int x_len, int norm_len, int per_warp) {
 // Initialises the ring's barriers (the producer lane, before any thread uses them).
 __device__ void ring_init(const Stream& s) {
     for (int i = 0; i < CONSUMER_WARPS * s.per_warp; ++i) {
-#if PRODUCER_ASYNC
-        mbar_init(&s.full[i], 32);  // one cp.async.mbarrier.arrive per producer lane
-#else
         mbar_init(&s.full[i], 1);
-#endif
         mbar_init(&s.empty[i], 1);
     }
     mbar_init(s.norm_bar, 1);
@@ -390,32 +386,6 @@ __device__ void produce(const Stream& s, const Matvec& v, int first, int count, 
         }
     }
 }
-
-#if PRODUCER_ASYNC
-// Developers' experiment (MKC_PRODUCER_ASYNC=1): the whole producer warp streams the pages with
-// 16-byte cp.async (LDGSTS) instead of one lane's bulk copies, each lane's completion counted on
-// the page's full barrier. `mkc probe latency` measures whether an L2 hit elsewhere waits
-// behind such a stream as it does behind bulk copies.
-__device__ void produce_async(const Stream& s, const Matvec& v, int first, int count) {
-    const int lane = threadIdx.x % 32, row_bytes = v.k * 2, half_rows = v.page_rows / 2;
-    for (int i = 0; i < count; ++i) {
-        int slot, lap;
-        ring_slot(s, i, slot, lap);
-        if (lap > 0) mbar_wait(&s.empty[slot], (lap - 1) & 1);
-        int chunk, row0;
-        page_coords(v, first + i, chunk, row0);
-        char* dst = (char*)(s.ring + (long)slot * (PAGE_BYTES / 2));
-        const long col0 = (long)chunk * v.k;
-        for (int off = lane * 16; off < PAGE_BYTES; off += 32 * 16) {
-            int r = off / row_bytes, c = off % row_bytes;
-            const bf16* row = v.w1 ? (r < half_rows ? v.w0 + (long)(row0 + r) * v.ld : v.w1 + (long)(row0 + r - half_rows) * v.ld)
-                                   : v.w0 + (long)(row0 + r) * v.ld;
-            cp_async16(dst + off, (const char*)(row + col0) + c);
-        }
-        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_addr(&s.full[slot])) : "memory");
-    }
-}
-#endif
 
 // Loads this lane's slice of input-vector chunk `chunk` (columns (lane + 32 j) * 8 .. + 8).
 template <int NJ>
@@ -518,13 +488,6 @@ __device__ __forceinline__ void start_producer(const Stream& s, const bf16* norm
 // page WARM_SKIP of the share of the up/gate CTA of its index until its consumers are released;
 // QKV warms WARM_QKV pages from WARM_QKV_SKIP once its own pages have landed. Measured: pdl -13
 // µs (tuned layout), -20 µs (anchors'); developers may change them with MKC_WARM_* (0: off).
-#ifndef PRODUCER_ASYNC
-#define PRODUCER_ASYNC 0
-#endif
-#if PRODUCER_ASYNC
-#undef WARM_DEPTH
-#define WARM_DEPTH 0  // its full barriers count 32 arrivals, not one
-#endif
 #ifndef WARM_DEPTH
 #define WARM_DEPTH 2
 #endif
@@ -592,11 +555,7 @@ __device__ void run_stream(const Matvec& v, int x_len, const float* x_global, co
         // The stop flag, cleared before the ring barrier orders it before the consumers' use.
         if (flagged && threadIdx.x == CONSUMER_THREADS) *warm_stop_flag(s) = 0;
         start_producer(s, norm, norm_len);
-#if PRODUCER_ASYNC
-        produce_async(s, v, first, count);
-#else
         if (threadIdx.x == CONSUMER_THREADS) produce(s, v, first, count);
-#endif
         if (warming && threadIdx.x == CONSUMER_THREADS)
             warm_l2(s, warm, count, flagged ? WARM_SKIP : WARM_QKV_SKIP, flagged ? 1 << 30 : warm_limit, flagged);
         return;

@@ -330,11 +330,6 @@ fn compile_with(
             options.push(format!("-DWARM_{knob}={v}"));
         }
     }
-    // Developers' A/B knob: the producer warp streams pages with 16-byte cp.async, not bulk
-    // copies (docs/perf.md).
-    if env_u32("MKC_PRODUCER_ASYNC") == Some(1) {
-        options.push("-DPRODUCER_ASYNC=1".into());
-    }
     if consumer_warps() != CONSUMER_WARPS {
         // Two streaming CTAs of 7 warps share an SM only with <= 128 registers each
         // (docs/perf.md: each warp goes to the sub-partition holding the fewest).
