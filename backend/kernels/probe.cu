@@ -124,9 +124,6 @@ extern "C" __global__ void k_stream_u16(const uint4* p, u64 n, u64 dur_ns, u64* 
     stream_loads<16>(p, n, dur_ns, rec, sink);
 }
 
-// k_stream_tma: like k_stream, but one thread per CTA keeps `slots` 16 KiB bulk copies
-// (cp.async.bulk, as the operators' producers issue their weight pages) in flight into shared
-// memory, each slot's mbarrier awaited before its reuse.
 __device__ __forceinline__ void wait_parity(unsigned bar, unsigned parity) {
     unsigned done = 0;
     while (!done)
@@ -136,30 +133,35 @@ __device__ __forceinline__ void wait_parity(unsigned bar, unsigned parity) {
                      : "memory");
 }
 
-extern "C" __global__ void k_stream_tma(const unsigned char* p, u64 n_bytes, u64 dur_ns, u64* rec, int slots) {
-    extern __shared__ __align__(128) unsigned char ring[];
+// A ring of `slots` 16 KiB pages kept in flight into shared memory by LANES threads for
+// `dur_ns`, each slot's mbarrier (LANES arrivals per phase) awaited before its reuse; `issue(dst,
+// src, bar)` requests one page. Records the CTA's SM, bytes and ns.
+template <int LANES, typename Issue>
+__device__ void stream_ring(const unsigned char* p, u64 n_bytes, u64 dur_ns, u64* rec, int slots, Issue issue) {
+    extern __shared__ __align__(128) unsigned char pages_smem[];
     __shared__ __align__(8) u64 bar[16];
-    if (threadIdx.x != 0) return;
+    if (threadIdx.x >= LANES) return;
+    const unsigned mask = LANES == 32 ? 0xffffffffu : 1u;
     const u64 t0 = now_ns(), until_ns = t0 + dur_ns;
     const unsigned page = 16384;
     const u64 pages = n_bytes / page;
     auto bar_of = [&](int s) { return (unsigned)__cvta_generic_to_shared(&bar[s]); };
-    for (int s = 0; s < slots; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_of(s)) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < slots; ++s)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar_of(s)), "r"(LANES) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncwarp(mask);
     u64 bytes = 0, i = 0;
     for (;; ++i) {
         int s = (int)(i % slots);
         if (i >= (u64)slots) {
             wait_parity(bar_of(s), (unsigned)((i / slots - 1) & 1));  // the copy of iteration i - slots
             bytes += page;
-            if (now_ns() >= until_ns) break;
+            if (__shfl_sync(mask, now_ns() >= until_ns ? 1 : 0, 0)) break;  // one decision per warp
         }
         u64 pg = (blockIdx.x + i * gridDim.x) % pages;
-        unsigned dst = (unsigned)__cvta_generic_to_shared(ring + (u64)s * page);
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_of(s)), "r"(page) : "memory");
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                     ::"r"(dst), "l"(p + pg * page), "r"(page), "r"(bar_of(s))
-                     : "memory");
+        issue((unsigned)__cvta_generic_to_shared(pages_smem + (u64)s * page), p + pg * page, bar_of(s));
     }
     // Drain the copies still in flight (iterations i - slots + 1 .. i - 1) before the CTA's
     // shared memory can be handed to another.
@@ -167,56 +169,35 @@ extern "C" __global__ void k_stream_tma(const unsigned char* p, u64 n_bytes, u64
         wait_parity(bar_of((int)(j % slots)), (unsigned)((j / slots) & 1));
         bytes += page;
     }
-    rec[3 * blockIdx.x] = smid();
-    rec[3 * blockIdx.x + 1] = bytes;
-    rec[3 * blockIdx.x + 2] = now_ns() - t0;
-}
-
-// k_stream_async: like k_stream_tma, but one warp copies each 16 KiB page with 16-byte
-// cp.async (LDGSTS: 32 per lane), completion counted on the slot's mbarrier by
-// cp.async.mbarrier.arrive.noinc (32 arrivals per page).
-extern "C" __global__ void k_stream_async(const unsigned char* p, u64 n_bytes, u64 dur_ns, u64* rec, int slots) {
-    extern __shared__ __align__(128) unsigned char ring[];
-    __shared__ __align__(8) u64 bar[16];
-    if (threadIdx.x >= 32) return;
-    const unsigned lane = threadIdx.x;
-    const u64 t0 = now_ns(), until_ns = t0 + dur_ns;
-    const unsigned page = 16384;
-    const u64 pages = n_bytes / page;
-    auto bar_of = [&](int s) { return (unsigned)__cvta_generic_to_shared(&bar[s]); };
-    if (lane == 0) {
-        for (int s = 0; s < slots; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 32;" ::"r"(bar_of(s)) : "memory");
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncwarp();
-    u64 bytes = 0, i = 0;
-    for (;; ++i) {
-        int s = (int)(i % slots);
-        if (i >= (u64)slots) {
-            wait_parity(bar_of(s), (unsigned)((i / slots - 1) & 1));  // the copy of iteration i - slots
-            bytes += page;
-            int stop = __shfl_sync(0xffffffffu, now_ns() >= until_ns ? 1 : 0, 0);  // one decision per warp
-            if (stop) break;
-        }
-        u64 pg = (blockIdx.x + i * gridDim.x) % pages;
-        unsigned dst = (unsigned)__cvta_generic_to_shared(ring + (u64)s * page);
-        const unsigned char* src = p + pg * page;
-#pragma unroll 8
-        for (int q = 0; q < 32; ++q) {
-            unsigned off = (q * 32 + lane) * 16;
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + off), "l"(src + off) : "memory");
-        }
-        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar_of(s)) : "memory");
-    }
-    for (u64 j = i + 1 - slots; j < i; ++j) {
-        wait_parity(bar_of((int)(j % slots)), (unsigned)((j / slots) & 1));
-        bytes += page;
-    }
-    if (lane == 0) {
+    if (threadIdx.x == 0) {
         rec[3 * blockIdx.x] = smid();
         rec[3 * blockIdx.x + 1] = bytes;
         rec[3 * blockIdx.x + 2] = now_ns() - t0;
     }
+}
+
+// k_stream_tma: like k_stream, but one thread per CTA keeps `slots` 16 KiB bulk copies
+// (cp.async.bulk, as the operators' producers issue their weight pages) in flight.
+extern "C" __global__ void k_stream_tma(const unsigned char* p, u64 n_bytes, u64 dur_ns, u64* rec, int slots) {
+    stream_ring<1>(p, n_bytes, dur_ns, rec, slots, [](unsigned dst, const unsigned char* src, unsigned bar) {
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(16384u) : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                     ::"r"(dst), "l"(src), "r"(16384u), "r"(bar)
+                     : "memory");
+    });
+}
+
+// k_stream_async: the same with one warp copying each page by 16-byte cp.async (LDGSTS: 32 per
+// lane), each lane's completion counted on the slot's mbarrier (cp.async.mbarrier.arrive.noinc).
+extern "C" __global__ void k_stream_async(const unsigned char* p, u64 n_bytes, u64 dur_ns, u64* rec, int slots) {
+    stream_ring<32>(p, n_bytes, dur_ns, rec, slots, [](unsigned dst, const unsigned char* src, unsigned bar) {
+#pragma unroll 8
+        for (int q = 0; q < 32; ++q) {
+            unsigned off = (q * 32 + threadIdx.x) * 16;
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + off), "l"(src + off) : "memory");
+        }
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+    });
 }
 
 // ---- L2 as a weight source ----------------------------------------------------------------

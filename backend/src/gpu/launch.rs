@@ -7,7 +7,6 @@ use mkc_ir::OpKind;
 use mkc_scheduler::schedule::Trigger;
 use mkc_scheduler::{Schedule, Target};
 
-use super::abi::{KGlobals, KLayer, KModel};
 use super::device::stalled;
 use super::{OpFn, Runner};
 use crate::error::{check, BackendError};
@@ -35,6 +34,12 @@ impl Drop for StepGraph {
 }
 
 /// The kernel among `funcs` that runs a grid of `ops`; the error names a pair no kernel fuses.
+/// A kernel argument as `cuLaunchKernel` takes it: the address of its value, which must outlive
+/// the launch call.
+pub(super) fn arg<T>(value: &mut T) -> *mut c_void {
+    value as *mut T as *mut c_void
+}
+
 pub(super) fn op_fn(funcs: &[OpFn], ops: GridOps) -> Result<OpFn, BackendError> {
     funcs
         .iter()
@@ -110,22 +115,14 @@ impl Runner {
         // A fused grid's barrier counter: two per layer, the O-projection's grid then down's.
         let counter = 2 * layer + usize::from(ops.0 != OpKind::OProj);
         let mut barrier = self.barriers + counter as u64 * 8;
-        let mut args: Vec<*mut c_void> = vec![
-            &mut km as *mut KModel as *mut c_void,
-            &mut globals as *mut KGlobals as *mut c_void,
-            &mut l as *mut KLayer as *mut c_void,
-        ];
+        let mut args: Vec<*mut c_void> = vec![arg(&mut km), arg(&mut globals), arg(&mut l)];
         let fused = ops.1.is_some();
         if fused {
-            args.push(&mut next as *mut KLayer as *mut c_void);
+            args.push(arg(&mut next));
         }
-        args.extend([
-            &mut pdl as *mut i32 as *mut c_void,
-            &mut early as *mut i32 as *mut c_void,
-            &mut trace as *mut u64 as *mut c_void,
-        ]);
+        args.extend([arg(&mut pdl), arg(&mut early), arg(&mut trace)]);
         if fused {
-            args.push(&mut barrier as *mut u64 as *mut c_void);
+            args.push(arg(&mut barrier));
         }
         // SAFETY: zero is a valid bit pattern for the attribute union.
         let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };

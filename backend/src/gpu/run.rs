@@ -9,7 +9,7 @@ use mkc_ir::OpKind;
 use mkc_scheduler::Target;
 
 use super::device::{EventPair, STALLED};
-use super::launch::{op_fn, GridLaunch, StepGraph};
+use super::launch::{arg, op_fn, GridLaunch, StepGraph};
 use super::Runner;
 use crate::error::{check, BackendError};
 
@@ -240,11 +240,7 @@ impl Runner {
             let mut p = buf;
             let mut n = (bytes / 16) as u64;
             let mut s = sink;
-            let mut args: Vec<*mut c_void> = vec![
-                &mut p as *mut u64 as *mut c_void,
-                &mut n as *mut u64 as *mut c_void,
-                &mut s as *mut u64 as *mut c_void,
-            ];
+            let mut args: Vec<*mut c_void> = vec![arg(&mut p), arg(&mut n), arg(&mut s)];
             // SAFETY: the arguments match k_read_bw; the buffers are live.
             check(
                 unsafe {

@@ -8,6 +8,7 @@ use mkc_ir::Model;
 
 use super::abi::{KGlobals, KLayer, KModel};
 use super::device::{DevBuf, Gpu};
+use super::launch::arg;
 use super::{OpFn, Runner};
 use crate::error::{check, BackendError};
 use crate::kernels::{self, GridOps};
@@ -271,14 +272,10 @@ impl Runner {
             Fill::Matrix { shift } => shift,
             Fill::Norm => 0,
         };
-        let mut args: Vec<*mut c_void> = vec![
-            &mut out as *mut u64 as *mut c_void,
-            &mut n as *mut u64 as *mut c_void,
-            &mut seed as *mut u32 as *mut c_void,
-            &mut stream as *mut u32 as *mut c_void,
-        ];
+        let mut args: Vec<*mut c_void> =
+            vec![arg(&mut out), arg(&mut n), arg(&mut seed), arg(&mut stream)];
         if matches!(spec.fill, Fill::Matrix { .. }) {
-            args.push(&mut shift as *mut i32 as *mut c_void);
+            args.push(arg(&mut shift));
         }
         // SAFETY: the argument list matches the kernel's signature; `out` holds n bf16.
         check(

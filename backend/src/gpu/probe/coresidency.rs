@@ -13,6 +13,7 @@ use std::ffi::c_void;
 use cudarc::driver::sys;
 
 use super::super::device::{DevBuf, Gpu};
+use super::super::launch::arg;
 use super::super::setup::func_attribute;
 use super::{launch, read_u64s, ProbeModule, StreamPair, RESIDENT_SMEM};
 use crate::error::BackendError;
@@ -110,11 +111,7 @@ pub fn probe_coresidency(
     // k_hold_<R>(rec, spin_ns, sink) on one CTA per SM.
     let hold = |(name, threads): &Launch, smem, stream, rec: u64, spin: u64| {
         let (mut rec, mut spin, mut sink) = (rec, spin, sink.ptr);
-        let mut args: Vec<*mut c_void> = vec![
-            &mut rec as *mut u64 as *mut c_void,
-            &mut spin as *mut u64 as *mut c_void,
-            &mut sink as *mut u64 as *mut c_void,
-        ];
+        let mut args: Vec<*mut c_void> = vec![arg(&mut rec), arg(&mut spin), arg(&mut sink)];
         launch(
             module.kernel(name)?,
             (sms as u32, *threads, smem),

@@ -5,6 +5,7 @@
 use std::ffi::c_void;
 
 use super::super::device::{DevBuf, Gpu};
+use super::super::launch::arg;
 use super::{launch, read_u64s, ProbeModule, StreamPair};
 use crate::error::BackendError;
 
@@ -110,11 +111,11 @@ pub fn probe_l2(gpu: &Gpu, cubin: &[u8]) -> Result<L2Probe, BackendError> {
         let (mut p, mut n, mut r) = (big.ptr + offset, bytes, rec.ptr);
         let (mut s, mut sh) = (slots, shift);
         let mut args: Vec<*mut c_void> = vec![
-            &mut p as *mut u64 as *mut c_void,
-            &mut n as *mut u64 as *mut c_void,
-            &mut r as *mut u64 as *mut c_void,
-            &mut s as *mut i32 as *mut c_void,
-            &mut sh as *mut u32 as *mut c_void,
+            arg(&mut p),
+            arg(&mut n),
+            arg(&mut r),
+            arg(&mut s),
+            arg(&mut sh),
         ];
         launch(read, (sms, 32, slots as u32 * 16384), streams.0, &mut args)?;
         streams.sync("L2 probe read")?;
@@ -127,11 +128,11 @@ pub fn probe_l2(gpu: &Gpu, cubin: &[u8]) -> Result<L2Probe, BackendError> {
             let (mut p, mut n, mut h, mut k) = (big.ptr + offset, bytes, how as i32, sink.ptr);
             let mut st = stride.max(1);
             let mut args: Vec<*mut c_void> = vec![
-                &mut p as *mut u64 as *mut c_void,
-                &mut n as *mut u64 as *mut c_void,
-                &mut h as *mut i32 as *mut c_void,
-                &mut k as *mut u64 as *mut c_void,
-                &mut st as *mut u32 as *mut c_void,
+                arg(&mut p),
+                arg(&mut n),
+                arg(&mut h),
+                arg(&mut k),
+                arg(&mut st),
             ];
             launch(prefetch, (sms, 32, 0), streams.0, &mut args)?;
             streams.sync("L2 prefetch")?;

@@ -6,6 +6,7 @@ use std::ffi::c_void;
 use cudarc::driver::result;
 
 use super::super::device::{DevBuf, Gpu};
+use super::super::launch::arg;
 use super::{launch, read_u64s, ProbeModule, StreamPair, MAX_PROBE_SMEM, RESIDENT_SMEM};
 use crate::error::{check, BackendError};
 
@@ -172,11 +173,7 @@ pub fn probe_latency(gpu: &Gpu, cubin: &[u8]) -> Result<LatencyProbe, BackendErr
     // k_chase(next, hops, out) on one CTA; `smem` decides where it may run.
     let run_chase = |hops: i32, smem: u32| -> Result<(), BackendError> {
         let (mut p, mut h, mut o) = (chain.ptr, hops, out.ptr);
-        let mut args: Vec<*mut c_void> = vec![
-            &mut p as *mut u64 as *mut c_void,
-            &mut h as *mut i32 as *mut c_void,
-            &mut o as *mut u64 as *mut c_void,
-        ];
+        let mut args: Vec<*mut c_void> = vec![arg(&mut p), arg(&mut h), arg(&mut o)];
         launch(chase, (1, 32, smem), streams.1, &mut args)
     };
     // Streams for 3 ms on `ctas` CTAs, one per SM (their shared memory keeps a second out).
@@ -187,20 +184,15 @@ pub fn probe_latency(gpu: &Gpu, cubin: &[u8]) -> Result<LatencyProbe, BackendErr
             StreamKind::Loads(_) => stream_bytes / 16,
             _ => stream_bytes,
         } as u64;
-        let mut args: Vec<*mut c_void> = vec![
-            &mut p as *mut u64 as *mut c_void,
-            &mut n as *mut u64 as *mut c_void,
-            &mut d as *mut u64 as *mut c_void,
-            &mut r as *mut u64 as *mut c_void,
-        ];
+        let mut args: Vec<*mut c_void> = vec![arg(&mut p), arg(&mut n), arg(&mut d), arg(&mut r)];
         match kind {
             StreamKind::Loads(per_thread) => {
-                args.push(&mut k as *mut u64 as *mut c_void);
+                args.push(arg(&mut k));
                 let f = if per_thread == 16 { plain16 } else { plain };
                 launch(f, (ctas, 512, RESIDENT_SMEM), streams.0, &mut args)
             }
             StreamKind::Bulk(mut slots) | StreamKind::Async(mut slots) => {
-                args.push(&mut slots as *mut i32 as *mut c_void);
+                args.push(arg(&mut slots));
                 let f = if matches!(kind, StreamKind::Bulk(_)) {
                     tma
                 } else {
