@@ -596,6 +596,19 @@ pub fn ring_slot(i: u32, per_warp: u32) -> (u32, u32) {
     (w * per_warp + j % per_warp, j / per_warp)
 }
 
+/// Ring slot and lap of the `n`-th page a CTA with `count` pages of its own warms L2 with, at
+/// most `depth` in flight (the source's `warm_l2`): the slots of the consumer warps that have
+/// no page here, so that warming never overwrites a page a consumer reads (tested as a
+/// property). None when every warp has a page.
+pub fn warm_slot(count: u32, per_warp: u32, depth: u32, n: u32) -> Option<(u32, u32)> {
+    let warps = consumer_warps();
+    if count >= warps || depth == 0 {
+        return None;
+    }
+    let slots = ((warps - count) * per_warp).min(depth);
+    Some((count * per_warp + n % slots, n / slots))
+}
+
 /// The streaming geometry of a matvec operator (None for attention).
 pub fn stream(model: &Model, kind: OpKind) -> Option<Stream> {
     let g = &model.geometry;

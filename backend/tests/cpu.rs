@@ -591,6 +591,32 @@ proptest::proptest! {
             last[s] = Some((i, lap));
         }
     }
+
+    /// Warming L2 uses only ring slots that none of the CTA's own pages use, inside the ring,
+    /// each slot's laps in order, and at most `depth` slots.
+    #[test]
+    fn warming_never_touches_a_slot_the_consumers_read(
+        count in 1u32..12, per_warp in 1u32..3, depth in 1u32..8, pages in 1u32..64,
+    ) {
+        let warps = kernels::CONSUMER_WARPS;
+        let own: Vec<u32> = (0..count).map(|i| kernels::ring_slot(i, per_warp).0).collect();
+        let mut used = std::collections::BTreeMap::new();
+        for n in 0..pages {
+            match kernels::warm_slot(count, per_warp, depth, n) {
+                None => {
+                    proptest::prop_assert!(count >= warps);
+                    return Ok(());
+                }
+                Some((slot, lap)) => {
+                    proptest::prop_assert!(slot < warps * per_warp);
+                    proptest::prop_assert!(!own.contains(&slot), "slot {} is a consumer's", slot);
+                    let prev = used.insert(slot, lap);
+                    proptest::prop_assert_eq!(lap, prev.map_or(0, |p| p + 1));
+                }
+            }
+        }
+        proptest::prop_assert!(used.len() as u32 <= depth);
+    }
 }
 
 /// The latency probe's chase visits every line exactly once per lap, from line 0 back to it,
