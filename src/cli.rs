@@ -56,6 +56,9 @@ pub enum ProbeWhat {
     /// How fast a grid streams weight pages that L2 holds (read just before, or prefetched)
     /// against pages from HBM, for 8-48 MiB.
     L2,
+    /// Two matvec engines alone on the operators' shapes: rows by plain 16-byte loads against
+    /// pages by bulk copies into a shared-memory ring (results checked against the CPU).
+    Matvec,
 }
 
 /// Arguments of `mkc kernels`.

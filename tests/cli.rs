@@ -360,6 +360,7 @@ fn gpu_commands_without_a_gpu_exit_2_with_one_line() {
         vec!["probe", "coresidency"],
         vec!["probe", "latency", "--json"],
         vec!["probe", "l2"],
+        vec!["probe", "matvec", "--json"],
     ] {
         let o = mkc(&args);
         let err = stderr(&o);

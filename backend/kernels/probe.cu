@@ -291,3 +291,134 @@ extern "C" __global__ void k_prefetch_pages(const unsigned char* p, u64 n_bytes,
     }
     if (acc.x == 0x12345678u) sink[0] = acc.x;
 }
+
+// ---- two matvec engines, alone --------------------------------------------------------------
+//
+// y = W x for W bf16 [rows][K] (row-major) and x f32 [K], one CTA per SM, each CTA recording
+// its SM, start and end. k_mv_loads_K: 16 warps load their rows' 16-byte pieces straight into
+// registers (16 loads in flight per lane), x staged in shared memory. k_mv_bulk_K: the
+// operators' engine in miniature: a producer lane streams the CTA's contiguous range of 16 KiB
+// pages with bulk copies into an 8-slot ring, eight consumer warps each take every 8th page.
+// The same shapes side by side say what a loads-based engine costs or saves alone.
+
+typedef unsigned short bf16;
+
+__device__ __forceinline__ float dot8(uint4 w, const float* x) {
+    float4 a = *reinterpret_cast<const float4*>(x), b = *reinterpret_cast<const float4*>(x + 4);
+    auto lo = [](unsigned v) { return __uint_as_float(v << 16); };
+    auto hi = [](unsigned v) { return __uint_as_float(v & 0xFFFF0000u); };
+    return lo(w.x) * a.x + hi(w.x) * a.y + lo(w.y) * a.z + hi(w.y) * a.w + lo(w.z) * b.x + hi(w.z) * b.y +
+           lo(w.w) * b.z + hi(w.w) * b.w;
+}
+
+__device__ __forceinline__ float warp_total(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ void record(u64* rec, u64 t0) {
+    rec[3 * blockIdx.x] = smid();
+    rec[3 * blockIdx.x + 1] = t0;
+    rec[3 * blockIdx.x + 2] = now_ns();
+}
+
+template <int K>
+__device__ void mv_loads(const bf16* W, const float* x, float* y, int rows, u64* rec) {
+    extern __shared__ __align__(16) float xs[];
+    const u64 t0 = now_ns();
+    for (int i = threadIdx.x; i < K; i += blockDim.x) xs[i] = x[i];
+    __syncthreads();
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    constexpr int PER_ROW = K / 256;                       // 16-byte loads per lane per row
+    constexpr int ROWS = PER_ROW >= 16 ? 1 : 16 / PER_ROW;  // rows per step (16 loads in flight)
+    constexpr int BATCH = PER_ROW >= 16 ? 16 : PER_ROW;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    for (int r0 = (blockIdx.x * warps + warp) * ROWS; r0 < rows; r0 += gridDim.x * warps * ROWS) {
+        float acc[ROWS];
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) acc[r] = 0.f;
+        for (int b = 0; b < PER_ROW; b += BATCH) {
+            uint4 w[ROWS][BATCH];
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+                for (int j = 0; j < BATCH; ++j)
+                    w[r][j] = r0 + r < rows ? __ldcs(reinterpret_cast<const uint4*>(W + (long)(r0 + r) * K) + (b + j) * 32 + lane)
+                                            : zero;
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+                for (int j = 0; j < BATCH; ++j) acc[r] += dot8(w[r][j], xs + ((b + j) * 32 + lane) * 8);
+        }
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) {
+            float t = warp_total(acc[r]);
+            if (lane == 0 && r0 + r < rows) y[r0 + r] = t;
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) record(rec, t0);
+}
+
+template <int K>
+__device__ void mv_bulk(const bf16* W, const float* x, float* y, int rows, u64* rec) {
+    extern __shared__ __align__(128) unsigned char mv_smem[];
+    u64* full = reinterpret_cast<u64*>(mv_smem);
+    u64* empty = full + 8;
+    float* xs = reinterpret_cast<float*>(mv_smem + 128);
+    unsigned char* ring = mv_smem + 128 + K * 4;
+    const u64 t0 = now_ns();
+    constexpr int PAGE = 16384, RPP = PAGE / (2 * K);  // rows per page
+    const int pages = rows / RPP;
+    const int first = (int)((long)blockIdx.x * pages / gridDim.x);
+    const int count = (int)((long)(blockIdx.x + 1) * pages / gridDim.x) - first;
+    auto sh = [](const void* p) { return (unsigned)__cvta_generic_to_shared(p); };
+    if (threadIdx.x == 256) {
+        for (int s = 0; s < 16; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(sh(full + s)) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    if (threadIdx.x >= 256) {
+        if (threadIdx.x == 256)
+            for (int i = 0; i < count; ++i) {
+                int s = i % 8, lap = i / 8;
+                if (lap > 0) wait_parity(sh(empty + s), (lap - 1) & 1);
+                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(sh(full + s)), "r"(PAGE) : "memory");
+                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                             ::"r"(sh(ring + s * PAGE)), "l"(W + (long)(first + i) * RPP * K), "r"(PAGE), "r"(sh(full + s))
+                             : "memory");
+            }
+        return;
+    }
+    for (int i = threadIdx.x; i < K; i += 256) xs[i] = x[i];
+    asm volatile("bar.sync 1, 256;" ::: "memory");
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    for (int i = warp; i < count; i += 8) {
+        int s = i % 8, lap = i / 8;
+        wait_parity(sh(full + s), lap & 1);
+        const uint4* pg = reinterpret_cast<const uint4*>(ring + s * PAGE);
+#pragma unroll
+        for (int r = 0; r < RPP; ++r) {
+            float acc = 0.f;
+#pragma unroll 8
+            for (int j = 0; j < K / 256; ++j) acc += dot8(pg[r * (K / 8) + j * 32 + lane], xs + (j * 32 + lane) * 8);
+            acc = warp_total(acc);
+            if (lane == 0) y[(long)(first + i) * RPP + r] = acc;
+        }
+        __syncwarp();
+        if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(sh(empty + s)) : "memory");
+    }
+    asm volatile("bar.sync 1, 256;" ::: "memory");
+    if (threadIdx.x == 0) record(rec, t0);
+}
+
+#define MV(K)                                                                                       \
+    extern "C" __global__ void k_mv_loads_##K(const bf16* W, const float* x, float* y, int rows, u64* rec) { \
+        mv_loads<K>(W, x, y, rows, rec);                                                            \
+    }                                                                                               \
+    extern "C" __global__ void k_mv_bulk_##K(const bf16* W, const float* x, float* y, int rows, u64* rec) {  \
+        mv_bulk<K>(W, x, y, rows, rec);                                                             \
+    }
+MV(2048)
+MV(8192)

@@ -1,9 +1,10 @@
 //! `mkc probe`: hardware facts the simulator assumes, measured on the GPU: which pairs of kernels
-//! share an SM (against the simulator's co-residency rule), and L2 latency under load.
+//! share an SM (against the simulator's co-residency rule), L2 latency under load, L2 as a weight
+//! source, and two matvec engines alone.
 
 use mkc_backend::gpu::{
-    probe_coresidency, probe_l2, probe_latency, Gpu, PairProbe, L2_MIXED_MIB, L2_REPEATS,
-    L2_WARMERS, PROBE_REGISTERS, RESIDENT_SMEM,
+    probe_coresidency, probe_l2, probe_latency, probe_matvec, Gpu, PairProbe, L2_MIXED_MIB,
+    L2_REPEATS, L2_WARMERS, MATVEC_REPEATS, PROBE_REGISTERS, RESIDENT_SMEM,
 };
 use mkc_backend::kernels;
 use mkc_ir::device::Arch;
@@ -31,7 +32,53 @@ pub fn run(args: ProbeArgs) -> Result<(), CommandError> {
         ProbeWhat::Coresidency => coresidency(&gpu, &compiled.cubin, args.json),
         ProbeWhat::Latency => latency(&gpu, &compiled.cubin, args.json),
         ProbeWhat::L2 => l2(&gpu, &compiled.cubin, args.json),
+        ProbeWhat::Matvec => matvec(&gpu, &compiled.cubin, args.json),
     }
+}
+
+/// Prints both matvec engines' time alone per shape; a result off the CPU's fails the probe.
+fn matvec(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> {
+    let rows = probe_matvec(gpu, cubin)?;
+    let bad = |e: f64| e.is_nan() || e >= 1e-3;
+    if json {
+        let v: Vec<_> = rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({"op": r.name, "rows": r.rows, "k": r.k,
+                    "loads_us": r.loads_us, "loads_rel_l2": r.loads_err,
+                    "bulk_us": r.bulk_us, "bulk_rel_l2": r.bulk_err})
+            })
+            .collect();
+        println!("{}", serde_json::json!({"gpu": gpu.name, "shapes": v}));
+    } else {
+        println!(
+            "y = W x alone, one CTA per SM, cold L2, on {} (µs, median of {MATVEC_REPEATS}; GB/s):",
+            gpu.name
+        );
+        println!("  operator        rows x K        plain loads           bulk copies   rel L2 (loads, bulk)");
+        for r in &rows {
+            let mb = r.rows as f64 * r.k as f64 * 2.0 / 1000.0;
+            println!(
+                "  {:<14} {:>6} x {:<5} {:>8.2} ({:>5.0})  {:>8.2} ({:>5.0})   {:.1e}, {:.1e}",
+                r.name,
+                r.rows,
+                r.k,
+                r.loads_us,
+                mb / r.loads_us,
+                r.bulk_us,
+                mb / r.bulk_us,
+                r.loads_err,
+                r.bulk_err
+            );
+        }
+    }
+    if let Some(r) = rows.iter().find(|r| bad(r.loads_err) || bad(r.bulk_err)) {
+        return Err(CommandError::Input(format!(
+            "mkc probe matvec: {} gave a wrong y (relative L2 error {:.1e} loads, {:.1e} bulk; limit 1e-3)",
+            r.name, r.loads_err, r.bulk_err
+        )));
+    }
+    Ok(())
 }
 
 /// Prints how fast one CTA per SM streams pages from HBM, from L2 after a read, and from L2

@@ -1,11 +1,12 @@
 //! Probes of the hardware facts the simulator assumes (`mkc probe`), each a pair of small
 //! kernels (`backend/kernels/probe.cu`) run on two streams at once: which pairs of kernels
 //! share an SM ([`coresidency`]), how long an L2 hit takes while HBM streams ([`latency`]), and
-//! how fast weight pages held in L2 stream ([`l2`]).
+//! how fast weight pages held in L2 stream ([`l2`]), and two matvec engines alone ([`matvec`]).
 
 mod coresidency;
 mod l2;
 mod latency;
+mod matvec;
 
 use std::ffi::c_void;
 
@@ -18,6 +19,7 @@ use crate::error::{check, BackendError};
 pub use coresidency::{probe_coresidency, PairProbe, ProbeSide, PROBE_REGISTERS};
 pub use l2::{probe_l2, L2Probe, L2Row, L2Warmed, L2_MIXED_MIB, L2_REPEATS, L2_WARMERS};
 pub use latency::{chase_cycle, probe_latency, LatencyProbe, LoadedLatency, LOADED_CASES};
+pub use matvec::{probe_matvec, MatvecRow, MATVEC_REPEATS, MATVEC_SHAPES};
 
 /// Dynamic shared memory of a CTA that must have an SM to itself: more than half an SM.
 pub const RESIDENT_SMEM: u32 = 120 * 1024;
@@ -36,8 +38,13 @@ impl ProbeModule {
     /// Kernel `name`, allowed [`MAX_PROBE_SMEM`] of dynamic shared memory with the largest
     /// carveout (so that two kernels' CTAs may share an SM's shared memory).
     fn kernel(&self, name: &str) -> Result<sys::CUfunction, BackendError> {
+        self.kernel_with_smem(name, MAX_PROBE_SMEM)
+    }
+
+    /// Kernel `name`, allowed `smem` bytes of dynamic shared memory.
+    fn kernel_with_smem(&self, name: &str, smem: u32) -> Result<sys::CUfunction, BackendError> {
         let f = func(self.0, name)?;
-        opt_in_smem(f, MAX_PROBE_SMEM, name)?;
+        opt_in_smem(f, smem, name)?;
         Ok(f)
     }
 }

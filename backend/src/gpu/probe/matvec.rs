@@ -1,0 +1,195 @@
+//! Two matvec engines alone, side by side on the operators' shapes: rows streamed by plain
+//! 16-byte loads into registers, against the operators' engine in miniature (bulk copies into
+//! a shared-memory ring). Plain loads keep L2 hits at idle latency at ~3.9 TB/s where bulk
+//! copies reach ~4.7 TB/s at 7x the latency (`mkc probe latency`); this says what each costs
+//! alone, with the result checked against the CPU.
+
+use cudarc::driver::result;
+
+use super::super::device::{DevBuf, Gpu};
+use super::super::launch::arg;
+use super::{launch, read_u64s, ProbeModule, StreamPair};
+use crate::error::{check, BackendError};
+
+/// The shapes: (operator, rows, K).
+pub const MATVEC_SHAPES: [(&str, u32, u32); 5] = [
+    ("O-projection", 2048, 2048),
+    ("QKV", 3072, 2048),
+    ("up/gate", 16384, 2048),
+    ("down", 2048, 8192),
+    ("LM head", 128256, 2048),
+];
+
+/// Runs of each engine per shape; the median is kept.
+pub const MATVEC_REPEATS: usize = 5;
+
+/// One shape, both engines (µs from the first CTA's start to the last CTA's end, cold L2).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MatvecRow {
+    /// Operator whose shape this is.
+    pub name: &'static str,
+    /// Rows of W.
+    pub rows: u32,
+    /// Columns of W.
+    pub k: u32,
+    /// Plain loads: median µs.
+    pub loads_us: f64,
+    /// Plain loads: relative L2 error of y against the CPU.
+    pub loads_err: f64,
+    /// Bulk copies into a ring: median µs.
+    pub bulk_us: f64,
+    /// Bulk copies: relative L2 error of y against the CPU.
+    pub bulk_err: f64,
+}
+
+/// Shared memory of the bulk-copy engine: barriers, x, an 8-page ring.
+fn bulk_smem(k: u32) -> u32 {
+    128 + k * 4 + 8 * 16384
+}
+
+/// Deterministic values in [-1, 1) (xorshift), for W (as bf16 bits) and x.
+fn values(n: usize, seed: u32) -> impl Iterator<Item = f32> {
+    let mut s = seed | 1;
+    (0..n).map(move |_| {
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+        (s >> 8) as f32 / (1u32 << 23) as f32 - 1.0
+    })
+}
+
+/// Relative L2 error of `got` against `want`.
+fn rel_l2(got: &[f32], want: &[f64]) -> f64 {
+    let (mut e, mut n) = (0.0f64, 0.0f64);
+    for (&g, &w) in got.iter().zip(want) {
+        e += (g as f64 - w) * (g as f64 - w);
+        n += w * w;
+    }
+    (e / n.max(f64::MIN_POSITIVE)).sqrt()
+}
+
+/// Runs the matvec probe (kernels `k_mv_loads_<K>`, `k_mv_bulk_<K>` and `k_read_pages`).
+pub fn probe_matvec(gpu: &Gpu, cubin: &[u8]) -> Result<Vec<MatvecRow>, BackendError> {
+    let module = ProbeModule::load(cubin)?;
+    let evict_kernel = module.kernel("k_read_pages")?;
+    let streams = StreamPair::new()?;
+    let sms = gpu.sms as u32;
+    let max_elems = MATVEC_SHAPES
+        .iter()
+        .map(|&(_, r, k)| r as usize * k as usize)
+        .max()
+        .unwrap_or(0);
+    let w_host: Vec<u16> = values(max_elems, 7)
+        .map(|v| (v.to_bits() >> 16) as u16)
+        .collect();
+    let x_host: Vec<f32> = values(8192, 11).collect();
+    let w = DevBuf::new(max_elems * 2, "matvec weights")?;
+    let x = DevBuf::new(8192 * 4, "matvec x")?;
+    let max_rows = MATVEC_SHAPES.iter().map(|s| s.1).max().unwrap_or(0) as usize;
+    let y = DevBuf::new(max_rows * 4, "matvec y")?;
+    let rec = DevBuf::new(sms as usize * 3 * 8, "matvec records")?;
+    let evict_bytes = 256u64 << 20;
+    let evict_buf = DevBuf::new(evict_bytes as usize, "matvec evict buffer")?;
+    // SAFETY: the buffers hold these many elements.
+    unsafe {
+        check(
+            result::memcpy_htod_sync(w.ptr, &w_host),
+            "cuMemcpyHtoD",
+            "matvec weights",
+        )?;
+        check(
+            result::memcpy_htod_sync(x.ptr, &x_host),
+            "cuMemcpyHtoD",
+            "matvec x",
+        )?;
+    }
+    let evict = || -> Result<(), BackendError> {
+        let (mut p, mut n, mut r, mut s, mut sh) =
+            (evict_buf.ptr, evict_bytes, rec.ptr, 8i32, 0u32);
+        let mut args = vec![
+            arg(&mut p),
+            arg(&mut n),
+            arg(&mut r),
+            arg(&mut s),
+            arg(&mut sh),
+        ];
+        launch(evict_kernel, (sms, 32, 8 * 16384), streams.0, &mut args)?;
+        streams.sync("matvec evict")
+    };
+    let mut rows_out = Vec::new();
+    for (name, rows, k) in MATVEC_SHAPES {
+        let loads = module.kernel_with_smem(&format!("k_mv_loads_{k}"), k * 4)?;
+        let bulk = module.kernel_with_smem(&format!("k_mv_bulk_{k}"), bulk_smem(k))?;
+        // The CPU's y in f64 from the same bf16 weights.
+        let want: Vec<f64> = (0..rows as usize)
+            .map(|r| {
+                let row = &w_host[r * k as usize..(r + 1) * k as usize];
+                row.iter()
+                    .zip(&x_host)
+                    .map(|(&b, &xv)| f32::from_bits((b as u32) << 16) as f64 * xv as f64)
+                    .sum()
+            })
+            .collect();
+        let run = |f, threads: u32, smem: u32| -> Result<(f64, f64), BackendError> {
+            let mut times = Vec::with_capacity(MATVEC_REPEATS);
+            for _ in 0..MATVEC_REPEATS {
+                // Poisoned before each run: a row the kernel skips shows as NaN.
+                // SAFETY: y holds max_rows f32.
+                check(
+                    unsafe { result::memset_d8_sync(y.ptr, 0xFF, rows as usize * 4) },
+                    "cuMemsetD8",
+                    "matvec y",
+                )?;
+                evict()?;
+                let (mut wp, mut xp, mut yp, mut n, mut r) =
+                    (w.ptr, x.ptr, y.ptr, rows as i32, rec.ptr);
+                let mut args = vec![
+                    arg(&mut wp),
+                    arg(&mut xp),
+                    arg(&mut yp),
+                    arg(&mut n),
+                    arg(&mut r),
+                ];
+                launch(f, (sms, threads, smem), streams.0, &mut args)?;
+                streams.sync(name)?;
+                let t = read_u64s(rec.ptr, sms as usize * 3, name)?;
+                let start = t.chunks(3).map(|c| c[1]).min().unwrap_or(0);
+                let end = t.chunks(3).map(|c| c[2]).max().unwrap_or(0);
+                times.push(end.saturating_sub(start) as f64 / 1000.0);
+            }
+            times.sort_by(f64::total_cmp);
+            let mut got = vec![0f32; rows as usize];
+            // SAFETY: y holds at least `rows` f32; the stream is idle.
+            check(
+                unsafe { result::memcpy_dtoh_sync(&mut got, y.ptr) },
+                "cuMemcpyDtoH",
+                name,
+            )?;
+            Ok((times[times.len() / 2], rel_l2(&got, &want)))
+        };
+        let (loads_us, loads_err) = run(loads, 512, k * 4)?;
+        let (bulk_us, bulk_err) = run(bulk, 288, bulk_smem(k))?;
+        rows_out.push(MatvecRow {
+            name,
+            rows,
+            k,
+            loads_us,
+            loads_err,
+            bulk_us,
+            bulk_err,
+        });
+    }
+    Ok(rows_out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rel_l2;
+
+    #[test]
+    fn rel_l2_is_zero_for_equal_vectors_and_sees_one_bad_element() {
+        assert_eq!(rel_l2(&[1.0, 2.0], &[1.0, 2.0]), 0.0);
+        assert!(rel_l2(&[1.0, f32::NAN], &[1.0, 2.0]).is_nan());
+        assert!((rel_l2(&[0.0, 0.0], &[3.0, 4.0]) - 1.0).abs() < 1e-12);
+    }
+}
