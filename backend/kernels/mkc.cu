@@ -500,17 +500,13 @@ __device__ __forceinline__ void start_producer(const Stream& s, const bf16* norm
 #ifndef WARM_QKV_SKIP
 #define WARM_QKV_SKIP 24
 #endif
-#ifndef WARM_SPREAD
-#define WARM_SPREAD 0
-#endif
 
 // The consumers' "released" flag in the stream's scratch, which stops the O-projection's warming.
 __device__ __forceinline__ volatile int* warm_stop_flag(const Stream& s) { return (volatile int*)(s.scratch + 63); }
 
 // Copies pages [skip, skip + limit) of this CTA's share of `u` through the idle ring slots (see
-// above; the host's `kernels::warm_slot` mirrors the slot choice for its tests) and waits for
-// them. `flagged`: stop when warm_stop_flag is set; otherwise start only once this CTA's own
-// `count` pages have landed.
+// above; the host's `kernels::warm_slot` mirrors the slot choice for its tests) and waits for them. `flagged`: stop when warm_stop_flag is set; otherwise start only once
+// this CTA's own `count` pages have landed.
 __device__ void warm_l2(const Stream& s, const Matvec& u, int count, int skip, int limit, bool flagged) {
     if (count >= CONSUMER_WARPS) return;
     if (!flagged) {
@@ -527,18 +523,7 @@ __device__ void warm_l2(const Stream& s, const Matvec& u, int count, int skip, i
         int n = j - skip, slot = count * s.per_warp + n % nslots, lap = n / nslots;
         if (lap > 0) mbar_wait(&s.full[slot], (lap - 1) & 1);
         int chunk, row0;
-#if WARM_SPREAD
-        // Developers' experiment (MKC_WARM_SPREAD=1): alternate between this CTA's share and the
-        // share half the grid away, so that the shares of CTAs that enter late (beside nothing
-        // to wait for) are warmed too.
-        int share = flagged ? (int)((blockIdx.x + (n & 1) * (gridDim.x / 2)) % gridDim.x) : (int)blockIdx.x;
-        long sf = (long)share * u.pages / gridDim.x, sc = (long)(share + 1) * u.pages / gridDim.x - sf;
-        int jj = flagged ? skip + n / 2 : j;
-        if (jj >= sc) break;
-        page_coords(u, (int)(sf + jj), chunk, row0);
-#else
         page_coords(u, f + j, chunk, row0);
-#endif
         bf16* dst = s.ring + (long)slot * (PAGE_BYTES / 2);
         mbar_expect_tx(&s.full[slot], 2 * half);
         bulk_copy(dst, u.w0 + (long)row0 * u.ld, half, &s.full[slot]);

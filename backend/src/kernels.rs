@@ -325,7 +325,7 @@ fn compile_with(
     }
     // Developers' A/B knobs: how the O-projection and QKV warm L2 with up/gate's pages (the
     // source's WARM_*; MKC_WARM_DEPTH=0 turns warming off; docs/perf.md, L2 as a weight source).
-    for knob in ["DEPTH", "SKIP", "QKV", "QKV_SKIP", "SPREAD"] {
+    for knob in ["DEPTH", "SKIP", "QKV", "QKV_SKIP"] {
         if let Some(v) = env_u32(&format!("MKC_WARM_{knob}")) {
             options.push(format!("-DWARM_{knob}={v}"));
         }
