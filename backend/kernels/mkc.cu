@@ -505,8 +505,9 @@ __device__ __forceinline__ void start_producer(const Stream& s, const bf16* norm
 __device__ __forceinline__ volatile int* warm_stop_flag(const Stream& s) { return (volatile int*)(s.scratch + 63); }
 
 // Copies pages [skip, skip + limit) of this CTA's share of `u` through the idle ring slots (see
-// above; the host's `kernels::warm_slot` mirrors the slot choice for its tests) and waits for them. `flagged`: stop when warm_stop_flag is set; otherwise start only once
-// this CTA's own `count` pages have landed.
+// above; the host's `kernels::warm_slot` mirrors the slot choice for its tests) and waits for
+// them. `flagged`: stop when warm_stop_flag is set; otherwise start only once this CTA's own
+// `count` pages have landed.
 __device__ void warm_l2(const Stream& s, const Matvec& u, int count, int skip, int limit, bool flagged) {
     if (count >= CONSUMER_WARPS) return;
     if (!flagged) {
