@@ -17,7 +17,8 @@ pub struct Reference<'w> {
     v: Vec<Vec<Vec<f32>>>,
 }
 
-fn matvec(w: &[u16], x: &[f32], rows: usize) -> Vec<f32> {
+/// y = W x for `rows` rows of bf16 W (row-major, x.len() columns), f32 accumulation.
+pub(crate) fn matvec(w: &[u16], x: &[f32], rows: usize) -> Vec<f32> {
     let k = x.len();
     (0..rows)
         .into_par_iter()

@@ -6,7 +6,7 @@ use std::ffi::c_void;
 
 use super::super::device::{DevBuf, Gpu};
 use super::super::launch::arg;
-use super::{launch, read_u64s, ProbeModule, StreamPair};
+use super::{launch, read_pages, read_u64s, span_ns, ProbeModule, StreamPair};
 use crate::error::BackendError;
 
 /// One size and ring depth, read from each source (GB/s, the median of [`L2_REPEATS`]).
@@ -89,9 +89,7 @@ pub const L2_REPEATS: usize = 3;
 /// GB/s of a read of `bytes` from its CTAs' records (SM, first issue ns, last landing ns): from
 /// the earliest issue to the latest landing, so that a slow CTA counts in full.
 fn read_rate(records: &[u64], bytes: u64) -> f64 {
-    let start = records.chunks(3).map(|c| c[1]).min().unwrap_or(0);
-    let end = records.chunks(3).map(|c| c[2]).max().unwrap_or(0);
-    bytes as f64 / end.saturating_sub(start).max(1) as f64
+    bytes as f64 / span_ns(records).max(1) as f64
 }
 
 /// Runs the L2 probe (kernels `k_read_pages` and `k_prefetch_pages` of the compiled `cubin`).
@@ -108,17 +106,15 @@ pub fn probe_l2(gpu: &Gpu, cubin: &[u8]) -> Result<L2Probe, BackendError> {
     let sink = DevBuf::new(16, "probe sink")?;
     // Reads `bytes` at `offset` on one CTA per SM; returns GB/s (first issue to last landing).
     let read_at = |offset: u64, bytes: u64, slots: i32, shift: u32| -> Result<f64, BackendError> {
-        let (mut p, mut n, mut r) = (big.ptr + offset, bytes, rec.ptr);
-        let (mut s, mut sh) = (slots, shift);
-        let mut args: Vec<*mut c_void> = vec![
-            arg(&mut p),
-            arg(&mut n),
-            arg(&mut r),
-            arg(&mut s),
-            arg(&mut sh),
-        ];
-        launch(read, (sms, 32, slots as u32 * 16384), streams.0, &mut args)?;
-        streams.sync("L2 probe read")?;
+        read_pages(
+            read,
+            &streams,
+            (big.ptr + offset, bytes),
+            slots,
+            shift,
+            rec.ptr,
+            sms,
+        )?;
         let r = read_u64s(rec.ptr, sms as usize * 3, "L2 probe read")?;
         Ok(read_rate(&r, bytes))
     };

@@ -8,8 +8,10 @@ use cudarc::driver::result;
 
 use super::super::device::{DevBuf, Gpu};
 use super::super::launch::arg;
-use super::{launch, read_u64s, ProbeModule, StreamPair};
+use super::{launch, read_pages, read_u64s, span_ns, ProbeModule, StreamPair};
 use crate::error::{check, BackendError};
+use crate::reference::{self, rel_l2};
+use crate::weights::f2bf;
 
 /// The shapes: (operator, rows, K).
 pub const MATVEC_SHAPES: [(&str, u32, u32); 5] = [
@@ -47,7 +49,7 @@ fn bulk_smem(k: u32) -> u32 {
     128 + k * 4 + 8 * 16384
 }
 
-/// Deterministic values in [-1, 1) (xorshift), for W (as bf16 bits) and x.
+/// Deterministic values in [-1, 1) (xorshift), for W and x.
 fn values(n: usize, seed: u32) -> impl Iterator<Item = f32> {
     let mut s = seed | 1;
     (0..n).map(move |_| {
@@ -56,16 +58,6 @@ fn values(n: usize, seed: u32) -> impl Iterator<Item = f32> {
         s ^= s << 5;
         (s >> 8) as f32 / (1u32 << 23) as f32 - 1.0
     })
-}
-
-/// Relative L2 error of `got` against `want`.
-fn rel_l2(got: &[f32], want: &[f64]) -> f64 {
-    let (mut e, mut n) = (0.0f64, 0.0f64);
-    for (&g, &w) in got.iter().zip(want) {
-        e += (g as f64 - w) * (g as f64 - w);
-        n += w * w;
-    }
-    (e / n.max(f64::MIN_POSITIVE)).sqrt()
 }
 
 /// Runs the matvec probe (kernels `k_mv_loads_<K>`, `k_mv_bulk_<K>` and `k_read_pages`).
@@ -79,9 +71,7 @@ pub fn probe_matvec(gpu: &Gpu, cubin: &[u8]) -> Result<Vec<MatvecRow>, BackendEr
         .map(|&(_, r, k)| r as usize * k as usize)
         .max()
         .unwrap_or(0);
-    let w_host: Vec<u16> = values(max_elems, 7)
-        .map(|v| (v.to_bits() >> 16) as u16)
-        .collect();
+    let w_host: Vec<u16> = values(max_elems, 7).map(f2bf).collect();
     let x_host: Vec<f32> = values(8192, 11).collect();
     let w = DevBuf::new(max_elems * 2, "matvec weights")?;
     let x = DevBuf::new(8192 * 4, "matvec x")?;
@@ -103,33 +93,27 @@ pub fn probe_matvec(gpu: &Gpu, cubin: &[u8]) -> Result<Vec<MatvecRow>, BackendEr
             "matvec x",
         )?;
     }
-    let evict = || -> Result<(), BackendError> {
-        let (mut p, mut n, mut r, mut s, mut sh) =
-            (evict_buf.ptr, evict_bytes, rec.ptr, 8i32, 0u32);
-        let mut args = vec![
-            arg(&mut p),
-            arg(&mut n),
-            arg(&mut r),
-            arg(&mut s),
-            arg(&mut sh),
-        ];
-        launch(evict_kernel, (sms, 32, 8 * 16384), streams.0, &mut args)?;
-        streams.sync("matvec evict")
+    let evict = || {
+        read_pages(
+            evict_kernel,
+            &streams,
+            (evict_buf.ptr, evict_bytes),
+            8,
+            0,
+            rec.ptr,
+            sms,
+        )
     };
     let mut rows_out = Vec::new();
     for (name, rows, k) in MATVEC_SHAPES {
         let loads = module.kernel_with_smem(&format!("k_mv_loads_{k}"), k * 4)?;
         let bulk = module.kernel_with_smem(&format!("k_mv_bulk_{k}"), bulk_smem(k))?;
-        // The CPU's y in f64 from the same bf16 weights.
-        let want: Vec<f64> = (0..rows as usize)
-            .map(|r| {
-                let row = &w_host[r * k as usize..(r + 1) * k as usize];
-                row.iter()
-                    .zip(&x_host)
-                    .map(|(&b, &xv)| f32::from_bits((b as u32) << 16) as f64 * xv as f64)
-                    .sum()
-            })
-            .collect();
+        // The CPU reference's y from the same bf16 weights.
+        let want = reference::matvec(
+            &w_host[..(rows * k) as usize],
+            &x_host[..k as usize],
+            rows as usize,
+        );
         let run = |f, threads: u32, smem: u32| -> Result<(f64, f64), BackendError> {
             let mut times = Vec::with_capacity(MATVEC_REPEATS);
             for _ in 0..MATVEC_REPEATS {
@@ -153,9 +137,7 @@ pub fn probe_matvec(gpu: &Gpu, cubin: &[u8]) -> Result<Vec<MatvecRow>, BackendEr
                 launch(f, (sms, threads, smem), streams.0, &mut args)?;
                 streams.sync(name)?;
                 let t = read_u64s(rec.ptr, sms as usize * 3, name)?;
-                let start = t.chunks(3).map(|c| c[1]).min().unwrap_or(0);
-                let end = t.chunks(3).map(|c| c[2]).max().unwrap_or(0);
-                times.push(end.saturating_sub(start) as f64 / 1000.0);
+                times.push(span_ns(&t) as f64 / 1000.0);
             }
             times.sort_by(f64::total_cmp);
             let mut got = vec![0f32; rows as usize];
@@ -180,16 +162,4 @@ pub fn probe_matvec(gpu: &Gpu, cubin: &[u8]) -> Result<Vec<MatvecRow>, BackendEr
         });
     }
     Ok(rows_out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::rel_l2;
-
-    #[test]
-    fn rel_l2_is_zero_for_equal_vectors_and_sees_one_bad_element() {
-        assert_eq!(rel_l2(&[1.0, 2.0], &[1.0, 2.0]), 0.0);
-        assert!(rel_l2(&[1.0, f32::NAN], &[1.0, 2.0]).is_nan());
-        assert!((rel_l2(&[0.0, 0.0], &[3.0, 4.0]) - 1.0).abs() < 1e-12);
-    }
 }

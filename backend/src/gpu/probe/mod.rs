@@ -13,6 +13,7 @@ use std::ffi::c_void;
 use cudarc::driver::{result, sys};
 
 use super::device::stalled;
+use super::launch::arg;
 use super::setup::{func, load_module, opt_in_smem};
 use crate::error::{check, BackendError};
 
@@ -112,6 +113,37 @@ fn launch(
         "cuLaunchKernel",
         "probe kernel",
     )
+}
+
+/// ns from the earliest start to the latest end in per-CTA records of (SM, start ns, end ns), so
+/// that the slowest CTA counts in full.
+fn span_ns(records: &[u64]) -> u64 {
+    let start = records.chunks(3).map(|c| c[1]).min().unwrap_or(0);
+    let end = records.chunks(3).map(|c| c[2]).max().unwrap_or(0);
+    end.saturating_sub(start)
+}
+
+/// Reads `bytes` at `ptr` once with `k_read_pages` (`f`) on `ctas` CTAs, `slots` bulk copies in
+/// flight each, CTA b reading CTA b + `shift`'s pages, records to `rec`; waits for it. Used to
+/// time a read and to evict L2.
+fn read_pages(
+    f: sys::CUfunction,
+    streams: &StreamPair,
+    (mut ptr, mut bytes): (u64, u64),
+    mut slots: i32,
+    mut shift: u32,
+    mut rec: u64,
+    ctas: u32,
+) -> Result<(), BackendError> {
+    let mut args = vec![
+        arg(&mut ptr),
+        arg(&mut bytes),
+        arg(&mut rec),
+        arg(&mut slots),
+        arg(&mut shift),
+    ];
+    launch(f, (ctas, 32, slots as u32 * 16384), streams.0, &mut args)?;
+    streams.sync("k_read_pages")
 }
 
 /// `n` u64 read back from `ptr` (its writers have finished).
