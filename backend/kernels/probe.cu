@@ -133,6 +133,20 @@ __device__ __forceinline__ void wait_parity(unsigned bar, unsigned parity) {
                      : "memory");
 }
 
+// Initialises `n` mbarriers at shared addresses bars, bars + 8, ... with `count` arrivals each.
+__device__ __forceinline__ void init_bars(unsigned bars, int n, unsigned count) {
+    for (int s = 0; s < n; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bars + 8 * s), "r"(count) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// One bulk copy of `bytes` from global `src` to shared `dst`, completing on mbarrier `bar`.
+__device__ __forceinline__ void bulk_page(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(dst), "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+
 // A ring of `slots` 16 KiB pages kept in flight into shared memory by LANES threads for
 // `dur_ns`, each slot's mbarrier (LANES arrivals per phase) awaited before its reuse; `issue(dst,
 // src, bar)` requests one page. Records the CTA's SM, bytes and ns.
@@ -146,11 +160,7 @@ __device__ void stream_ring(const unsigned char* p, u64 n_bytes, u64 dur_ns, u64
     const unsigned page = 16384;
     const u64 pages = n_bytes / page;
     auto bar_of = [&](int s) { return (unsigned)__cvta_generic_to_shared(&bar[s]); };
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < slots; ++s)
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar_of(s)), "r"(LANES) : "memory");
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
+    if (threadIdx.x == 0) init_bars(bar_of(0), slots, LANES);
     __syncwarp(mask);
     u64 bytes = 0, i = 0;
     for (;; ++i) {
@@ -179,12 +189,8 @@ __device__ void stream_ring(const unsigned char* p, u64 n_bytes, u64 dur_ns, u64
 // k_stream_tma: like k_stream, but one thread per CTA keeps `slots` 16 KiB bulk copies
 // (cp.async.bulk, as the operators' producers issue their weight pages) in flight.
 extern "C" __global__ void k_stream_tma(const unsigned char* p, u64 n_bytes, u64 dur_ns, u64* rec, int slots) {
-    stream_ring<1>(p, n_bytes, dur_ns, rec, slots, [](unsigned dst, const unsigned char* src, unsigned bar) {
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(16384u) : "memory");
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                     ::"r"(dst), "l"(src), "r"(16384u), "r"(bar)
-                     : "memory");
-    });
+    stream_ring<1>(p, n_bytes, dur_ns, rec, slots,
+                   [](unsigned dst, const unsigned char* src, unsigned bar) { bulk_page(dst, src, 16384u, bar); });
 }
 
 // k_stream_async: the same with one warp copying each page by 16-byte cp.async (LDGSTS: 32 per
@@ -219,8 +225,7 @@ extern "C" __global__ void k_read_pages(const unsigned char* p, u64 n_bytes, u64
     const unsigned b = (blockIdx.x + shift) % gridDim.x;  // whose pages this CTA reads
     const u64 mine = (n_bytes / page + gridDim.x - 1 - b) / gridDim.x;
     auto bar_of = [&](int s) { return (unsigned)__cvta_generic_to_shared(&bar[s]); };
-    for (int s = 0; s < slots; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_of(s)) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    init_bars(bar_of(0), slots, 1);
     const u64 t0 = now_ns();
     for (u64 i = 0; i < mine + slots; ++i) {
         int s = (int)(i % slots);
@@ -228,10 +233,7 @@ extern "C" __global__ void k_read_pages(const unsigned char* p, u64 n_bytes, u64
         if (i >= mine) continue;
         u64 pg = b + i * gridDim.x;
         unsigned dst = (unsigned)__cvta_generic_to_shared(ring + (u64)s * page);
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_of(s)), "r"(page) : "memory");
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                     ::"r"(dst), "l"(p + pg * page), "r"(page), "r"(bar_of(s))
-                     : "memory");
+        bulk_page(dst, p + pg * page, page, bar_of(s));
     }
     rec[3 * blockIdx.x] = smid();
     rec[3 * blockIdx.x + 1] = t0;
@@ -374,20 +376,14 @@ __device__ void mv_bulk(const bf16* W, const float* x, float* y, int rows, u64* 
     const int first = (int)((long)blockIdx.x * pages / gridDim.x);
     const int count = (int)((long)(blockIdx.x + 1) * pages / gridDim.x) - first;
     auto sh = [](const void* p) { return (unsigned)__cvta_generic_to_shared(p); };
-    if (threadIdx.x == 256) {
-        for (int s = 0; s < 16; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(sh(full + s)) : "memory");
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
+    if (threadIdx.x == 256) init_bars(sh(full), 16, 1);
     __syncthreads();
     if (threadIdx.x >= 256) {
         if (threadIdx.x == 256)
             for (int i = 0; i < count; ++i) {
                 int s = i % 8, lap = i / 8;
                 if (lap > 0) wait_parity(sh(empty + s), (lap - 1) & 1);
-                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(sh(full + s)), "r"(PAGE) : "memory");
-                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                             ::"r"(sh(ring + s * PAGE)), "l"(W + (long)(first + i) * RPP * K), "r"(PAGE), "r"(sh(full + s))
-                             : "memory");
+                bulk_page(sh(ring + s * PAGE), W + (long)(first + i) * RPP * K, PAGE, sh(full + s));
             }
         return;
     }
