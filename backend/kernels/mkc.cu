@@ -147,6 +147,13 @@ __device__ __forceinline__ void trace_begin(u64*) {}
 __device__ __forceinline__ void trace_end() {}
 #endif
 
+// Bytes of dynamic shared memory this CTA was launched with.
+__device__ __forceinline__ unsigned dynamic_smem_bytes() {
+    unsigned n;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(n));
+    return n;
+}
+
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
     unsigned a;
     asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
@@ -974,33 +981,34 @@ __device__ __forceinline__ void softmax_rows(float* scores, int heads, int len, 
 }
 
 // (2) Decode attention: task = (KV head, query-head group), ATT_THREADS threads. K and V rows
-// are staged in shared memory by cp.async in chunks of ATT_CHUNK positions: the history of the
+// are staged in shared memory by cp.async in chunks of C positions: the history of the
 // first chunk is issued before the wait (earlier steps wrote it), the current position after.
 // Scores: one thread per (head, position) (K rows padded so these reads are conflict-free);
 // softmax: one warp per head; output: one thread per (head, dimension, position parity), the
 // halves added through shared memory. The task's chain is latency, not bandwidth: more threads
 // per CTA shortened it (one CTA per KV head stays: more CTAs measured slower in the chain).
-#define ATT_CHUNK 128
-
 __device__ void attention_body(const Model& m, const Globals& g, const Layer& L, int t, int pdl, int early) {
     int gq = m.heads / m.kv_heads;
     int hp = gq / m.attn_split;
     int kvh = t / m.attn_split, split = t % m.attn_split;
     int qh0 = kvh * gq + split * hp;
     int hd = m.head_dim;
+    // The chunk C is whatever the host's dynamic shared memory holds beside q and the scores
+    // (kernels::attention_chunk sizes it to the SM), so no parameter of any kernel changes.
+    const int C = (int)((dynamic_smem_bytes() - (unsigned)(hp * hd + hp * m.max_seq) * 4u) / ((2 * hd + 8) * 2));
     int ks = hd + 8;  // padded K row stride
     const bf16* kc = L.k_cache + (long)kvh * m.max_seq * hd;
     const bf16* vc = L.v_cache + (long)kvh * m.max_seq * hd;
     // Layout: [K chunk (padded) | V chunk | q (hp x hd floats) | scores (hp x max_seq)].
     bf16* kbuf = (bf16*)smem_raw;
-    bf16* vbuf = kbuf + ATT_CHUNK * ks;
-    float* q = (float*)(vbuf + ATT_CHUNK * hd);
+    bf16* vbuf = kbuf + C * ks;
+    float* q = (float*)(vbuf + C * hd);
     float* scores = q + hp * hd;
     int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     // The position is written by the host before the step, so it may be read before the wait.
     int p = *g.pos;
     int len = p + 1;
-    int first = len < ATT_CHUNK ? len : ATT_CHUNK;
+    int first = len < C ? len : C;
     int hist = p < first ? p : first;
     load_kv_rows(kbuf, kc, 0, hist, hd, 0, ks);
     load_kv_rows(vbuf, vc, 0, hist, hd, 0, hd);
@@ -1014,8 +1022,8 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     }
     for (int i = tid; i < hp * hd; i += ATT_THREADS) q[i] = L.qkv[qh0 * hd + i];
     float scale = rsqrtf((float)hd);
-    for (int base = 0; base < len; base += ATT_CHUNK) {
-        int end = base + ATT_CHUNK < len ? base + ATT_CHUNK : len;
+    for (int base = 0; base < len; base += C) {
+        int end = base + C < len ? base + C : len;
         if (base > 0) {
             __syncthreads();
             load_kv_rows(kbuf, kc, base, end, hd, base, ks);
@@ -1046,8 +1054,8 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     for (int o = 0; o < 2; ++o)
 #pragma unroll
         for (int u = 0; u < 4; ++u) acc[o][u] = 0.f;
-    for (int base = 0; base < len; base += ATT_CHUNK) {
-        int end = base + ATT_CHUNK < len ? base + ATT_CHUNK : len;
+    for (int base = 0; base < len; base += C) {
+        int end = base + C < len ? base + C : len;
         if (base > 0) {
             __syncthreads();
             load_kv_rows(vbuf, vc, base, end, hd, base, hd);

@@ -68,8 +68,41 @@ pub fn stream_threads() -> u32 {
 /// Shared memory one CTA may use on sm_90 with the opt-in (bytes).
 const SMEM_PER_CTA: u32 = 232_448;
 
-/// Positions of K/V staged per attention chunk (the source's `ATT_CHUNK`).
-const ATT_CHUNK: u32 = 128;
+/// Shared memory of one SM on sm_90 (228 KiB), and what the driver reserves per resident CTA.
+const SMEM_PER_SM: u32 = 233_472;
+const SMEM_RESERVED_PER_CTA: u32 = 1024;
+
+/// Fewest KV positions attention stages per chunk (the chunk before it was sized to the SM).
+const MIN_ATT_CHUNK: u32 = 128;
+
+/// KV positions attention stages per chunk (the kernel derives it from its dynamic shared
+/// memory, which [`dynamic_smem`] sizes from this). Every chunk
+/// after the first costs the attention CTA two more dependent L2 round trips (its K and V
+/// rows are loaded after a barrier), so the chunk is as long as shared memory allows while an
+/// attention CTA still fits beside a CTA of either neighbour under pdl: QKV, whose SMs it
+/// enters early to issue the KV history (a chunk too large for that measured 4 µs per step
+/// slower), and the O-projection, which enters beside it. A multiple of 32, at least 128, at
+/// most `max_seq_len`. `MKC_ATT_CHUNK` caps it (developers: exercises the multi-chunk path on
+/// short prompts).
+pub fn attention_chunk(model: &Model) -> u32 {
+    let g = &model.geometry;
+    let per_position = (2 * g.head_dim + 8) * 2;
+    let neighbour = dynamic_smem(model, OpKind::QkvRope).max(dynamic_smem(model, OpKind::OProj))
+        + SMEM_RESERVED_PER_CTA;
+    let room = SMEM_PER_SM
+        .saturating_sub(neighbour + SMEM_RESERVED_PER_CTA + attention_vectors_smem(model));
+    let fits = room / per_position / 32 * 32;
+    let cap = env_u32("MKC_ATT_CHUNK").filter(|&c| c >= 1);
+    fits.max(MIN_ATT_CHUNK)
+        .min(model.workload.max_seq_len)
+        .min(cap.unwrap_or(u32::MAX))
+}
+
+/// Attention's q and scores in shared memory (bytes): every head of the task, every position.
+fn attention_vectors_smem(model: &Model) -> u32 {
+    let hp = model.heads_per_attention_task();
+    (hp * model.geometry.head_dim + hp * model.workload.max_seq_len) * 4
+}
 
 /// Threads per CTA of the kernel for `kind`.
 pub fn threads(kind: OpKind) -> u32 {
@@ -644,11 +677,9 @@ pub fn dynamic_smem(model: &Model, kind: OpKind) -> u32 {
         return s.dynamic_smem();
     }
     let g = &model.geometry;
-    let hp = model.heads_per_attention_task();
+    let chunk = attention_chunk(model);
     // K chunk (rows padded by 8 elements), V chunk, q, then the scores.
-    ATT_CHUNK * (g.head_dim + 8) * 2
-        + ATT_CHUNK * g.head_dim * 2
-        + (hp * g.head_dim + hp * model.workload.max_seq_len) * 4
+    chunk * (g.head_dim + 8) * 2 + chunk * g.head_dim * 2 + attention_vectors_smem(model)
 }
 
 /// CTAs the backend launches for one grid of `ops`: one per SM for the streaming kernels,

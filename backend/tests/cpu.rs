@@ -501,6 +501,45 @@ fn streaming_grids_cover_every_row_once_within_shared_memory() {
     }
 }
 
+/// Attention stages as many KV positions per chunk as fit beside a QKV or O-projection CTA (so
+/// pdl neighbours still share its SM), never fewer than 128 nor more than the model's longest
+/// sequence; every chunk after the first costs two more dependent L2 round trips.
+#[test]
+fn attention_chunk_fills_the_sm_beside_its_neighbours() {
+    let mut split = resolve_model("llama1b").unwrap();
+    split.lowering.attention_split = 4;
+    let mut short = resolve_model("llama1b").unwrap();
+    short.workload.max_seq_len = 160;
+    for (name, m) in [
+        ("llama1b", resolve_model("llama1b").unwrap()),
+        ("split", split),
+        ("short", short),
+    ] {
+        let chunk = kernels::attention_chunk(&m);
+        let att = kernels::dynamic_smem(&m, mkc_ir::OpKind::Attention);
+        let o = kernels::dynamic_smem(&m, mkc_ir::OpKind::OProj)
+            .max(kernels::dynamic_smem(&m, mkc_ir::OpKind::QkvRope));
+        assert!(att + o + 2 * 1024 <= 233_472, "{name}: {att} + {o} B");
+        assert!(chunk >= 128.min(m.workload.max_seq_len), "{name}: {chunk}");
+        assert!(chunk <= m.workload.max_seq_len, "{name}: {chunk}");
+        // The kernel reads the chunk back from its dynamic shared memory: exact division.
+        let hp = m.heads_per_attention_task();
+        let hd = m.geometry.head_dim;
+        let vectors = (hp * hd + hp * m.workload.max_seq_len) * 4;
+        assert_eq!((att - vectors) % ((2 * hd + 8) * 2), 0, "{name}");
+        assert_eq!((att - vectors) / ((2 * hd + 8) * 2), chunk, "{name}");
+        if chunk < m.workload.max_seq_len {
+            // One more step of 32 positions would not fit beside the larger neighbour.
+            assert!(
+                att + 32 * (2 * hd + 8) * 2 + o + 2 * 1024 > 233_472,
+                "{name}"
+            );
+        }
+    }
+    // The benchmark's longest context (prompt 32 + 128 tokens) is one chunk on both layouts.
+    assert!(kernels::attention_chunk(&resolve_model("llama1b").unwrap()) >= 160);
+}
+
 /// The code hash reader takes sections named `.text.<kernel>` from an ELF64 image and nothing
 /// from bytes that are not one (never panics on truncated input).
 #[test]

@@ -14,6 +14,9 @@ use crate::cli::BenchArgs;
 struct Row {
     target: String,
     median_step_us: f64,
+    /// Mean over every timed step: the whole trajectory's time per token, which the later
+    /// (longer-context) steps weigh on more than the median shows.
+    mean_step_us: f64,
     p10_step_us: f64,
     p90_step_us: f64,
     tokens_per_s: f64,
@@ -151,6 +154,7 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
             Row {
                 target: t.name().to_string(),
                 median_step_us: med,
+                mean_step_us: v.iter().sum::<f64>() / v.len().max(1) as f64,
                 p10_step_us: p10,
                 p90_step_us: p90,
                 tokens_per_s: 1e6 / med,
@@ -272,12 +276,15 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
                 );
             }
         }
-        println!("  target   median us    p10 us    p90 us   tokens/s   TB/s   of measured");
+        println!(
+            "  target   median us   mean us    p10 us    p90 us   tokens/s   TB/s   of measured"
+        );
         for r in &report.rows {
             println!(
-                "  {:<7} {:>10.1} {:>9.1} {:>9.1} {:>10.1} {:>6.2} {:>12.1}%",
+                "  {:<7} {:>10.1} {:>9.1} {:>9.1} {:>9.1} {:>10.1} {:>6.2} {:>12.1}%",
                 r.target,
                 r.median_step_us,
+                r.mean_step_us,
                 r.p10_step_us,
                 r.p90_step_us,
                 r.tokens_per_s,
