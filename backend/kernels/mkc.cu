@@ -504,6 +504,9 @@ __device__ __forceinline__ void start_producer(const Stream& s, const bf16* norm
 #ifndef WARM_QKV
 #define WARM_QKV 2
 #endif
+#ifndef WARM_O
+#define WARM_O 1
+#endif
 #ifndef WARM_QKV_SKIP
 #define WARM_QKV_SKIP 24
 #endif
@@ -767,8 +770,9 @@ __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, in
     PartialEpilogue ep{L.o_part, m.hidden};
     // Like down, the consumers load their slices of the attention output from global memory.
     auto prepare = [](const Stream&) {};
-    run_stream(v, 0, L.attn, nullptr, 0, m.ring[2], pdl, early, prepare, ep, NoFinish{},
-               matvec(L.w_gate, L.w_up, m.hidden, m.hidden, 1, m.inter));
+    Matvec up_gate = matvec(L.w_gate, L.w_up, m.hidden, m.hidden, 1, m.inter);
+    if (!WARM_O) up_gate.w0 = nullptr;
+    run_stream(v, 0, L.attn, nullptr, 0, m.ring[2], pdl, early, prepare, ep, NoFinish{}, up_gate);
 }
 
 __device__ void down_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {

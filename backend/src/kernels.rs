@@ -68,34 +68,37 @@ pub fn stream_threads() -> u32 {
 /// Shared memory one CTA may use on sm_90 with the opt-in (bytes).
 const SMEM_PER_CTA: u32 = 232_448;
 
-/// Shared memory of one SM on sm_90 (228 KiB), and what the driver reserves per resident CTA.
+/// Shared memory of one SM on sm_90 (228 KiB).
 const SMEM_PER_SM: u32 = 233_472;
-const SMEM_RESERVED_PER_CTA: u32 = 1024;
 
 /// Fewest KV positions attention stages per chunk (the chunk before it was sized to the SM).
 const MIN_ATT_CHUNK: u32 = 128;
 
 /// KV positions attention stages per chunk (the kernel derives it from its dynamic shared
-/// memory, which [`dynamic_smem`] sizes from this). Every chunk
-/// after the first costs the attention CTA two more dependent L2 round trips (its K and V
-/// rows are loaded after a barrier), so the chunk is as long as shared memory allows while an
-/// attention CTA still fits beside a CTA of either neighbour under pdl: QKV, whose SMs it
-/// enters early to issue the KV history (a chunk too large for that measured 4 µs per step
-/// slower), and the O-projection, which enters beside it. A multiple of 32, at least 128, at
-/// most `max_seq_len`. `MKC_ATT_CHUNK` caps it (developers: exercises the multi-chunk path on
-/// short prompts).
+/// memory, which [`dynamic_smem`] sizes from this). Attention asks for more than half the SM's
+/// shared memory, so that two attention CTAs never share an SM: the block scheduler packs them
+/// two to an SM when they fit, and that measured 11 µs per step slower on the anchors' layout
+/// (8 CTAs of 4 heads; docs/perf.md). Its registers already keep it off the SMs of QKV and the
+/// O-projection. The chunk is what that shared memory holds, a multiple of 32 and at least
+/// 128; every chunk after the first costs two more dependent L2 round trips (K and V loaded
+/// after a barrier). `MKC_ATT_CHUNK` sets it instead (developers: the multi-chunk path on
+/// short prompts, or other sizes), within what one CTA may use.
 pub fn attention_chunk(model: &Model) -> u32 {
-    let g = &model.geometry;
-    let per_position = (2 * g.head_dim + 8) * 2;
-    let neighbour = dynamic_smem(model, OpKind::QkvRope).max(dynamic_smem(model, OpKind::OProj))
-        + SMEM_RESERVED_PER_CTA;
-    let room = SMEM_PER_SM
-        .saturating_sub(neighbour + SMEM_RESERVED_PER_CTA + attention_vectors_smem(model));
-    let fits = room / per_position / 32 * 32;
-    let cap = env_u32("MKC_ATT_CHUNK").filter(|&c| c >= 1);
-    fits.max(MIN_ATT_CHUNK)
-        .min(model.workload.max_seq_len)
-        .min(cap.unwrap_or(u32::MAX))
+    let per_position = attention_position_smem(model);
+    let vectors = attention_vectors_smem(model);
+    if let Some(c) = env_u32("MKC_ATT_CHUNK").filter(|&c| c >= 1) {
+        // 1 KiB of slack for a traced build's static shared memory.
+        let alone = SMEM_PER_CTA.saturating_sub(vectors + 1024) / per_position;
+        return c.min(alone).max(1);
+    }
+    let half = SMEM_PER_SM / 2;
+    let chunk = half.saturating_sub(vectors).div_ceil(per_position);
+    (chunk.div_ceil(32) * 32).max(MIN_ATT_CHUNK)
+}
+
+/// Shared memory attention stages per KV position: a K row padded by 8 elements and a V row.
+fn attention_position_smem(model: &Model) -> u32 {
+    (2 * model.geometry.head_dim + 8) * 2
 }
 
 /// Attention's q and scores in shared memory (bytes): every head of the task, every position.
@@ -176,7 +179,25 @@ pub fn grid_dynamic_smem(model: &Model, ops: GridOps, sms: u32) -> u32 {
     if ops == FOLDED {
         return fold_layout(model, sms).map_or(0, |f| f.dynamic_smem);
     }
+    if ops == (OpKind::OProj, None) {
+        if let Some(smem) = o_ring_exact(model, sms) {
+            return smem;
+        }
+    }
     dynamic_smem(model, ops.1.unwrap_or(ops.0))
+}
+
+/// Developers' A/B knob `MKC_O_RING_EXACT=1` (only with `MKC_WARM_DEPTH=0` or `MKC_WARM_O=0`,
+/// since the O-projection's warming uses the idle slots): the O-projection's ring backed only for the pages its CTAs own, so
+/// that an up/gate CTA fits beside it and streams its first pages during attention.
+fn o_ring_exact(model: &Model, sms: u32) -> Option<u32> {
+    let o_warms = env_u32("MKC_WARM_DEPTH") != Some(0) && env_u32("MKC_WARM_O") != Some(0);
+    if env_u32("MKC_O_RING_EXACT") != Some(1) || o_warms {
+        return None;
+    }
+    let s = stream(model, OpKind::OProj)?;
+    let most = s.pages().div_ceil(s.ctas(sms));
+    (most <= consumer_warps()).then(|| s.ring_offset() + most * PAGE_BYTES)
 }
 
 /// How the folded attention + O-projection grid (`k_attention_o_proj`) is laid out: the
@@ -358,7 +379,7 @@ fn compile_with(
     }
     // Developers' A/B knobs: how the O-projection and QKV warm L2 with up/gate's pages (the
     // source's WARM_*; MKC_WARM_DEPTH=0 turns warming off; docs/perf.md, L2 as a weight source).
-    for knob in ["DEPTH", "SKIP", "QKV", "QKV_SKIP"] {
+    for knob in ["DEPTH", "SKIP", "QKV", "QKV_SKIP", "O"] {
         if let Some(v) = env_u32(&format!("MKC_WARM_{knob}")) {
             options.push(format!("-DWARM_{knob}={v}"));
         }
@@ -676,10 +697,8 @@ pub fn dynamic_smem(model: &Model, kind: OpKind) -> u32 {
     if let Some(s) = stream(model, kind) {
         return s.dynamic_smem();
     }
-    let g = &model.geometry;
-    let chunk = attention_chunk(model);
     // K chunk (rows padded by 8 elements), V chunk, q, then the scores.
-    chunk * (g.head_dim + 8) * 2 + chunk * g.head_dim * 2 + attention_vectors_smem(model)
+    attention_chunk(model) * attention_position_smem(model) + attention_vectors_smem(model)
 }
 
 /// CTAs the backend launches for one grid of `ops`: one per SM for the streaming kernels,

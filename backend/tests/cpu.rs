@@ -501,43 +501,50 @@ fn streaming_grids_cover_every_row_once_within_shared_memory() {
     }
 }
 
-/// Attention stages as many KV positions per chunk as fit beside a QKV or O-projection CTA (so
-/// pdl neighbours still share its SM), never fewer than 128 nor more than the model's longest
-/// sequence; every chunk after the first costs two more dependent L2 round trips.
+/// Attention asks for more than half an SM's shared memory, so that two attention CTAs never
+/// share an SM (packed two to an SM they measured slower), and stages as many KV positions per
+/// chunk as that holds: a multiple of 32, at least 128; the kernel reads the chunk back from
+/// its dynamic shared memory, so the division must be exact.
 #[test]
-fn attention_chunk_fills_the_sm_beside_its_neighbours() {
+fn attention_takes_more_than_half_an_sm_and_fills_it_with_kv_positions() {
     let mut split = resolve_model("llama1b").unwrap();
     split.lowering.attention_split = 4;
     let mut short = resolve_model("llama1b").unwrap();
     short.workload.max_seq_len = 160;
+    let mut long = resolve_model("llama1b").unwrap();
+    long.workload.max_seq_len = 16384;
+    long.lowering.attention_split = 4;
     for (name, m) in [
         ("llama1b", resolve_model("llama1b").unwrap()),
         ("split", split),
         ("short", short),
+        ("long", long),
     ] {
         let chunk = kernels::attention_chunk(&m);
         let att = kernels::dynamic_smem(&m, mkc_ir::OpKind::Attention);
-        let o = kernels::dynamic_smem(&m, mkc_ir::OpKind::OProj)
-            .max(kernels::dynamic_smem(&m, mkc_ir::OpKind::QkvRope));
-        assert!(att + o + 2 * 1024 <= 233_472, "{name}: {att} + {o} B");
-        assert!(chunk >= 128.min(m.workload.max_seq_len), "{name}: {chunk}");
-        assert!(chunk <= m.workload.max_seq_len, "{name}: {chunk}");
-        // The kernel reads the chunk back from its dynamic shared memory: exact division.
+        assert!(
+            2 * (att + 1024) > 233_472,
+            "{name}: two CTAs of {att} B fit an SM"
+        );
+        assert!(att + 1024 <= 233_472, "{name}: {att} B");
+        assert!(chunk >= 128 && chunk % 32 == 0, "{name}: {chunk}");
         let hp = m.heads_per_attention_task();
         let hd = m.geometry.head_dim;
         let vectors = (hp * hd + hp * m.workload.max_seq_len) * 4;
-        assert_eq!((att - vectors) % ((2 * hd + 8) * 2), 0, "{name}");
-        assert_eq!((att - vectors) / ((2 * hd + 8) * 2), chunk, "{name}");
-        if chunk < m.workload.max_seq_len {
-            // One more step of 32 positions would not fit beside the larger neighbour.
-            assert!(
-                att + 32 * (2 * hd + 8) * 2 + o + 2 * 1024 > 233_472,
-                "{name}"
-            );
+        let per_position = (2 * hd + 8) * 2;
+        assert_eq!((att - vectors) % per_position, 0, "{name}");
+        assert_eq!((att - vectors) / per_position, chunk, "{name}");
+        if chunk > 128 {
+            // 32 positions fewer would let two CTAs share an SM: the chunk is no larger than
+            // the rule needs.
+            assert!(2 * (att - 32 * per_position + 1024) <= 233_472, "{name}");
         }
     }
     // The benchmark's longest context (prompt 32 + 128 tokens) is one chunk on both layouts.
     assert!(kernels::attention_chunk(&resolve_model("llama1b").unwrap()) >= 160);
+    let tuned =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/llama1b_tuned.ron");
+    assert!(kernels::attention_chunk(&mkc_ir::model::Model::load(&tuned).unwrap()) >= 160);
 }
 
 /// The code hash reader takes sections named `.text.<kernel>` from an ELF64 image and nothing
