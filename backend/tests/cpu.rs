@@ -527,7 +527,7 @@ fn attention_takes_more_than_half_an_sm_and_fills_it_with_kv_positions() {
             "{name}: two CTAs of {att} B fit an SM"
         );
         assert!(att + 1024 <= 233_472, "{name}: {att} B");
-        assert!(chunk >= 128 && chunk % 32 == 0, "{name}: {chunk}");
+        assert!(chunk >= 128 && chunk.is_multiple_of(32), "{name}: {chunk}");
         let hp = m.heads_per_attention_task();
         let hd = m.geometry.head_dim;
         let vectors = (hp * hd + hp * m.workload.max_seq_len) * 4;
