@@ -305,23 +305,6 @@ __device__ __forceinline__ void page_range(int pages, int& first, int& count) {
     count = (int)((b + 1) * pages / g) - first;
 }
 
-// page_range with the grid's last `late` CTAs taking `late_pages` pages each (the last pages)
-// and the others sharing the rest evenly: CTAs are dispatched in index order, so when the grid's
-// last CTAs can enter only as a predecessor's CTAs leave, they get less to do. late = 0: the
-// even split.
-__device__ __forceinline__ void weighted_page_range(int pages, int late, int late_pages, int& first, int& count) {
-    long b = blockIdx.x, g = gridDim.x, early = g - late, rest = pages - (long)late * late_pages;
-    if (late <= 0 || early <= 0 || rest < early) {
-        page_range(pages, first, count);
-    } else if (b < early) {
-        first = (int)(b * rest / early);
-        count = (int)((b + 1) * rest / early) - first;
-    } else {
-        first = (int)(rest + (b - early) * late_pages);
-        count = late_pages;
-    }
-}
-
 // Chunk and first output row of page p.
 __device__ __forceinline__ void page_coords(const Matvec& v, int p, int& chunk, int& row0) {
     int per_chunk = v.out_rows / v.page_out;
@@ -524,9 +507,6 @@ __device__ __forceinline__ void start_producer(const Stream& s, const bf16* norm
 #ifndef WARM_O
 #define WARM_O 1
 #endif
-#ifndef O_LATE_PAGES
-#define O_LATE_PAGES -1
-#endif
 #ifndef WARM_QKV_SKIP
 #define WARM_QKV_SKIP 24
 #endif
@@ -576,11 +556,11 @@ __device__ void warm_l2(const Stream& s, const Matvec& u, int count, int skip, i
 template <typename Prepare, typename Epilogue, typename Finish>
 __device__ void run_stream(const Matvec& v, int x_len, const float* x_global, const bf16* norm, int norm_len,
                            int per_warp, int pdl, int early, Prepare prepare, Epilogue& epilogue, Finish finish,
-                           Matvec warm = Matvec{}, int warm_limit = 0, int late = 0, int late_pages = 0) {
+                           Matvec warm = Matvec{}, int warm_limit = 0) {
     const bool warming = WARM_DEPTH > 0 && pdl && warm.w0, flagged = warming && !warm_limit;
     Stream s = carve_stream(x_len, norm ? norm_len : 0, per_warp);
     int first, count;
-    weighted_page_range(v.pages, late, late_pages, first, count);
+    page_range(v.pages, first, count);
     if (pdl && early) pdl_trigger();
     if (threadIdx.x >= CONSUMER_THREADS) {
         // The stop flag, cleared before the ring barrier orders it before the consumers' use.
@@ -792,11 +772,7 @@ __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, in
     auto prepare = [](const Stream&) {};
     Matvec up_gate = matvec(L.w_gate, L.w_up, m.hidden, m.hidden, 1, m.inter);
     if (!WARM_O) up_gate.w0 = nullptr;
-    // O_LATE_PAGES >= 0: the CTAs that wait for attention's SMs (one per attention CTA) take
-    // that many pages each.
-    int late = O_LATE_PAGES >= 0 ? m.kv_heads * m.attn_split : 0;
-    run_stream(v, 0, L.attn, nullptr, 0, m.ring[2], pdl, early, prepare, ep, NoFinish{}, up_gate, 0, late,
-               O_LATE_PAGES);
+    run_stream(v, 0, L.attn, nullptr, 0, m.ring[2], pdl, early, prepare, ep, NoFinish{}, up_gate);
 }
 
 __device__ void down_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {

@@ -384,10 +384,6 @@ fn compile_with(
             options.push(format!("-DWARM_{knob}={v}"));
         }
     }
-    // The O-projection's CTAs that wait for attention's SMs take N pages each.
-    if let Some(v) = env_u32("MKC_O_LATE_PAGES") {
-        options.push(format!("-DO_LATE_PAGES={v}"));
-    }
     if consumer_warps() != CONSUMER_WARPS {
         // Two streaming CTAs of 7 warps share an SM only with <= 128 registers each
         // (docs/perf.md: each warp goes to the sub-partition holding the fewest).
