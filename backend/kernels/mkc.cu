@@ -965,6 +965,26 @@ __device__ __forceinline__ float k_row_dot(const bf16* k, const float* qv, int h
     return acc;
 }
 
+// k_row_dot for unpadded K rows (hd * 2 bytes apart, as one bulk copy stages them): the thread
+// of row i starts at 16-byte piece `rot` = i mod (hd / 8), so the 8 threads of a shared-memory
+// phase, on consecutive rows, read 8 different bank groups.
+__device__ __forceinline__ float k_row_dot_rotated(const bf16* k, const float* qv, int hd, int rot) {
+    const uint4* krow = reinterpret_cast<const uint4*>(k);
+    const float4* qh = reinterpret_cast<const float4*>(qv);
+    const int n = hd / 8;
+    float acc = 0.f;
+    for (int j = 0; j < n; ++j) {
+        int cc = j + rot < n ? j + rot : j + rot - n;
+        uint4 w = krow[cc];
+        float4 qa = qh[2 * cc], qb = qh[2 * cc + 1];
+        acc += qa.x * __uint_as_float(w.x << 16) + qa.y * __uint_as_float(w.x & 0xFFFF0000u) +
+               qa.z * __uint_as_float(w.y << 16) + qa.w * __uint_as_float(w.y & 0xFFFF0000u) +
+               qb.x * __uint_as_float(w.z << 16) + qb.y * __uint_as_float(w.z & 0xFFFF0000u) +
+               qb.z * __uint_as_float(w.w << 16) + qb.w * __uint_as_float(w.w & 0xFFFF0000u);
+    }
+    return acc;
+}
+
 // In-place softmax of `heads` rows of `len` scores (row stride len), one warp per row: the
 // calling warp (`warp`, `lane`) takes rows warp, warp + warps, ...
 __device__ __forceinline__ void softmax_rows(float* scores, int heads, int len, int warps, int warp, int lane) {
@@ -985,8 +1005,9 @@ __device__ __forceinline__ void softmax_rows(float* scores, int heads, int len, 
 }
 
 // (2) Decode attention: task = (KV head, query-head group), ATT_THREADS threads. K and V rows
-// are staged in shared memory by cp.async in chunks of C positions: the history of the
-// first chunk is issued before the wait (earlier steps wrote it), the current position after.
+// are staged in shared memory in chunks of C positions: the history of the first chunk by bulk
+// copies before the wait (earlier steps wrote it), the current position and any later chunk by
+// cp.async after it.
 // Scores: one thread per (head, position) (K rows padded so these reads are conflict-free);
 // softmax: one warp per head; output: one thread per (head, dimension, position parity), the
 // halves added through shared memory. The task's chain is latency, not bandwidth: more threads
@@ -999,13 +1020,12 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     int hd = m.head_dim;
     // The chunk C is whatever the host's dynamic shared memory holds beside q and the scores
     // (kernels::attention_chunk sizes it to the SM), so no parameter of any kernel changes.
-    const int C = (int)((dynamic_smem_bytes() - (unsigned)(hp * hd + hp * m.max_seq) * 4u) / ((2 * hd + 8) * 2));
-    int ks = hd + 8;  // padded K row stride
+    const int C = (int)((dynamic_smem_bytes() - (unsigned)(hp * hd + hp * m.max_seq) * 4u) / (2 * hd * 2));
     const bf16* kc = L.k_cache + (long)kvh * m.max_seq * hd;
     const bf16* vc = L.v_cache + (long)kvh * m.max_seq * hd;
-    // Layout: [K chunk (padded) | V chunk | q (hp x hd floats) | scores (hp x max_seq)].
+    // Layout: [K chunk | V chunk | q (hp x hd floats) | scores (hp x max_seq)].
     bf16* kbuf = (bf16*)smem_raw;
-    bf16* vbuf = kbuf + C * ks;
+    bf16* vbuf = kbuf + C * hd;
     float* q = (float*)(vbuf + C * hd);
     float* scores = q + hp * hd;
     int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -1014,14 +1034,25 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     int len = p + 1;
     int first = len < C ? len : C;
     int hist = p < first ? p : first;
-    load_kv_rows(kbuf, kc, 0, hist, hd, 0, ks);
-    load_kv_rows(vbuf, vc, 0, hist, hd, 0, hd);
+    // The history by two bulk copies (K, V), issued by one thread: 16-byte cp.async copies from
+    // every thread took ~1 µs to issue, and attention's CTAs enter late (they cannot share an SM
+    // with QKV), so that issue sat on the critical path (a bulk copy per K row took 3 µs).
+    __shared__ u64 hist_bar;
+    if (tid == 0) {
+        mbar_init(&hist_bar, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbar_expect_tx(&hist_bar, (unsigned)hist * hd * 2 * 2);
+        if (hist > 0) {
+            bulk_copy(kbuf, kc, (unsigned)hist * hd * 2, &hist_bar);
+            bulk_copy(vbuf, vc, (unsigned)hist * hd * 2, &hist_bar);
+        }
+    }
     mark(MARK_ISSUED);
     if (pdl && early) pdl_trigger();
     if (pdl) pdl_wait();
     mark(MARK_RELEASED);
     if (hist < first) {  // the current position, written by this step's QKV grid
-        load_kv_rows(kbuf, kc, hist, first, hd, 0, ks);
+        load_kv_rows(kbuf, kc, hist, first, hd, 0, hd);
         load_kv_rows(vbuf, vc, hist, first, hd, 0, hd);
     }
     for (int i = tid; i < hp * hd; i += ATT_THREADS) q[i] = L.qkv[qh0 * hd + i];
@@ -1030,17 +1061,20 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
         int end = base + C < len ? base + C : len;
         if (base > 0) {
             __syncthreads();
-            load_kv_rows(kbuf, kc, base, end, hd, base, ks);
+            load_kv_rows(kbuf, kc, base, end, hd, base, hd);
         }
         cp_async_wait_all();
-        __syncthreads();
-        if (base == 0) mark(MARK_PREPARED);
+        __syncthreads();  // also orders hist_bar's initialisation before the other warps' wait
+        if (base == 0) {
+            mbar_wait(&hist_bar, 0);
+            mark(MARK_PREPARED);
+        }
         // One thread per (head, position): a warp shares the head (q reads broadcast) and
         // takes consecutive positions (padded K rows: conflict-free).
         int c = end - base;
         for (int idx = tid; idx < hp * c; idx += ATT_THREADS) {
             int h = idx / c, i = idx % c;
-            scores[h * len + base + i] = k_row_dot(kbuf + (long)i * ks, q + h * hd, hd) * scale;
+            scores[h * len + base + i] = k_row_dot_rotated(kbuf + (long)i * hd, q + h * hd, hd, i % (hd / 8)) * scale;
         }
     }
     __syncthreads();
