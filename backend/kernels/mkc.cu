@@ -965,26 +965,6 @@ __device__ __forceinline__ float k_row_dot(const bf16* k, const float* qv, int h
     return acc;
 }
 
-// k_row_dot for unpadded K rows (hd * 2 bytes apart, as one bulk copy stages them): the thread
-// of row i starts at 16-byte piece `rot` = i mod (hd / 8), so the 8 threads of a shared-memory
-// phase, on consecutive rows, read 8 different bank groups.
-__device__ __forceinline__ float k_row_dot_rotated(const bf16* k, const float* qv, int hd, int rot) {
-    const uint4* krow = reinterpret_cast<const uint4*>(k);
-    const float4* qh = reinterpret_cast<const float4*>(qv);
-    const int n = hd / 8;
-    float acc = 0.f;
-    for (int j = 0; j < n; ++j) {
-        int cc = j + rot < n ? j + rot : j + rot - n;
-        uint4 w = krow[cc];
-        float4 qa = qh[2 * cc], qb = qh[2 * cc + 1];
-        acc += qa.x * __uint_as_float(w.x << 16) + qa.y * __uint_as_float(w.x & 0xFFFF0000u) +
-               qa.z * __uint_as_float(w.y << 16) + qa.w * __uint_as_float(w.y & 0xFFFF0000u) +
-               qb.x * __uint_as_float(w.z << 16) + qb.y * __uint_as_float(w.z & 0xFFFF0000u) +
-               qb.z * __uint_as_float(w.w << 16) + qb.w * __uint_as_float(w.w & 0xFFFF0000u);
-    }
-    return acc;
-}
-
 // In-place softmax of `heads` rows of `len` scores (row stride len), one warp per row: the
 // calling warp (`warp`, `lane`) takes rows warp, warp + warps, ...
 __device__ __forceinline__ void softmax_rows(float* scores, int heads, int len, int warps, int warp, int lane) {
@@ -1020,12 +1000,13 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     int hd = m.head_dim;
     // The chunk C is whatever the host's dynamic shared memory holds beside q and the scores
     // (kernels::attention_chunk sizes it to the SM), so no parameter of any kernel changes.
-    const int C = (int)((dynamic_smem_bytes() - (unsigned)(hp * hd + hp * m.max_seq) * 4u) / (2 * hd * 2));
+    const int C = (int)((dynamic_smem_bytes() - (unsigned)(hp * hd + hp * m.max_seq) * 4u) / ((2 * hd + 8) * 2));
+    int ks = hd + 8;  // padded K row stride
     const bf16* kc = L.k_cache + (long)kvh * m.max_seq * hd;
     const bf16* vc = L.v_cache + (long)kvh * m.max_seq * hd;
-    // Layout: [K chunk | V chunk | q (hp x hd floats) | scores (hp x max_seq)].
+    // Layout: [K chunk (padded) | V chunk | q (hp x hd floats) | scores (hp x max_seq)].
     bf16* kbuf = (bf16*)smem_raw;
-    bf16* vbuf = kbuf + C * hd;
+    bf16* vbuf = kbuf + C * ks;
     float* q = (float*)(vbuf + C * hd);
     float* scores = q + hp * hd;
     int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -1034,25 +1015,25 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     int len = p + 1;
     int first = len < C ? len : C;
     int hist = p < first ? p : first;
-    // The history by two bulk copies (K, V), issued by one thread: 16-byte cp.async copies from
-    // every thread took ~1 µs to issue, and attention's CTAs enter late (they cannot share an SM
-    // with QKV), so that issue sat on the critical path (a bulk copy per K row took 3 µs).
+    // The history: V by one bulk copy (its rows are unpadded), K by cp.async into the padded
+    // rows the score threads read without bank conflicts. Attention's CTAs enter late (they
+    // cannot share an SM with QKV), so issuing the history sits on the critical path: 16-byte
+    // copies of K and V from every thread took ~1 µs, a bulk copy per K row 3 µs, and unpadded
+    // K rows read in a rotated order cost the 4-head tasks 1 µs per layer in bank conflicts.
     __shared__ u64 hist_bar;
     if (tid == 0) {
         mbar_init(&hist_bar, 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        mbar_expect_tx(&hist_bar, (unsigned)hist * hd * 2 * 2);
-        if (hist > 0) {
-            bulk_copy(kbuf, kc, (unsigned)hist * hd * 2, &hist_bar);
-            bulk_copy(vbuf, vc, (unsigned)hist * hd * 2, &hist_bar);
-        }
+        mbar_expect_tx(&hist_bar, (unsigned)hist * hd * 2);
+        if (hist > 0) bulk_copy(vbuf, vc, (unsigned)hist * hd * 2, &hist_bar);
     }
+    load_kv_rows(kbuf, kc, 0, hist, hd, 0, ks);
     mark(MARK_ISSUED);
     if (pdl && early) pdl_trigger();
     if (pdl) pdl_wait();
     mark(MARK_RELEASED);
     if (hist < first) {  // the current position, written by this step's QKV grid
-        load_kv_rows(kbuf, kc, hist, first, hd, 0, hd);
+        load_kv_rows(kbuf, kc, hist, first, hd, 0, ks);
         load_kv_rows(vbuf, vc, hist, first, hd, 0, hd);
     }
     for (int i = tid; i < hp * hd; i += ATT_THREADS) q[i] = L.qkv[qh0 * hd + i];
@@ -1061,7 +1042,7 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
         int end = base + C < len ? base + C : len;
         if (base > 0) {
             __syncthreads();
-            load_kv_rows(kbuf, kc, base, end, hd, base, hd);
+            load_kv_rows(kbuf, kc, base, end, hd, base, ks);
         }
         cp_async_wait_all();
         __syncthreads();  // also orders hist_bar's initialisation before the other warps' wait
@@ -1074,7 +1055,7 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
         int c = end - base;
         for (int idx = tid; idx < hp * c; idx += ATT_THREADS) {
             int h = idx / c, i = idx % c;
-            scores[h * len + base + i] = k_row_dot_rotated(kbuf + (long)i * hd, q + h * hd, hd, i % (hd / 8)) * scale;
+            scores[h * len + base + i] = k_row_dot(kbuf + (long)i * ks, q + h * hd, hd) * scale;
         }
     }
     __syncthreads();

@@ -96,9 +96,9 @@ pub fn attention_chunk(model: &Model) -> u32 {
     (chunk.div_ceil(32) * 32).max(MIN_ATT_CHUNK)
 }
 
-/// Shared memory attention stages per KV position: a K row and a V row (bf16).
+/// Shared memory attention stages per KV position: a K row padded by 8 elements and a V row.
 fn attention_position_smem(model: &Model) -> u32 {
-    2 * model.geometry.head_dim * 2
+    (2 * model.geometry.head_dim + 8) * 2
 }
 
 /// Attention's q and scores in shared memory (bytes): every head of the task, every position.
