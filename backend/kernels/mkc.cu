@@ -985,9 +985,8 @@ __device__ __forceinline__ void softmax_rows(float* scores, int heads, int len, 
 }
 
 // (2) Decode attention: task = (KV head, query-head group), ATT_THREADS threads. K and V rows
-// are staged in shared memory in chunks of C positions: the history of the first chunk by bulk
-// copies before the wait (earlier steps wrote it), the current position and any later chunk by
-// cp.async after it.
+// are staged in shared memory by cp.async in chunks of C positions: the history of the
+// first chunk is issued before the wait (earlier steps wrote it), the current position after.
 // Scores: one thread per (head, position) (K rows padded so these reads are conflict-free);
 // softmax: one warp per head; output: one thread per (head, dimension, position parity), the
 // halves added through shared memory. The task's chain is latency, not bandwidth: more threads
@@ -1015,19 +1014,8 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     int len = p + 1;
     int first = len < C ? len : C;
     int hist = p < first ? p : first;
-    // The history: V by one bulk copy (its rows are unpadded), K by cp.async into the padded
-    // rows the score threads read without bank conflicts. Attention's CTAs enter late (they
-    // cannot share an SM with QKV), so issuing the history sits on the critical path: 16-byte
-    // copies of K and V from every thread took ~1 µs, a bulk copy per K row 3 µs, and unpadded
-    // K rows read in a rotated order cost the 4-head tasks 1 µs per layer in bank conflicts.
-    __shared__ u64 hist_bar;
-    if (tid == 0) {
-        mbar_init(&hist_bar, 1);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        mbar_expect_tx(&hist_bar, (unsigned)hist * hd * 2);
-        if (hist > 0) bulk_copy(vbuf, vc, (unsigned)hist * hd * 2, &hist_bar);
-    }
     load_kv_rows(kbuf, kc, 0, hist, hd, 0, ks);
+    load_kv_rows(vbuf, vc, 0, hist, hd, 0, hd);
     mark(MARK_ISSUED);
     if (pdl && early) pdl_trigger();
     if (pdl) pdl_wait();
@@ -1045,11 +1033,8 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
             load_kv_rows(kbuf, kc, base, end, hd, base, ks);
         }
         cp_async_wait_all();
-        __syncthreads();  // also orders hist_bar's initialisation before the other warps' wait
-        if (base == 0) {
-            mbar_wait(&hist_bar, 0);
-            mark(MARK_PREPARED);
-        }
+        __syncthreads();
+        if (base == 0) mark(MARK_PREPARED);
         // One thread per (head, position): a warp shares the head (q reads broadcast) and
         // takes consecutive positions (padded K rows: conflict-free).
         int c = end - base;
