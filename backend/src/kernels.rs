@@ -179,25 +179,7 @@ pub fn grid_dynamic_smem(model: &Model, ops: GridOps, sms: u32) -> u32 {
     if ops == FOLDED {
         return fold_layout(model, sms).map_or(0, |f| f.dynamic_smem);
     }
-    if ops == (OpKind::OProj, None) {
-        if let Some(smem) = o_ring_exact(model, sms) {
-            return smem;
-        }
-    }
     dynamic_smem(model, ops.1.unwrap_or(ops.0))
-}
-
-/// Developers' A/B knob `MKC_O_RING_EXACT=1` (only with `MKC_WARM_DEPTH=0` or `MKC_WARM_O=0`,
-/// since the O-projection's warming uses the idle slots): the O-projection's ring backed only for the pages its CTAs own, so
-/// that an up/gate CTA fits beside it and streams its first pages during attention.
-fn o_ring_exact(model: &Model, sms: u32) -> Option<u32> {
-    let o_warms = env_u32("MKC_WARM_DEPTH") != Some(0) && env_u32("MKC_WARM_O") != Some(0);
-    if env_u32("MKC_O_RING_EXACT") != Some(1) || o_warms {
-        return None;
-    }
-    let s = stream(model, OpKind::OProj)?;
-    let most = s.pages().div_ceil(s.ctas(sms));
-    (most <= consumer_warps()).then(|| s.ring_offset() + most * PAGE_BYTES)
 }
 
 /// How the folded attention + O-projection grid (`k_attention_o_proj`) is laid out: the
