@@ -237,33 +237,40 @@ fn probe_kernels_hold_the_registers_their_names_say() {
 }
 
 /// L2 warming lives in the O-projection and QKV only: turning it off changes those two kernels'
-/// code and no other's (every other kernel keeps the code measured without it).
+/// code and no other's (every other kernel keeps the code measured without it), and turning off
+/// the O-projection's alone (`MKC_WARM_O=0`) changes the O-projection only.
 #[test]
 fn l2_warming_changes_only_the_o_projection_and_qkv() {
-    let (on, off) = match (
+    let compiled = (
         kernels::compile("sm_90a"),
         kernels::compile_with_defines("sm_90a", &[("WARM_DEPTH", 0)]),
-    ) {
-        (Err(mkc_backend::BackendError::NoNvrtc), _) => {
+        kernels::compile_with_defines("sm_90a", &[("WARM_O", 0)]),
+    );
+    let (on, off, o_off) = match compiled {
+        (Err(mkc_backend::BackendError::NoNvrtc), _, _) => {
             eprintln!("SKIPPED: no NVRTC library found (set LD_LIBRARY_PATH to an NVRTC 13 lib directory)");
             return;
         }
-        (on, off) => (on.unwrap(), off.unwrap()),
+        (on, off, o_off) => (on.unwrap(), off.unwrap(), o_off.unwrap()),
     };
-    let mut changed: Vec<&str> = kernels::grid_entry_points()
-        .map(|(name, _)| name)
-        .filter(|name| {
-            let hash = |c: &kernels::Compiled| {
-                c.kernels
-                    .iter()
-                    .find(|k| k.name == *name)
-                    .map(|k| k.code_hash)
-            };
-            hash(&on) != hash(&off)
-        })
-        .collect();
-    changed.sort();
-    assert_eq!(changed, ["k_o_proj", "k_qkv_rope"]);
+    let changed = |other: &kernels::Compiled| -> Vec<&str> {
+        let mut names: Vec<&str> = kernels::grid_entry_points()
+            .map(|(name, _)| name)
+            .filter(|name| {
+                let hash = |c: &kernels::Compiled| {
+                    c.kernels
+                        .iter()
+                        .find(|k| k.name == *name)
+                        .map(|k| k.code_hash)
+                };
+                hash(&on) != hash(other)
+            })
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(changed(&off), ["k_o_proj", "k_qkv_rope"]);
+    assert_eq!(changed(&o_off), ["k_o_proj"]);
 }
 
 #[test]
