@@ -5,7 +5,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use mkc_backend::gpu::RunOptions;
 use serde::Serialize;
 
-use super::gpu_common::{check_many, percentiles, print_check, target, Check, Session};
+use super::gpu_common::{check_many, mean, percentiles, print_check, target, Check, Session};
 use super::CommandError;
 use crate::cli::BenchArgs;
 
@@ -154,7 +154,7 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
             Row {
                 target: t.name().to_string(),
                 median_step_us: med,
-                mean_step_us: v.iter().sum::<f64>() / v.len().max(1) as f64,
+                mean_step_us: mean(v),
                 p10_step_us: p10,
                 p90_step_us: p90,
                 tokens_per_s: 1e6 / med,
@@ -392,11 +392,7 @@ fn phase_rows(
                 .filter(|c| c[a] > 0 && c[b] >= c[a])
                 .map(|c| us((c[b] - c[a]) as f64))
                 .collect();
-            if v.is_empty() {
-                f64::NAN
-            } else {
-                v.iter().sum::<f64>() / v.len() as f64
-            }
+            mean(&v)
         };
         let spread = |slot: usize| {
             let per_grid = of_kind.iter().map(|&i| {

@@ -261,6 +261,14 @@ pub fn print_check(label: &str, c: &Check) {
     );
 }
 
+/// Mean of a sample (NaN when empty, as `percentiles`).
+pub fn mean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
 /// (median, p10, p90) of a sample.
 pub fn percentiles(v: &[f64]) -> (f64, f64, f64) {
     let mut s = v.to_vec();
