@@ -990,7 +990,8 @@ __device__ __forceinline__ void softmax_rows(float* scores, int heads, int len, 
 // Scores: one thread per (head, position) (K rows padded so these reads are conflict-free);
 // softmax: one warp per head; output: one thread per (head, dimension, position parity), the
 // halves added through shared memory. The task's chain is latency, not bandwidth: more threads
-// per CTA shortened it (one CTA per KV head stays: more CTAs measured slower in the chain).
+// per CTA shortened it. The host gives each CTA more than half an SM's shared memory, so that
+// two never share an SM (kernels::attention_chunk).
 __device__ void attention_body(const Model& m, const Globals& g, const Layer& L, int t, int pdl, int early) {
     int gq = m.heads / m.kv_heads;
     int hp = gq / m.attn_split;
