@@ -275,9 +275,6 @@ pub enum GridsArg {
     /// Attention folded into the O-projection's grid, each CTA computing the attention its K
     /// chunk reads (4 per layer; needs the O-projection split by whole KV-head groups).
     Folded,
-    /// QKV and attention in one grid of thread-block clusters, one cluster per attention task,
-    /// exchanging q, k and v through distributed shared memory (4 per layer).
-    Clustered,
 }
 
 impl From<GridsArg> for mkc_scheduler::Grids {
@@ -286,7 +283,6 @@ impl From<GridsArg> for mkc_scheduler::Grids {
             GridsArg::Fused => mkc_scheduler::Grids::Fused,
             GridsArg::PerOp => mkc_scheduler::Grids::PerOp,
             GridsArg::Folded => mkc_scheduler::Grids::Folded,
-            GridsArg::Clustered => mkc_scheduler::Grids::Clustered,
         }
     }
 }

@@ -59,14 +59,14 @@ proptest! {
         }
     }
 
-    /// Chain targets, one grid per operator, fused pairs, attention folded into the
-    /// O-projection or sharing a cluster grid with QKV: the checker's rules (every operator once, in order; waits guarding exactly
+    /// Chain targets, one grid per operator, fused pairs or attention folded into the
+    /// O-projection: the checker's rules (every operator once, in order; waits guarding exactly
     /// the reads from earlier grids), and the grid and edge counts.
     #[test]
     fn chain_schedules_are_valid(
         model in arb_model(),
         pdl in any::<bool>(),
-        grids in prop::sample::select(vec![Grids::PerOp, Grids::Fused, Grids::Folded, Grids::Clustered]),
+        grids in prop::sample::select(vec![Grids::PerOp, Grids::Fused, Grids::Folded]),
     ) {
         let target = if pdl { Target::Pdl } else { Target::Graph };
         let opts = CompileOptions { grids, ..options(target, Policy::RoundRobin) };
@@ -76,12 +76,11 @@ proptest! {
         let Plan::Chain(plan) = &c.schedule.plan else { panic!("not a chain") };
         let layers = model.geometry.layers as usize;
         // Fused: layer 0's QKV, then attention, O + up/gate, down + next QKV / LM head.
-        // Folded: QKV, attention + O, up/gate, down per layer, then the LM head; clustered: QKV +
-        // attention, O, up/gate, down.
+        // Folded: QKV, attention + O, up/gate, down per layer, then the LM head.
         let (grids_expected, pairs) = match grids {
             Grids::PerOp => (5 * layers + 1, 0),
             Grids::Fused => (1 + 3 * layers, 2 * layers),
-            Grids::Folded | Grids::Clustered => (4 * layers + 1, layers),
+            Grids::Folded => (4 * layers + 1, layers),
         };
         prop_assert_eq!(plan.kernels.len(), grids_expected);
         prop_assert_eq!(plan.kernels.iter().filter(|k| k.then.is_some()).count(), pairs);

@@ -61,7 +61,7 @@ proptest! {
         target in prop::sample::select(vec![Target::Persistent, Target::Pdl, Target::Graph]),
         phase_release in any::<bool>(),
         coresidency in any::<bool>(),
-        grids in prop::sample::select(vec![Grids::PerOp, Grids::Fused, Grids::Folded, Grids::Clustered]),
+        grids in prop::sample::select(vec![Grids::PerOp, Grids::Fused, Grids::Folded]),
     ) {
         let dev = device(sms);
         let s = schedule_with(&model, &dev, target, grids);

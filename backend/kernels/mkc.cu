@@ -709,19 +709,11 @@ struct NoFinish {
 
 // (1) RMSNorm + QKV + RoPE + KV append (layer 0: embedding gather). Pages hold pair-interleaved
 // q/k rows, so a RoPE pair never straddles two pages.
-// `Stage` also receives every stored value (row, value): the clustered grid hands its cluster's
-// rows to the attention that follows in the same grid; the plain kernel's does nothing.
-struct NoStage {
-    __device__ void operator()(int, float) const {}
-};
-
-template <typename Stage>
-struct QkvEpilogueT {
+struct QkvEpilogue {
     const Model& m;
     const Globals& g;
     const Layer& L;
     int p;
-    Stage stage;
     template <int R>
     __device__ void operator()(int, int row0, const float (&v)[R]) {
         int lane = threadIdx.x % 32;
@@ -747,10 +739,8 @@ struct QkvEpilogueT {
             bf16* cache = is_v ? L.v_cache : L.k_cache;
             cache[((long)head * m.max_seq + p) * m.head_dim + d] = f2bf(val);
         }
-        stage(r, val);
     }
 };
-using QkvEpilogue = QkvEpilogueT<NoStage>;
 
 __device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
     Matvec v = matvec(L.w_qkv, 0, m.hidden, m.hidden, 1, m.q_dim + 2 * m.kv_dim);
@@ -1236,211 +1226,6 @@ __device__ void attention_o_proj_body(const Model& m, const Globals& g, const La
     mark(MARK_COMPUTED);
 }
 
-// ---- QKV and attention in one cluster grid (`--grids clustered`) ----------------------------
-//
-// Cluster t (of the grid's `tasks` clusters of CS CTAs, CS = %cluster_nctarank, host-chosen) runs
-// attention task t: its CTAs stream the task's QKV rows (its query heads, then its KV head's K
-// and V rows) as balanced shares of one page list, store them as the QKV kernel does (RoPE,
-// qkv, KV append), and push them into every CTA of the cluster through distributed shared
-// memory. After a cluster barrier each CTA scores its slice of the positions (split-KV; its
-// slice of the history was copied before the grid-dependency wait) and pushes the slice's
-// softmax statistics and weighted V sums to rank 0, which merges them after a second barrier and
-// stores the task's attention output. No attention grid, no q/k/v round trip through L2 and one
-// grid boundary fewer per layer; the price is that QKV streams on tasks x CS SMs.
-
-__device__ __forceinline__ unsigned cluster_ctarank() {
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-
-__device__ __forceinline__ unsigned cluster_nctarank() {
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
-    return r;
-}
-
-// Every thread of every CTA of the cluster: stores before it are visible to loads after it.
-__device__ __forceinline__ void cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
-}
-
-// Stores `v` at shared address `local` (this CTA's address of a variable) in CTA `rank`.
-__device__ __forceinline__ void st_cluster(unsigned local, unsigned rank, float v) {
-    unsigned remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
-    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
-}
-
-// Shared memory the attention part takes after the ring (mirrored by the host's
-// `kernels::cluster_layout`): [stage ((hp + 2) hd floats) | partials (cs x hp x (hd + 2)) |
-// scores (hp x n) | K slice (n padded rows) | V slice (n rows)], n = ceil(max_seq / cs).
-__device__ __forceinline__ int cluster_att_floats(const Model& m, int hp, int cs) {
-    int n = (m.max_seq + cs - 1) / cs;
-    return ((hp + 2) * m.head_dim + cs * hp * (m.head_dim + 2) + hp * n + 3) / 4 * 4;
-}
-__device__ __forceinline__ int cluster_att_bytes(const Model& m, int hp, int cs) {
-    int n = (m.max_seq + cs - 1) / cs;
-    return (cluster_att_floats(m, hp, cs) * 4 + n * (2 * m.head_dim + 8) * 2 + 127) / 128 * 128;
-}
-
-// Hands each QKV value of the cluster's rows to every CTA of the cluster (`stage`: q heads,
-// then k, then v; k and v as the cache holds them, rounded to bf16).
-struct ClusterStage {
-    int q0, q_len, k0, v0, hd, cs;
-    unsigned stage;  // shared address of the stage vector
-    __device__ void operator()(int r, float val) const {
-        int at;
-        if (r >= q0 && r < q0 + q_len) at = r - q0;
-        else if (r >= k0 && r < k0 + hd) at = q_len + r - k0, val = bf2f(f2bf(val));
-        else if (r >= v0 && r < v0 + hd) at = q_len + hd + r - v0, val = bf2f(f2bf(val));
-        else return;
-        for (int c = 0; c < cs; ++c) st_cluster(stage + 4u * at, (unsigned)c, val);
-    }
-};
-
-__device__ void qkv_attention_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
-    const int hd = m.head_dim, ks = hd + 8, gq = m.heads / m.kv_heads, hp = gq / m.attn_split;
-    const int cs = (int)cluster_nctarank(), rank = (int)cluster_ctarank(), t = blockIdx.x / cs;
-    const int kvh = t / m.attn_split, qh0 = kvh * gq + (t % m.attn_split) * hp;
-    Matvec v = matvec(L.w_qkv, 0, m.hidden, m.hidden, 1, m.q_dim + 2 * m.kv_dim);
-    // The cluster's page list: three runs of the QKV matrix's pages (q heads, k, v); run r
-    // starts at list entry `off` and matrix page `run_first`.
-    const int po = v.page_out, q_pages = hp * hd / po, head_pages = hd / po;
-    auto run_first = [&](int r) {
-        return r == 0 ? qh0 * hd / po : (m.q_dim + (r == 2 ? m.kv_dim : 0) + kvh * hd) / po;
-    };
-    auto run_off = [&](int r) { return r == 0 ? 0 : q_pages + (r - 1) * head_pages; };
-    auto run_len = [&](int r) { return r == 0 ? q_pages : head_pages; };
-    const int total = q_pages + 2 * head_pages;
-    const int lf = rank * total / cs, le = (rank + 1) * total / cs;
-    // Shared memory: the stream's, then the attention part (the host sized the ring to what is
-    // left, so it is read back from the launch's dynamic shared memory).
-    const int att_bytes = cluster_att_bytes(m, hp, cs);
-    const int per_warp =
-        (int)((dynamic_smem_bytes() - (unsigned)ring_offset(m.hidden, m.hidden) - (unsigned)att_bytes) / (PAGE_BYTES * CONSUMER_WARPS));
-    Stream s = carve_stream(m.hidden, m.hidden, per_warp);
-    const int n_max = (m.max_seq + cs - 1) / cs;
-    float* stage = (float*)((unsigned char*)s.ring + (long)per_warp * CONSUMER_WARPS * PAGE_BYTES);
-    float* part = stage + (hp + 2) * hd;
-    float* scores = part + cs * hp * (hd + 2);
-    bf16* kbuf = (bf16*)(stage + cluster_att_floats(m, hp, cs));
-    bf16* vbuf = kbuf + (long)n_max * ks;
-    // This CTA's positions [a, b); those before p are history, written by earlier steps.
-    const int p = *g.pos, len = p + 1;
-    const int a = rank * len / cs, b = (rank + 1) * len / cs, hist_end = b < p ? b : p;
-    const bf16* kc = L.k_cache + (long)kvh * m.max_seq * hd;
-    const bf16* vc = L.v_cache + (long)kvh * m.max_seq * hd;
-    if (pdl && early) pdl_trigger();
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    if (tid >= CONSUMER_THREADS) {
-        start_producer(s, L.norm1, m.hidden);
-        if (tid == CONSUMER_THREADS) {
-            int base = 0;
-#pragma unroll 1
-            for (int r = 0; r < 3; ++r) {
-                int off = run_off(r), from = max(lf, off), to = min(le, off + run_len(r));
-                if (from >= to) continue;
-                produce(s, v, run_first(r) + from - off, to - from, base);
-                base += to - from;
-            }
-            if (WARM_DEPTH > 0 && WARM_QKV && pdl) {
-                Matvec up_gate = matvec(L.w_gate, L.w_up, m.hidden, m.hidden, 1, m.inter);
-                warm_l2(s, up_gate, le - lf, WARM_QKV_SKIP, WARM_QKV, false);
-            }
-        }
-    } else {
-        if (hist_end > a) {
-            load_kv_rows<CONSUMER_THREADS>(kbuf, kc, a, hist_end, hd, a, ks);
-            load_kv_rows<CONSUMER_THREADS>(vbuf, vc, a, hist_end, hd, a, hd);
-        }
-        mark(MARK_ISSUED);
-        ring_ready_wait();
-        if (pdl) pdl_wait();
-        mark(MARK_RELEASED);
-        stage_layer_input(s, m, g, L);
-        consumers_sync();
-        mark(MARK_PREPARED);
-        ClusterStage st{qh0 * hd, hp * hd, m.q_dim + kvh * hd, m.q_dim + m.kv_dim + kvh * hd, hd, cs, smem_addr(stage)};
-        QkvEpilogueT<ClusterStage> ep{m, g, L, p, st};
-        int base = 0;
-#pragma unroll 1
-        for (int r = 0; r < 3; ++r) {
-            int off = run_off(r), from = max(lf, off), to = min(le, off + run_len(r));
-            if (from >= to) continue;
-            consume_pages(s, v, s.x, run_first(r) + from - off, to - from, ep, base);
-            base += to - from;
-        }
-        mark(MARK_COMPUTED);
-        cp_async_wait_all();
-    }
-    cluster_sync();  // every CTA holds the cluster's q, k and v
-    __syncthreads();  // and the history slice its consumers copied has landed
-    // Scores of the slice: one thread per (head, position).
-    const float* q = stage;
-    const float* k_now = stage + hp * hd;
-    const float* v_now = k_now + hd;
-    const float scale = rsqrtf((float)hd);
-    const int n = b - a;
-    for (int idx = tid; idx < hp * n; idx += THREADS) {
-        int h = idx / n, i = idx % n;
-        float sc = 0.f;
-        if (a + i < p) {
-            sc = k_row_dot(kbuf + (long)i * ks, q + h * hd, hd);
-        } else {
-            for (int d = 0; d < hd; ++d) sc += q[h * hd + d] * k_now[d];
-        }
-        scores[h * n_max + i] = sc * scale;
-    }
-    __syncthreads();
-    // Softmax statistics of the slice, one warp per head: scores become exp(s - max).
-    const unsigned part_at = smem_addr(part);
-    for (int h = warp; h < hp; h += THREADS / 32) {
-        float mx = -3.0e38f;
-        for (int i = lane; i < n; i += 32) mx = fmaxf(mx, scores[h * n_max + i]);
-        mx = warp_max(mx);
-        float sum = 0.f;
-        for (int i = lane; i < n; i += 32) {
-            float e = __expf(scores[h * n_max + i] - mx);
-            scores[h * n_max + i] = e;
-            sum += e;
-        }
-        sum = warp_sum(sum);
-        if (lane == 0) {
-            unsigned at = part_at + 4u * (unsigned)((rank * hp + h) * (hd + 2) + hd);
-            st_cluster(at, 0, mx);
-            st_cluster(at + 4, 0, sum);
-        }
-    }
-    __syncthreads();
-    // The slice's weighted V sums, one thread per (head, dimension), pushed to rank 0.
-    for (int o = tid; o < hp * hd; o += THREADS) {
-        int h = o / hd, d = o % hd;
-        float acc = 0.f;
-        for (int i = 0; i < n; ++i) {
-            float vv = a + i < p ? bf2f(vbuf[(long)i * hd + d]) : v_now[d];
-            acc += scores[h * n_max + i] * vv;
-        }
-        st_cluster(part_at + 4u * (unsigned)((rank * hp + h) * (hd + 2) + d), 0, acc);
-    }
-    cluster_sync();  // rank 0 holds every slice's partials
-    mark(MARK_SUB1);
-    if (rank != 0) return;
-    for (int o = tid; o < hp * hd; o += THREADS) {
-        int h = o / hd, d = o % hd;
-        float mx = -3.0e38f;
-        for (int c = 0; c < cs; ++c) mx = fmaxf(mx, part[(c * hp + h) * (hd + 2) + hd]);
-        float num = 0.f, den = 0.f;
-        for (int c = 0; c < cs; ++c) {
-            const float* pc = part + (c * hp + h) * (hd + 2);
-            float w = __expf(pc[hd] - mx);
-            num += pc[d] * w;
-            den += pc[hd + 1] * w;
-        }
-        L.attn[(qh0 + h) * hd + d] = num / den;
-    }
-}
-
 // ---- grid wrappers -------------------------------------------------------------------------
 // Streaming kernels run one CTA per SM (the host sizes the grid); attention one CTA per task.
 
@@ -1515,17 +1300,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) k_attention_o_proj(Mode
     (void)barrier;
     attention_o_proj_body(m, g, L, pdl, early);
     trace_end_stream();
-}
-
-// QKV and attention in one cluster grid (`--grids clustered`); the fused grids' signature. Its
-// CTAs all reach the end together (two cluster barriers), so the exit mark is thread 0's.
-extern "C" __global__ void __launch_bounds__(THREADS, 1) k_qkv_attention(Model m, Globals g, Layer L, Layer N, int pdl,
-                                                                        int early, u64* trace, u64* barrier) {
-    trace_begin(trace);
-    (void)N;
-    (void)barrier;
-    qkv_attention_body(m, g, L, pdl, early);
-    trace_end();
 }
 
 // Deterministic weights: a counter-based hash the CPU reproduces bit for bit.

@@ -150,16 +150,12 @@ pub type GridOps = (OpKind, Option<OpKind>);
 /// The grid of attention folded into the O-projection.
 pub const FOLDED: GridOps = (OpKind::Attention, Some(OpKind::OProj));
 
-/// The grid of QKV and attention in one cluster launch (`mkc_scheduler::Grids::Clustered`).
-pub const CLUSTERED: GridOps = (OpKind::QkvRope, Some(OpKind::Attention));
-
 /// Kernel entry names of the grids that run two operators, and the pair each runs.
 pub const FUSED_ENTRY_POINTS: &[(&str, OpKind, OpKind)] = &[
     ("k_o_up_gate", OpKind::OProj, OpKind::UpGate),
     ("k_down_qkv", OpKind::Down, OpKind::QkvRope),
     ("k_down_lm_head", OpKind::Down, OpKind::LmHead),
     ("k_attention_o_proj", OpKind::Attention, OpKind::OProj),
-    ("k_qkv_attention", OpKind::QkvRope, OpKind::Attention),
 ];
 
 /// Every kernel that runs a grid of a chain: its entry name and operators.
@@ -182,9 +178,6 @@ pub fn grid_entry_point(ops: GridOps) -> Option<&'static str> {
 pub fn grid_dynamic_smem(model: &Model, ops: GridOps, sms: u32) -> u32 {
     if ops == FOLDED {
         return fold_layout(model, sms).map_or(0, |f| f.dynamic_smem);
-    }
-    if ops == CLUSTERED {
-        return cluster_layout(model, sms).map_or(0, |c| c.dynamic_smem);
     }
     dynamic_smem(model, ops.1.unwrap_or(ops.0))
 }
@@ -292,136 +285,6 @@ pub fn fold_layout(model: &Model, sms: u32) -> Result<FoldLayout, BackendError> 
         ring_slots,
         kv_chunk,
         dynamic_smem,
-    })
-}
-
-/// Largest cluster the clustered grid uses: 16 CTAs is the most sm_90 allows (more than 8 needs
-/// the non-portable opt-in).
-pub const MAX_CLUSTER: u32 = 16;
-
-/// How the clustered QKV + attention grid (`k_qkv_attention`) is laid out: one cluster of
-/// `cluster` CTAs per attention task; the cluster streams the task's QKV rows (its query heads,
-/// then its KV head's K and V rows: `cluster_pages` pages) in balanced shares, and each of its
-/// CTAs scores a slice of the positions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ClusterLayout {
-    /// CTAs per cluster.
-    pub cluster: u32,
-    /// Clusters: one per attention task.
-    pub clusters: u32,
-    /// QKV pages one cluster streams.
-    pub cluster_pages: u32,
-    /// Ring slots per consumer warp.
-    pub ring_slots_per_warp: u32,
-    /// Shared memory of the attention part after the ring (the source's `cluster_att_bytes`).
-    pub attention_smem: u32,
-    /// Dynamic shared memory, bytes.
-    pub dynamic_smem: u32,
-}
-
-impl ClusterLayout {
-    /// CTAs of the grid.
-    pub fn ctas(&self) -> u32 {
-        self.cluster * self.clusters
-    }
-
-    /// The first page (in the cluster's page list) and page count of the CTA of cluster rank
-    /// `rank` (the source's `qkv_attention_body`).
-    pub fn pages_of(&self, rank: u32) -> (u32, u32) {
-        page_range(self.cluster_pages, rank, self.cluster)
-    }
-
-    /// The QKV matrix page that entry `entry` of attention task `task`'s page list holds (the
-    /// source's runs: the task's query heads, then its KV head's K rows, then its V rows).
-    pub fn matrix_page(&self, model: &Model, task: u32, entry: u32) -> u32 {
-        let g = &model.geometry;
-        let split = model.lowering.attention_split;
-        let (hd, hp) = (g.head_dim, model.heads_per_attention_task());
-        let (kvh, qh0) = (
-            task / split,
-            task / split * (g.heads / g.kv_heads) + task % split * hp,
-        );
-        let po = self.page_rows_out(model);
-        let (q_pages, head_pages) = (hp * hd / po, hd / po);
-        if entry < q_pages {
-            qh0 * hd / po + entry
-        } else if entry < q_pages + head_pages {
-            (model.q_dim() + kvh * hd) / po + entry - q_pages
-        } else {
-            (model.q_dim() + model.kv_dim() + kvh * hd) / po + entry - q_pages - head_pages
-        }
-    }
-
-    /// QKV output rows per page.
-    fn page_rows_out(&self, model: &Model) -> u32 {
-        stream(model, OpKind::QkvRope).map_or(1, |s| s.page_out())
-    }
-}
-
-/// The clustered grid's layout for `model` on `sms` SMs, or why the model cannot run QKV and
-/// attention in one cluster grid (the error names the field and the fix). The cluster is the
-/// largest power of two up to [`MAX_CLUSTER`] whose clusters, one per attention task, fit the
-/// SMs; `MKC_CLUSTER_SIZE` sets it instead (developers' A/B runs).
-pub fn cluster_layout(model: &Model, sms: u32) -> Result<ClusterLayout, BackendError> {
-    let g = &model.geometry;
-    let fail = |field: &str, why: String| {
-        Err(BackendError::Unsupported(format!(
-            "QKV and attention cannot share a cluster grid (--grids clustered): {field}: {why}"
-        )))
-    };
-    let Some(qkv) = stream(model, OpKind::QkvRope) else {
-        return fail("lowering", "no QKV stream".into());
-    };
-    let tasks = g.kv_heads * model.lowering.attention_split;
-    let hp = model.heads_per_attention_task();
-    let fits = |c: u32| c * tasks <= sms;
-    let cluster = match env_u32("MKC_CLUSTER_SIZE").filter(|c| (1..=MAX_CLUSTER).contains(c)) {
-        Some(c) => c,
-        None => [16, 8, 4, 2].into_iter().find(|&c| fits(c)).unwrap_or(1),
-    };
-    if cluster < 2 || !fits(cluster) {
-        return fail(
-            "lowering.attention_split",
-            format!(
-                "{tasks} attention tasks leave fewer than 2 of the GPU's {sms} SMs to each                  task's cluster; lower attention_split"
-            ),
-        );
-    }
-    let po = qkv.page_out();
-    if !g.head_dim.is_multiple_of(po) {
-        return fail(
-            "geometry.head_dim",
-            format!(
-                "a head of {} rows is not whole 16 KiB pages of {po} rows",
-                g.head_dim
-            ),
-        );
-    }
-    let cluster_pages = (hp + 2) * g.head_dim / po;
-    let n = model.workload.max_seq_len.div_ceil(cluster);
-    let floats = ((hp + 2) * g.head_dim + cluster * hp * (g.head_dim + 2) + hp * n).div_ceil(4) * 4;
-    let attention_smem = (floats * 4 + n * (2 * g.head_dim + 8) * 2).div_ceil(128) * 128;
-    let warps = consumer_warps();
-    let header = qkv.ring_offset();
-    let fit = SMEM_PER_CTA.saturating_sub(header + attention_smem) / (PAGE_BYTES * warps);
-    let needed = cluster_pages.div_ceil(cluster).div_ceil(warps);
-    let ring_slots_per_warp = needed.min(fit).min(MAX_SLOTS / warps);
-    if ring_slots_per_warp == 0 {
-        return fail(
-            "workload.max_seq_len",
-            format!(
-                "each CTA's slice of {n} KV positions leaves no shared memory for a page ring; \
-                 lower max_seq_len or attention_split, or use --grids per-op"
-            ),
-        );
-    }
-    Ok(ClusterLayout {
-        cluster,
-        clusters: tasks,
-        cluster_pages,
-        ring_slots_per_warp,
-        attention_smem,
-        dynamic_smem: header + ring_slots_per_warp * warps * PAGE_BYTES + attention_smem,
     })
 }
 
@@ -827,9 +690,6 @@ pub fn grid_ctas(model: &Model, ops: GridOps, tasks: u32, sms: u32) -> u32 {
     if ops == FOLDED {
         let splits = model.lowering.vtp_shards.attention_o_proj;
         return fold_layout(model, sms).map_or(sms, |f| f.ctas_per_chunk * splits);
-    }
-    if ops == CLUSTERED {
-        return cluster_layout(model, sms).map_or(sms, |c| c.ctas());
     }
     if ops.1.is_some() {
         return sms;

@@ -379,14 +379,8 @@ fn every_fusable_pair_has_a_kernel() {
             let entry = kernels::grid_entry_point((a, Some(b)));
             let barrier = mkc_scheduler::chain::fusable(a, b, mkc_scheduler::Grids::Fused);
             let folded = mkc_scheduler::chain::fusable(a, b, mkc_scheduler::Grids::Folded);
-            let clustered = mkc_scheduler::chain::fusable(a, b, mkc_scheduler::Grids::Clustered);
-            assert_eq!(
-                entry.is_some(),
-                barrier || folded || clustered,
-                "{a:?} + {b:?}"
-            );
+            assert_eq!(entry.is_some(), barrier || folded, "{a:?} + {b:?}");
             assert_eq!(folded, (a, Some(b)) == kernels::FOLDED);
-            assert_eq!(clustered, (a, Some(b)) == kernels::CLUSTERED);
             if let Some(entry) = entry {
                 pairs += 1;
                 assert_eq!(kernels::threads_of(entry), kernels::THREADS);
@@ -727,63 +721,4 @@ fn a_probed_pair_is_judged_by_most_sms() {
     assert_eq!(pair(14).admitted_beside(), None);
     assert_eq!(pair(13).admitted_beside(), Some(false));
     assert_eq!(pair(0).admitted_beside(), Some(false));
-}
-
-/// The clustered QKV + attention grid: its clusters together compute every QKV page (the query
-/// pages once, each KV head's pages once per task that shares it), each CTA's share fits its ring
-/// in at most a few laps, the grid and its shared memory fit the GPU, and models it cannot run are
-/// refused naming the field.
-#[test]
-fn clustered_grid_covers_every_qkv_page() {
-    for (name, split) in [("llama1b", 1), ("llama1b", 2)] {
-        let mut m = resolve_model(name).unwrap();
-        m.lowering.attention_split = split;
-        let qkv = kernels::stream(&m, mkc_ir::OpKind::QkvRope).unwrap();
-        for sms in [132, 128] {
-            let c = kernels::cluster_layout(&m, sms).unwrap();
-            let tasks = m.geometry.kv_heads * split;
-            assert_eq!(c.clusters, tasks);
-            assert!(c.ctas() <= sms && c.cluster >= 2 && c.cluster <= kernels::MAX_CLUSTER);
-            assert!(
-                c.cluster.is_power_of_two() && 2 * c.ctas() > sms,
-                "{name} {sms}: {c:?}"
-            );
-            assert_eq!(kernels::grid_ctas(&m, kernels::CLUSTERED, 0, sms), c.ctas());
-            let smem = kernels::grid_dynamic_smem(&m, kernels::CLUSTERED, sms);
-            assert_eq!(smem, c.dynamic_smem);
-            assert!(smem <= 232_448, "{name} {sms}: {c:?}");
-            let mut seen = vec![0u32; qkv.pages() as usize];
-            for t in 0..tasks {
-                let mut entries = 0;
-                for rank in 0..c.cluster {
-                    let (first, count) = c.pages_of(rank);
-                    assert_eq!(first, entries, "contiguous shares");
-                    entries += count;
-                    for e in first..first + count {
-                        seen[c.matrix_page(&m, t, e) as usize] += 1;
-                    }
-                }
-                assert_eq!(entries, c.cluster_pages);
-            }
-            let q_pages = m.q_dim() / qkv.page_out();
-            for (p, &n) in seen.iter().enumerate() {
-                let want = if (p as u32) < q_pages { 1 } else { split };
-                assert_eq!(n, want, "{name} split {split}, {sms} SMs: page {p}");
-            }
-        }
-    }
-    let tiny = resolve_model("tiny").unwrap(); // heads of 16 rows: not whole pages
-    let e = kernels::cluster_layout(&tiny, 132).unwrap_err().to_string();
-    assert!(e.contains("head_dim"), "{e}");
-    let m = resolve_model("llama1b").unwrap();
-    let e = kernels::cluster_layout(&m, 8).unwrap_err().to_string();
-    assert!(e.contains("attention_split"), "{e}");
-    let mut long = m.clone();
-    long.lowering.attention_split = 4; // 32 clusters of 4: 512 of 2048 positions per CTA
-    let e = kernels::cluster_layout(&long, 132).unwrap_err().to_string();
-    assert!(e.contains("max_seq_len"), "{e}");
-    long.lowering.attention_split = 1;
-    long.workload.max_seq_len = 1 << 17;
-    let e = kernels::cluster_layout(&long, 132).unwrap_err().to_string();
-    assert!(e.contains("max_seq_len"), "{e}");
 }

@@ -9,8 +9,7 @@ use crate::schedule::{ChainPlan, EdgeSync, GridWait, Grids, IndependentLoad, Ker
 /// grid under `grids`. [`Grids::Fused`]: a split-K matvec whose partial sums the next operator
 /// adds up and RMS-normalises in full, so that no tile of the second can start before every
 /// tile of the first has ended anyway. [`Grids::Folded`]: attention and the O-projection, whose
-/// CTAs recompute the attention their K chunk reads. [`Grids::Clustered`]: QKV and attention,
-/// whose clusters exchange q, k and v through distributed shared memory.
+/// CTAs recompute the attention their K chunk reads.
 pub fn fusable(first: OpKind, second: OpKind, grids: Grids) -> bool {
     match grids {
         Grids::PerOp => false,
@@ -21,7 +20,6 @@ pub fn fusable(first: OpKind, second: OpKind, grids: Grids) -> bool {
                 | (OpKind::Down, OpKind::LmHead)
         ),
         Grids::Folded => (first, second) == (OpKind::Attention, OpKind::OProj),
-        Grids::Clustered => (first, second) == (OpKind::QkvRope, OpKind::Attention),
     }
 }
 

@@ -84,11 +84,6 @@ pub enum Grids {
     /// (recomputed by every CTA of the chunk), so no attention grid, no attention output in
     /// global memory and one grid boundary fewer per layer (4 grids per layer).
     Folded,
-    /// QKV and attention in one grid of thread-block clusters, one cluster per attention task:
-    /// the cluster's CTAs compute the task's q, k and v rows, hand them to each other through
-    /// distributed shared memory and split the task's positions among themselves, so no
-    /// attention grid and no q/k/v round trip through L2 (4 grids per layer).
-    Clustered,
 }
 
 impl Grids {
@@ -98,7 +93,6 @@ impl Grids {
             Grids::PerOp => "per-op",
             Grids::Fused => "fused",
             Grids::Folded => "folded",
-            Grids::Clustered => "clustered",
         }
     }
 }

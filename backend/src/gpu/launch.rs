@@ -71,87 +71,7 @@ pub(super) struct GridLaunch {
     pub(super) trace: u64,
 }
 
-/// A launch's attributes: programmatic serialization (PDL) and a cluster shape (`cluster` CTAs
-/// per cluster; 1: none).
-fn launch_attributes(pdl: bool, cluster: u32) -> Vec<sys::CUlaunchAttribute> {
-    let mut attrs = Vec::new();
-    if pdl {
-        // SAFETY: zero is a valid bit pattern for the attribute union.
-        let mut a: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-        a.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-        a.value.programmaticStreamSerializationAllowed = 1;
-        attrs.push(a);
-    }
-    if cluster > 1 {
-        // SAFETY: as above.
-        let mut a: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-        a.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        a.value.clusterDim.x = cluster;
-        a.value.clusterDim.y = 1;
-        a.value.clusterDim.z = 1;
-        attrs.push(a);
-    }
-    attrs
-}
-
 impl Runner {
-    /// CTAs per cluster of a grid of `ops` (1: an ordinary grid).
-    fn cluster_size(&self, ops: GridOps) -> Result<u32, BackendError> {
-        if ops != kernels::CLUSTERED {
-            return Ok(1);
-        }
-        Ok(kernels::cluster_layout(&self.model, self._gpu.sms as u32)?.cluster)
-    }
-
-    /// Checks that every cluster of the clustered grid can be resident at once, as the driver
-    /// computes it: a cluster left for a second wave would double the grid's time.
-    fn check_clusters(&self, f: OpFn) -> Result<(), BackendError> {
-        let layout = kernels::cluster_layout(&self.model, self._gpu.sms as u32)?;
-        if std::env::var_os("MKC_CLUSTER_REPORT").is_some() {
-            // Developers: how many clusters of each size the GPU holds at once.
-            for size in 1..=kernels::MAX_CLUSTER {
-                let n = self.resident_clusters(f, size, size * layout.clusters)?;
-                eprintln!("clusters of {size}: {n} resident at once");
-            }
-        }
-        let resident = self.resident_clusters(f, layout.cluster, layout.ctas())?;
-        if (resident as u32) < layout.clusters {
-            return Err(BackendError::Unsupported(format!(
-                "--grids clustered: the GPU holds only {resident} clusters of {} CTAs at once, \
-                 fewer than the {} attention tasks (lowering.attention_split); set \
-                 MKC_CLUSTER_SIZE smaller or use --grids per-op",
-                layout.cluster, layout.clusters
-            )));
-        }
-        Ok(())
-    }
-
-    /// Clusters of `cluster` CTAs of kernel `f` the driver says can be resident at once.
-    fn resident_clusters(&self, f: OpFn, cluster: u32, ctas: u32) -> Result<i32, BackendError> {
-        let mut attrs = launch_attributes(false, cluster);
-        let config = sys::CUlaunchConfig {
-            gridDimX: ctas,
-            gridDimY: 1,
-            gridDimZ: 1,
-            blockDimX: kernels::grid_threads(f.0),
-            blockDimY: 1,
-            blockDimZ: 1,
-            sharedMemBytes: f.2,
-            hStream: self.stream,
-            attrs: attrs.as_mut_ptr(),
-            numAttrs: attrs.len() as u32,
-        };
-        let mut resident = 0i32;
-        // SAFETY: `f.1` is a loaded kernel and `config` a complete launch configuration.
-        let r = unsafe { sys::cuOccupancyMaxActiveClusters(&mut resident, f.1, &config) };
-        check(
-            r.result(),
-            "cuOccupancyMaxActiveClusters",
-            "k_qkv_attention",
-        )?;
-        Ok(resident)
-    }
-
     pub(super) fn sync(&self, what: &str) -> Result<(), BackendError> {
         // SAFETY: the stream belongs to this runner.
         check(
@@ -204,7 +124,10 @@ impl Runner {
         if fused {
             args.push(arg(&mut barrier));
         }
-        let mut attrs = launch_attributes(pdl_attribute, self.cluster_size(ops)?);
+        // SAFETY: zero is a valid bit pattern for the attribute union.
+        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
         let config = sys::CUlaunchConfig {
             gridDimX: ctas,
             gridDimY: 1,
@@ -214,12 +137,12 @@ impl Runner {
             blockDimZ: 1,
             sharedMemBytes: smem,
             hStream: self.stream,
-            attrs: if attrs.is_empty() {
-                std::ptr::null_mut()
+            attrs: if pdl_attribute {
+                &mut attr
             } else {
-                attrs.as_mut_ptr()
+                std::ptr::null_mut()
             },
-            numAttrs: attrs.len() as u32,
+            numAttrs: pdl_attribute as u32,
         };
         // SAFETY: the arguments match the kernels' (Model, Globals, Layer, [Layer,] int, int,
         // u64*, [u64*]) signatures and outlive the call; every pointer inside them is a live
@@ -259,9 +182,6 @@ impl Runner {
             let ops = (op.kind, k.then.map(|t| g.op(t).kind));
             if ops == kernels::FOLDED {
                 kernels::fold_layout(&self.model, self._gpu.sms as u32)?;
-            }
-            if ops == kernels::CLUSTERED {
-                self.check_clusters(op_fn(funcs, ops)?)?;
             }
             grids.push(GridLaunch {
                 f: op_fn(funcs, ops)?,

@@ -34,21 +34,6 @@ pub(super) fn load_operators(
         let f = func(module, name)?;
         let smem = kernels::grid_dynamic_smem(model, ops, sms);
         opt_in_smem(f, smem, name)?;
-        if ops == kernels::CLUSTERED {
-            // Clusters of more than 8 CTAs need the non-portable opt-in.
-            // SAFETY: valid function and attribute.
-            check(
-                unsafe {
-                    result::function::set_function_attribute(
-                        f,
-                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
-                        1,
-                    )
-                },
-                "cuFuncSetAttribute",
-                name,
-            )?;
-        }
         funcs.push((ops, f, smem));
     }
     Ok((module, funcs))
