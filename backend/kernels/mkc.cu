@@ -49,7 +49,7 @@ struct Model {
     int hidden, inter, q_dim, kv_dim, heads, kv_heads, head_dim, vocab, layers;
     int attn_split, s_attn, s_down, max_seq;
     float eps, log2_theta;
-    int ring[6];  // ring slots (at least CONSUMER_WARPS), per operator kind in ENTRY_POINTS order
+    int ring[6];  // ring slots per consumer warp, per operator kind in ENTRY_POINTS order
     int fold_chunk;  // KV positions staged per chunk by the folded attention + O-projection grid
 };
 
@@ -322,8 +322,7 @@ struct Stream {
     bf16* norm;
     float* scratch;  // 64 floats
     bf16* ring;
-    int per_warp;  // ring slots of each consumer warp; the first `extra` warps own one more
-    int extra;
+    int per_warp;  // ring slots per consumer warp
 };
 
 // Bytes before the ring (mirrored by the host's dynamic shared memory computation).
@@ -331,9 +330,7 @@ __device__ __forceinline__ int ring_offset(int x_len, int norm_len) {
     return (2 * MAX_SLOTS * 8 + 16 + x_len * 4 + norm_len * 2 + 64 * 4 + 127) / 128 * 128;
 }
 
-// `slots`: the ring's slots (at least CONSUMER_WARPS), dealt to the consumer warps as evenly as
-// they go, so that a ring of 13 pages uses all 13 rather than 8.
-__device__ Stream carve_stream(int x_len, int norm_len, int slots) {
+__device__ Stream carve_stream(int x_len, int norm_len, int per_warp) {
     Stream s;
     s.full = (u64*)smem_raw;
     s.empty = s.full + MAX_SLOTS;
@@ -342,14 +339,13 @@ __device__ Stream carve_stream(int x_len, int norm_len, int slots) {
     s.norm = (bf16*)(s.x + x_len);
     s.scratch = (float*)(s.norm + norm_len);
     s.ring = (bf16*)(smem_raw + ring_offset(x_len, norm_len));
-    s.per_warp = slots / CONSUMER_WARPS;
-    s.extra = slots % CONSUMER_WARPS;
+    s.per_warp = per_warp;
     return s;
 }
 
 // Initialises the ring's barriers (the producer lane, before any thread uses them).
 __device__ void ring_init(const Stream& s) {
-    for (int i = 0; i < CONSUMER_WARPS * s.per_warp + s.extra; ++i) {
+    for (int i = 0; i < CONSUMER_WARPS * s.per_warp; ++i) {
         mbar_init(&s.full[i], 1);
         mbar_init(&s.empty[i], 1);
     }
@@ -360,19 +356,14 @@ __device__ void ring_init(const Stream& s) {
 __device__ __forceinline__ void ring_ready_arrive() { asm volatile("bar.arrive 2, %0;" ::"n"(THREADS) : "memory"); }
 __device__ __forceinline__ void ring_ready_wait() { asm volatile("bar.sync 2, %0;" ::"n"(THREADS) : "memory"); }
 
-// First ring slot of consumer warp w: warps before it own per_warp slots each, and one more
-// each of the first `extra`.
-__device__ __forceinline__ int warp_slot0(const Stream& s, int w) { return w * s.per_warp + min(w, s.extra); }
-
 // Ring slot of the CTA's page i: page i belongs to consumer warp i % CONSUMER_WARPS, which
-// owns its own slots and takes its pages in order, so every slot has one consumer and its
+// owns `per_warp` slots and takes its pages in order, so every slot has one consumer and its
 // mbarrier phases are awaited in order (a shared slot could let a fast warp wait on a parity
 // one lap ahead and see a stale completed phase).
 __device__ __forceinline__ void ring_slot(const Stream& s, int i, int& slot, int& lap) {
     int w = i % CONSUMER_WARPS, j = i / CONSUMER_WARPS;
-    int n = s.per_warp + (w < s.extra ? 1 : 0);
-    slot = warp_slot0(s, w) + j % n;
-    lap = j / n;
+    slot = w * s.per_warp + j % s.per_warp;
+    lap = j / s.per_warp;
 }
 
 // Producer (one lane): streams `count` pages from `first` through the ring, as the CTA's ring
@@ -534,14 +525,13 @@ __device__ void warm_l2(const Stream& s, const Matvec& u, int count, int skip, i
         ring_slot(s, count - 1, slot, lap);
         mbar_wait(&s.full[slot], lap & 1);
     }
-    const int idle0 = warp_slot0(s, count);  // the first slot of the warps with no page here
-    const int nslots = min(warp_slot0(s, CONSUMER_WARPS) - idle0, WARM_DEPTH);
+    const int nslots = min((CONSUMER_WARPS - count) * s.per_warp, WARM_DEPTH);
     int f, c;
     page_range(u.pages, f, c);
     const unsigned half = (unsigned)(u.page_rows * u.k);  // bytes of half a gate/up page
     int j = skip;
     for (; j < c && j < skip + limit && !(flagged && *warm_stop_flag(s)); ++j) {
-        int n = j - skip, slot = idle0 + n % nslots, lap = n / nslots;
+        int n = j - skip, slot = count * s.per_warp + n % nslots, lap = n / nslots;
         if (lap > 0) mbar_wait(&s.full[slot], (lap - 1) & 1);
         int chunk, row0;
         page_coords(u, f + j, chunk, row0);
@@ -552,7 +542,7 @@ __device__ void warm_l2(const Stream& s, const Matvec& u, int count, int skip, i
     }
     for (int i = max(skip, j - nslots); i < j; ++i) {
         int n = i - skip;
-        mbar_wait(&s.full[idle0 + n % nslots], (n / nslots) & 1);
+        mbar_wait(&s.full[count * s.per_warp + n % nslots], (n / nslots) & 1);
     }
 }
 
@@ -565,10 +555,10 @@ __device__ void warm_l2(const Stream& s, const Matvec& u, int count, int skip, i
 // (null w0: none), until released or, with `warm_limit`, that many after the own pages landed.
 template <typename Prepare, typename Epilogue, typename Finish>
 __device__ void run_stream(const Matvec& v, int x_len, const float* x_global, const bf16* norm, int norm_len,
-                           int slots, int pdl, int early, Prepare prepare, Epilogue& epilogue, Finish finish,
+                           int per_warp, int pdl, int early, Prepare prepare, Epilogue& epilogue, Finish finish,
                            Matvec warm = Matvec{}, int warm_limit = 0) {
     const bool warming = WARM_DEPTH > 0 && pdl && warm.w0, flagged = warming && !warm_limit;
-    Stream s = carve_stream(x_len, norm ? norm_len : 0, slots);
+    Stream s = carve_stream(x_len, norm ? norm_len : 0, per_warp);
     int first, count;
     page_range(v.pages, first, count);
     if (pdl && early) pdl_trigger();
@@ -894,8 +884,8 @@ __device__ void consume_pages(const Stream& s, const Matvec& v, const float* x, 
 template <typename EpilogueA, typename PrepareB, typename EpilogueB, typename FinishB>
 __device__ void run_fused(const Matvec& va, const float* xa, EpilogueA& epilogue_a, const Matvec& vb, int x_len,
                           const bf16* norm, int norm_len, PrepareB prepare_b, EpilogueB& epilogue_b, FinishB finish_b,
-                          int slots, u64* barrier, int pdl, int early) {
-    Stream s = carve_stream(x_len, norm ? norm_len : 0, slots);
+                          int per_warp, u64* barrier, int pdl, int early) {
+    Stream s = carve_stream(x_len, norm ? norm_len : 0, per_warp);
     int first_a, count_a, first_b, count_b;
     page_range(va.pages, first_a, count_a);
     page_range(vb.pages, first_b, count_b);
@@ -1135,7 +1125,7 @@ __device__ void attention_o_proj_body(const Model& m, const Globals& g, const La
     int chunk_pages = v.pages / v.splits;
     int first = chunk * chunk_pages + (int)((long)sub * chunk_pages / per_chunk);
     int count = chunk * chunk_pages + (int)((long)(sub + 1) * chunk_pages / per_chunk) - first;
-    Stream s = carve_stream(m.q_dim, 0, CONSUMER_WARPS);
+    Stream s = carve_stream(m.q_dim, 0, 1);
     unsigned char* att = smem_raw + ring_offset(m.q_dim, 0);
     bf16* kbuf = (bf16*)att;                 // [kvn][C][ks]
     bf16* vbuf = kbuf + kvn * C * ks;        // [kvn][C][hd]

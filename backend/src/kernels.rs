@@ -592,23 +592,20 @@ impl Stream {
         (2 * MAX_SLOTS * 8 + 16 + self.x_len * 4 + self.norm_len * 2 + 64 * 4).div_ceil(128) * 128
     }
 
-    /// Ring slots (pages in flight at most): as many as fit the streaming budget, at least one
-    /// per consumer warp, at most [`MAX_SLOTS`] (the source deals them to the warps as evenly
-    /// as they go: 13 pages fit beside QKV's or up/gate's vectors, 14 beside down's).
-    /// `MKC_RING_SLOTS` caps them (developers' A/B runs; 8 is the ring before the tenth session).
-    pub fn ring_slots(&self) -> u32 {
+    /// Ring slots per consumer warp: as many as fit the streaming budget, at least one, at
+    /// most `MAX_SLOTS / CONSUMER_WARPS`.
+    pub fn slots_per_warp(&self) -> u32 {
         let budget = env_u32("MKC_STREAM_SMEM")
             .unwrap_or(STREAM_SMEM_BUDGET)
             .min(SMEM_PER_CTA);
         let warps = consumer_warps();
-        let fit = budget.saturating_sub(self.ring_offset()) / PAGE_BYTES;
-        let cap = env_u32("MKC_RING_SLOTS").unwrap_or(MAX_SLOTS);
-        fit.min(cap).clamp(warps, MAX_SLOTS)
+        let fit = budget.saturating_sub(self.ring_offset()) / (PAGE_BYTES * warps);
+        fit.clamp(1, MAX_SLOTS / warps)
     }
 
     /// Dynamic shared memory of the kernel.
     pub fn dynamic_smem(&self) -> u32 {
-        self.ring_offset() + self.ring_slots() * PAGE_BYTES
+        self.ring_offset() + self.slots_per_warp() * consumer_warps() * PAGE_BYTES
     }
 
     /// CTAs to launch: one per SM, never more than there are pages.
@@ -625,36 +622,27 @@ pub fn page_range(pages: u32, b: u32, g: u32) -> (u32, u32) {
     (first, end - first)
 }
 
-/// First ring slot of consumer warp `w` in a ring of `slots` (the source's `warp_slot0`): each
-/// warp owns `slots / warps` slots, and the first `slots % warps` warps one more.
-fn warp_slot0(w: u32, slots: u32) -> u32 {
-    let warps = consumer_warps();
-    w * (slots / warps) + w.min(slots % warps)
-}
-
-/// Ring slot and lap of a CTA's page `i` in a ring of `slots` (the source's `ring_slot`): page
-/// i belongs to consumer warp `i % CONSUMER_WARPS`, which owns its own slots and takes its
-/// pages in order. The parity waits on a slot's barriers are sound only because each slot has
-/// one consumer whose laps come in order (tested as a property).
-pub fn ring_slot(i: u32, slots: u32) -> (u32, u32) {
+/// Ring slot and lap of a CTA's page `i` (the source's `ring_slot`): page i belongs to consumer
+/// warp `i % CONSUMER_WARPS`, which owns `per_warp` slots and takes its pages in order. The
+/// parity waits on a slot's barriers are sound only because each slot has one consumer whose
+/// laps come in order (tested as a property).
+pub fn ring_slot(i: u32, per_warp: u32) -> (u32, u32) {
     let warps = consumer_warps();
     let (w, j) = (i % warps, i / warps);
-    let owned = warp_slot0(w + 1, slots) - warp_slot0(w, slots);
-    (warp_slot0(w, slots) + j % owned, j / owned)
+    (w * per_warp + j % per_warp, j / per_warp)
 }
 
 /// Ring slot and lap of the `n`-th page a CTA with `count` pages of its own warms L2 with, at
 /// most `depth` in flight (the source's `warm_l2`): the slots of the consumer warps that have
 /// no page here, so that warming never overwrites a page a consumer reads (tested as a
 /// property). None when every warp has a page.
-pub fn warm_slot(count: u32, slots: u32, depth: u32, n: u32) -> Option<(u32, u32)> {
+pub fn warm_slot(count: u32, per_warp: u32, depth: u32, n: u32) -> Option<(u32, u32)> {
     let warps = consumer_warps();
     if count >= warps || depth == 0 {
         return None;
     }
-    let idle0 = warp_slot0(count, slots);
-    let idle = (warp_slot0(warps, slots) - idle0).min(depth);
-    Some((idle0 + n % idle, n / idle))
+    let slots = ((warps - count) * per_warp).min(depth);
+    Some((count * per_warp + n % slots, n / slots))
 }
 
 /// The streaming geometry of a matvec operator (None for attention).

@@ -620,20 +620,16 @@ proptest::proptest! {
     }
 
     /// The ring protocol's invariants: every slot has one consumer warp; a slot's laps come in
-    /// page order one at a time (so a parity wait can never see a phase two laps old); a
+    /// page order one at a time (so a parity wait can never see a phase two laps old); and a
     /// page's slot was last used by an earlier page of the same warp (so the producer, which
-    /// issues in page order, never waits on a consumer that waits on it); and a long enough
-    /// stream uses every slot (a ring of 13 is 13 pages in flight, not 8).
+    /// issues in page order, never waits on a consumer that waits on it).
     #[test]
-    fn ring_slots_have_one_in_order_consumer(
-        count in 0u32..2_000,
-        ring in kernels::CONSUMER_WARPS..=kernels::MAX_SLOTS,
-    ) {
-        let slots = ring as usize;
+    fn ring_slots_have_one_in_order_consumer(count in 0u32..2_000, per_warp in 1u32..3) {
+        let slots = (kernels::CONSUMER_WARPS * per_warp) as usize;
         let mut owner = vec![None; slots];
         let mut last: Vec<Option<(u32, u32)>> = vec![None; slots];
         for i in 0..count {
-            let (slot, lap) = kernels::ring_slot(i, ring);
+            let (slot, lap) = kernels::ring_slot(i, per_warp);
             let warp = i % kernels::CONSUMER_WARPS;
             let s = slot as usize;
             proptest::prop_assert!(s < slots);
@@ -647,31 +643,25 @@ proptest::proptest! {
             }
             last[s] = Some((i, lap));
         }
-        if count >= 2 * kernels::MAX_SLOTS {
-            proptest::prop_assert!(owner.iter().all(|o| o.is_some()), "unused slots: {:?}", owner);
-        }
     }
 
     /// Warming L2 uses only ring slots that none of the CTA's own pages use, inside the ring,
     /// each slot's laps in order, and at most `depth` slots.
     #[test]
     fn warming_never_touches_a_slot_the_consumers_read(
-        count in 1u32..12,
-        ring in kernels::CONSUMER_WARPS..=kernels::MAX_SLOTS,
-        depth in 1u32..8,
-        pages in 1u32..64,
+        count in 1u32..12, per_warp in 1u32..3, depth in 1u32..8, pages in 1u32..64,
     ) {
         let warps = kernels::CONSUMER_WARPS;
-        let own: Vec<u32> = (0..count).map(|i| kernels::ring_slot(i, ring).0).collect();
+        let own: Vec<u32> = (0..count).map(|i| kernels::ring_slot(i, per_warp).0).collect();
         let mut used = std::collections::BTreeMap::new();
         for n in 0..pages {
-            match kernels::warm_slot(count, ring, depth, n) {
+            match kernels::warm_slot(count, per_warp, depth, n) {
                 None => {
                     proptest::prop_assert!(count >= warps);
                     return Ok(());
                 }
                 Some((slot, lap)) => {
-                    proptest::prop_assert!(slot < ring);
+                    proptest::prop_assert!(slot < warps * per_warp);
                     proptest::prop_assert!(!own.contains(&slot), "slot {} is a consumer's", slot);
                     let prev = used.insert(slot, lap);
                     proptest::prop_assert_eq!(lap, prev.map_or(0, |p| p + 1));

@@ -135,7 +135,7 @@ impl Runner {
             log2_theta: (g.rope_theta as f32).log2(),
             ring: std::array::from_fn(|i| {
                 let kind = kernels::ENTRY_POINTS[i].1;
-                kernels::stream(model, kind).map_or(0, |s| s.ring_slots() as i32)
+                kernels::stream(model, kind).map_or(0, |s| s.slots_per_warp() as i32)
             }),
             fold_chunk: kernels::fold_layout(model, gpu.sms as u32)
                 .map_or(0, |f| f.kv_chunk as i32),
