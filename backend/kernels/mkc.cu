@@ -627,14 +627,7 @@ __device__ void rmsnorm_consumers(const Stream& s, int n, float eps) {
 // RMSNorm weights) the sum is normalised in registers before it is stored: one pass over the
 // vector and one barrier, where staging and then `rmsnorm_consumers` took three and two.
 #define SUM_BATCH 4
-// Fixed-point partial sums (units of 2^-32), as the up/gate + down grid accumulates them.
-__device__ __forceinline__ float4 load_part4(const long long* p) {
-    longlong2 a = *reinterpret_cast<const longlong2*>(p), b = *reinterpret_cast<const longlong2*>(p + 2);
-    const float unit = 2.3283064365386963e-10f;
-    return make_float4((float)a.x * unit, (float)a.y * unit, (float)b.x * unit, (float)b.y * unit);
-}
-template <typename Part>
-__device__ void stage_sum(float* dst, const float* base, const Part* parts, int splits, int n, float* out,
+__device__ void stage_sum(float* dst, const float* base, const float* parts, int splits, int n, float* out,
                           const Stream* norm, float eps) {
     constexpr int G = (2048 + 4 * CONSUMER_THREADS - 1) / (4 * CONSUMER_THREADS);  // float4s per thread
     const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -651,12 +644,9 @@ __device__ void stage_sum(float* dst, const float* base, const Part* parts, int 
         for (int q = 0; q < G; ++q)
 #pragma unroll
             for (int c = 0; c < SUM_BATCH; ++c)
-                if constexpr (sizeof(Part) == 4)
-                    p[q][c] = at[q] < n && c0 + c < splits
-                                  ? *reinterpret_cast<const float4*>(parts + (long)(c0 + c) * n + at[q])
-                                  : zero;
-                else
-                    p[q][c] = at[q] < n && c0 + c < splits ? load_part4(parts + (long)(c0 + c) * n + at[q]) : zero;
+                p[q][c] = at[q] < n && c0 + c < splits
+                              ? *reinterpret_cast<const float4*>(parts + (long)(c0 + c) * n + at[q])
+                              : zero;
 #pragma unroll
         for (int q = 0; q < G; ++q)
 #pragma unroll
@@ -693,20 +683,12 @@ __device__ void stage_sum(float* dst, const float* base, const Part* parts, int 
         if (at[q] < n) *reinterpret_cast<float4*>(dst + at[q]) = acc[q];
 }
 
-// Down's partial sums: floats from the down grid, or fixed-point sums from the up/gate + down
-// grid (FUSE_DOWN, developers' experiment: MKC_FUSE_DOWN=1).
-#if defined(FUSE_DOWN) && !defined(FUSE_DOWN_F32)
-typedef long long DownPart;
-#else
-typedef float DownPart;
-#endif
-
 // The RMS-normalised residual stream entering a layer, staged in s.x: the embedding row of the
 // current token for layer 0, else the previous layer's x_mid plus its down partials. The
 // un-normalised stream is written to L.x_in as well.
 __device__ void stage_layer_input(const Stream& s, const Model& m, const Globals& g, const Layer& L) {
     if (L.prev_mid) {
-        stage_sum(s.x, L.prev_mid, (const DownPart*)L.prev_part, m.s_down, m.hidden, L.x_in, &s, m.eps);
+        stage_sum(s.x, L.prev_mid, L.prev_part, m.s_down, m.hidden, L.x_in, &s, m.eps);
         return;
     }
     unsigned tok = token_of(g.tokens[*g.pos]);
@@ -763,16 +745,7 @@ struct QkvEpilogue {
 __device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
     Matvec v = matvec(L.w_qkv, 0, m.hidden, m.hidden, 1, m.q_dim + 2 * m.kv_dim);
     QkvEpilogue ep{m, g, L, *g.pos};
-    auto prepare = [&](const Stream& s) {
-        stage_layer_input(s, m, g, L);
-#ifdef FUSE_DOWN
-        // This layer's down accumulator, read by the next layer's QKV of the previous step and
-        // added to by this layer's up/gate + down grid after this grid has ended.
-        DownPart* acc = (DownPart*)L.d_part;
-        int n = m.s_down * m.hidden, f = (int)((long)blockIdx.x * n / gridDim.x), e = (int)((long)(blockIdx.x + 1) * n / gridDim.x);
-        for (int i = f + threadIdx.x; i < e; i += CONSUMER_THREADS) acc[i] = 0;
-#endif
-    };
+    auto prepare = [&](const Stream& s) { stage_layer_input(s, m, g, L); };
     Matvec up_gate = matvec(L.w_gate, L.w_up, m.hidden, m.hidden, 1, m.inter);
     if (!WARM_QKV) up_gate.w0 = nullptr;
     run_stream(v, m.hidden, nullptr, L.norm1, m.hidden, m.ring[0], pdl, early, prepare, ep, NoFinish{}, up_gate,
@@ -825,127 +798,6 @@ struct UpGateEpilogue {
     }
 };
 
-#ifdef FUSE_DOWN
-// Up/gate + down in one grid (developers' experiment, FUSE_DOWN): each CTA computes its h rows
-// into shared memory, then multiplies them by the same rows of W_down^T (the host transposes
-// W_down, so a page holds whole rows) into a partial of the layer's output, and adds that
-// partial to the fixed-point accumulator copy blockIdx % s_down with 64-bit atomics (an order-
-// independent sum, so graph and pdl give the same bits). No down grid and no h round trip.
-#define H_LOCAL 256
-template <typename Epilogue>
-__device__ void consume_pages(const Stream& s, const Matvec& v, const float* x, int first, int count, Epilogue& ep, int base);
-struct UpGateLocalEpilogue {
-    float* h;  // indexed by h row (offset by the CTA's first row)
-    template <int R>
-    __device__ void operator()(int, int row0, const float (&v)[R]) {
-        int lane = threadIdx.x % 32;
-        if (lane < R / 2) {
-            float gt = v[lane], up = v[R / 2 + lane];
-            h[row0 + lane] = gt / (1.f + __expf(-gt)) * up;
-        }
-    }
-};
-
-template <int NJ>
-__device__ void down_outer(const Stream& s, const Matvec& v, const float* h, int first, int count, int base, long long* out) {
-    constexpr int R = PAGE_BYTES / (2 * 256 * NJ);
-    const int k = 256 * NJ;
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    float acc[NJ][8];
-#pragma unroll
-    for (int j = 0; j < NJ; ++j)
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[j][e] = 0.f;
-    for (int i = (warp + CONSUMER_WARPS - base % CONSUMER_WARPS) % CONSUMER_WARPS; i < count; i += CONSUMER_WARPS) {
-        int slot, lap;
-        ring_slot(s, base + i, slot, lap);
-        mbar_wait(&s.full[slot], lap & 1);
-        const bf16* page = s.ring + (long)slot * (PAGE_BYTES / 2);
-        int row0 = (first + i) * R;
-        float hv[R];
-#pragma unroll
-        for (int r = 0; r < R; ++r) hv[r] = h[row0 + r];
-#pragma unroll
-        for (int j = 0; j < NJ; ++j) {
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-                uint4 w = *reinterpret_cast<const uint4*>(page + r * k + (lane + 32 * j) * 8);
-                unsigned words[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    acc[j][2 * q] += hv[r] * __uint_as_float(words[q] << 16);
-                    acc[j][2 * q + 1] += hv[r] * __uint_as_float(words[q] & 0xFFFF0000u);
-                }
-            }
-        }
-        __syncwarp();
-        if (lane == 0) mbar_arrive(&s.empty[slot]);
-    }
-    consumers_sync();  // every page consumed: the ring is free for the warps' partials
-    float* red = (float*)s.ring;
-#pragma unroll
-    for (int j = 0; j < NJ; ++j)
-#pragma unroll
-        for (int e = 0; e < 8; ++e) red[warp * k + (lane + 32 * j) * 8 + e] = acc[j][e];
-    consumers_sync();
-#ifdef FUSE_DOWN_F32
-    // Float atomics, four at a time (order-dependent sums: a trial of their cost only).
-    for (int c = threadIdx.x * 4; c < k; c += CONSUMER_THREADS * 4) {
-        float v[4];
-        for (int e = 0; e < 4; ++e) {
-            v[e] = 0.f;
-            for (int w = 0; w < CONSUMER_WARPS; ++w) v[e] += red[w * k + c + e];
-        }
-        asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"((float*)out + c), "f"(v[0]), "f"(v[1]), "f"(v[2]),
-                     "f"(v[3])
-                     : "memory");
-    }
-#else
-    for (int c = threadIdx.x; c < k; c += CONSUMER_THREADS) {
-        float sum = 0.f;
-        for (int w = 0; w < CONSUMER_WARPS; ++w) sum += red[w * k + c];
-        atomicAdd((unsigned long long*)(out + c), (unsigned long long)llrintf(sum * 4294967296.f));
-    }
-#endif
-}
-
-__device__ void up_gate_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
-    (void)g;
-    Matvec vu = matvec(L.w_gate, L.w_up, m.hidden, m.hidden, 1, m.inter);
-    Matvec vd = matvec(L.w_down, 0, m.hidden, m.hidden, 1, m.inter);  // W_down^T: [inter][hidden]
-    const int per = vd.page_out / vu.page_out;  // up/gate pages per down page
-    int u0, uc;
-    page_range(vd.pages, u0, uc);
-    Stream s = carve_stream(m.hidden + H_LOCAL, m.hidden, m.ring[3]);
-    if (pdl && early) pdl_trigger();
-    if (threadIdx.x >= CONSUMER_THREADS) {
-        start_producer(s, L.norm2, m.hidden);
-        if (threadIdx.x == CONSUMER_THREADS) {
-            produce(s, vu, u0 * per, uc * per, 0);
-            produce(s, vd, u0, uc, uc * per);
-        }
-        return;
-    }
-    mark(MARK_ISSUED);
-    ring_ready_wait();
-    if (pdl) pdl_wait();
-    mark(MARK_RELEASED);
-    stage_sum(s.x, L.x_in, L.o_part, m.s_attn, m.hidden, L.x_mid, &s, m.eps);
-    consumers_sync();
-    mark(MARK_PREPARED);
-    float* h = s.x + m.hidden - u0 * vd.page_out;
-    UpGateLocalEpilogue ep{h};
-    consume_pages(s, vu, s.x, u0 * per, uc * per, ep, 0);
-    consumers_sync();  // every h row of the CTA
-    mark(MARK_SUB1);
-    long long* out = (long long*)((DownPart*)L.d_part + (long)(blockIdx.x % m.s_down) * m.hidden);
-    int nj = m.hidden / 256;
-    if (nj == 8) down_outer<8>(s, vd, h, u0, uc, uc * per, out);
-    else if (nj == 4) down_outer<4>(s, vd, h, u0, uc, uc * per, out);
-    else down_outer<2>(s, vd, h, u0, uc, uc * per, out);
-    mark(MARK_COMPUTED);
-}
-#else
 __device__ void up_gate_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
     (void)g;
     Matvec v = matvec(L.w_gate, L.w_up, m.hidden, m.hidden, 1, m.inter);
@@ -953,7 +805,6 @@ __device__ void up_gate_body(const Model& m, const Globals& g, const Layer& L, i
     auto prepare = [&](const Stream& s) { stage_sum(s.x, L.x_in, L.o_part, m.s_attn, m.hidden, L.x_mid, &s, m.eps); };
     run_stream(v, m.hidden, nullptr, L.norm2, m.hidden, m.ring[3], pdl, early, prepare, ep, NoFinish{});
 }
-#endif
 
 // (6) Final RMSNorm + LM head + fused argmax into tokens[pos + 1]: each warp keeps its best
 // (logit, index) packed in a u64 and publishes it with one atomicMax.
@@ -978,7 +829,7 @@ __device__ void lm_head_body(const Model& m, const Globals& g, int pdl, int earl
     Matvec v = matvec(g.lm_head, 0, m.hidden, m.hidden, 1, m.vocab);
     LmHeadEpilogue ep{g, 0};
     auto prepare = [&](const Stream& s) {
-        stage_sum(s.x, g.final_mid, (const DownPart*)g.final_part, m.s_down, m.hidden, nullptr, &s, m.eps);
+        stage_sum(s.x, g.final_mid, g.final_part, m.s_down, m.hidden, nullptr, &s, m.eps);
     };
     auto finish = [&](const Stream&) {
         if (threadIdx.x % 32 == 0 && ep.best) atomicMax(&g.tokens[*g.pos + 1], ep.best);
@@ -1488,20 +1339,4 @@ extern "C" __global__ void k_read_bw(const uint4* p, unsigned long long n, unsig
     }
     for (; i < n; i += stride) acc ^= __ldcs(p + i).x;
     if (acc == 0x12345678u) *sink = acc;
-}
-
-// out[c][r] = in[r][c] for a [rows][cols] bf16 matrix (the fused up/gate + down grid's W_down^T);
-// 32 x 32 tiles through shared memory, a 2-D grid of 32 x 8 threads.
-extern "C" __global__ void k_transpose(const bf16* in, bf16* out, int rows, int cols) {
-    __shared__ bf16 tile[32][33];
-    int c0 = blockIdx.x * 32, r0 = blockIdx.y * 32;
-    for (int y = threadIdx.y; y < 32; y += 8) {
-        int r = r0 + y, c = c0 + threadIdx.x;
-        if (r < rows && c < cols) tile[y][threadIdx.x] = in[(long)r * cols + c];
-    }
-    __syncthreads();
-    for (int y = threadIdx.y; y < 32; y += 8) {
-        int c = c0 + y, r = r0 + threadIdx.x;
-        if (r < rows && c < cols) out[(long)c * rows + r] = tile[threadIdx.x][y];
-    }
 }

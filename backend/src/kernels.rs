@@ -36,17 +36,6 @@ fn env_u32(name: &str) -> Option<u32> {
     std::env::var(name).ok().and_then(|v| v.parse::<u32>().ok())
 }
 
-/// Developers' experiment `MKC_FUSE_DOWN=1`: up/gate and down in one grid (the source's
-/// FUSE_DOWN): each up/gate CTA multiplies its own h rows by the same rows of W_down^T and adds
-/// the partial to a fixed-point accumulator with atomics; the down grids are not launched.
-pub fn fuse_down() -> bool {
-    env_u32("MKC_FUSE_DOWN") == Some(1)
-}
-
-/// Floats after up/gate's input vector that hold its CTA's h rows under [`fuse_down`] (the
-/// source's H_LOCAL).
-pub const H_LOCAL: u32 = 256;
-
 /// Bytes of one weight page (passed to the source as `-DPAGE_BYTES`). 8 KiB pages measured
 /// ~15% slower on the H200 (docs/perf.md).
 pub const PAGE_BYTES: u32 = 16384;
@@ -383,12 +372,6 @@ fn compile_with(
         options.push(format!("-DCONSUMER_WARPS={}", consumer_warps()));
         options.push("--maxrregcount=128".into());
     }
-    if fuse_down() {
-        options.push("-DFUSE_DOWN".to_string());
-        if env_u32("MKC_FUSE_DOWN_F32") == Some(1) {
-            options.push("-DFUSE_DOWN_F32".to_string());
-        }
-    }
     if traced {
         options.push("-DMKC_TRACE".to_string());
     }
@@ -674,10 +657,7 @@ pub fn stream(model: &Model, kind: OpKind) -> Option<Stream> {
             let s = shards.attention_o_proj;
             (model.q_dim() / s, s, g.hidden, false, 0, 0)
         }
-        OpKind::UpGate => {
-            let x = g.hidden + if fuse_down() { H_LOCAL } else { 0 };
-            (g.hidden, 1, g.intermediate, true, x, g.hidden)
-        }
+        OpKind::UpGate => (g.hidden, 1, g.intermediate, true, g.hidden, g.hidden),
         OpKind::Down => {
             let s = shards.up_gate_down;
             (g.intermediate / s, s, g.hidden, false, 0, 0)

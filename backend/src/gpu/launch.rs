@@ -180,9 +180,6 @@ impl Runner {
         for (i, k) in plan.kernels.iter().enumerate() {
             let op = g.op(k.op);
             let ops = (op.kind, k.then.map(|t| g.op(t).kind));
-            if kernels::fuse_down() && ops == (OpKind::Down, None) {
-                continue; // up/gate's grid does down's work (developers' experiment)
-            }
             if ops == kernels::FOLDED {
                 kernels::fold_layout(&self.model, self._gpu.sms as u32)?;
             }

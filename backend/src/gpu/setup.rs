@@ -202,17 +202,12 @@ impl Runner {
         let (mut prev_mid, mut prev_part) = (0u64, 0u64);
         for l in 0..g.layers as usize {
             let w = |t: usize| ptrs[l * PER_LAYER + t];
-            let w_down = if kernels::fuse_down() {
-                self.transposed(w(4), hidden, inter)?
-            } else {
-                w(4)
-            };
             let layer = KLayer {
                 w_qkv: w(0),
                 w_o: w(1),
                 w_gate: w(2),
                 w_up: w(3),
-                w_down,
+                w_down: w(4),
                 norm1: w(5),
                 norm2: w(6),
                 k_cache: self.alloc(kv_bytes, "k_cache")?,
@@ -225,8 +220,7 @@ impl Runner {
                 o_part: self.alloc(s_attn * hidden * 4, "o_part")?,
                 x_mid: self.alloc(hidden * 4, "x_mid")?,
                 h: self.alloc(inter * 4, "h")?,
-                // 8 bytes per element: fixed-point sums under MKC_FUSE_DOWN.
-                d_part: self.alloc(s_down * hidden * 8, "d_part")?,
+                d_part: self.alloc(s_down * hidden * 4, "d_part")?,
             };
             (prev_mid, prev_part) = (layer.x_mid, layer.d_part);
             self.layers.push(layer);
@@ -257,22 +251,6 @@ impl Runner {
             final_part: prev_part,
         };
         self.sync("weights and buffers")
-    }
-
-    /// A new device copy of the [rows][cols] bf16 matrix at `src`, transposed.
-    fn transposed(&mut self, src: u64, rows: usize, cols: usize) -> Result<u64, BackendError> {
-        let dst = self.alloc(rows * cols * 2, "transposed weights")?;
-        let f = func(self.module, "k_transpose")?;
-        let (mut a, mut b, mut r, mut c) = (src, dst, rows as i32, cols as i32);
-        let mut args: Vec<*mut c_void> = vec![arg(&mut a), arg(&mut b), arg(&mut r), arg(&mut c)];
-        let grid = (cols.div_ceil(32) as u32, rows.div_ceil(32) as u32, 1);
-        // SAFETY: the arguments match k_transpose; both buffers hold rows x cols bf16.
-        check(
-            unsafe { result::launch_kernel(f, grid, (32, 8, 1), 0, self.stream, &mut args) },
-            "cuLaunchKernel",
-            "k_transpose",
-        )?;
-        Ok(dst)
     }
 
     fn fill(
