@@ -695,12 +695,17 @@ pub fn grid_ctas(model: &Model, ops: GridOps, tasks: u32, sms: u32) -> u32 {
         return sms;
     }
     match stream(model, ops.0) {
-        // Developers' A/B knob: fewer O-projection CTAs than SMs (MKC_O_CTAS), so that the
-        // grid fits on the SMs attention leaves free.
-        Some(s) if ops.0 == OpKind::OProj => env_u32("MKC_O_CTAS")
-            .filter(|&c| c >= 1)
-            .map_or(s.ctas(sms), |c| s.ctas(sms).min(c)),
-        Some(s) => s.ctas(sms),
+        // Developers' A/B knobs: fewer O-projection (MKC_O_CTAS) or QKV (MKC_QKV_CTAS) CTAs
+        // than SMs, so that the grid fits beside attention's CTAs.
+        Some(s) => {
+            let knob = match ops.0 {
+                OpKind::OProj => env_u32("MKC_O_CTAS"),
+                OpKind::QkvRope => env_u32("MKC_QKV_CTAS"),
+                _ => None,
+            };
+            knob.filter(|&c| c >= 1)
+                .map_or(s.ctas(sms), |c| s.ctas(sms).min(c))
+        }
         None => tasks,
     }
 }
