@@ -33,13 +33,13 @@ impl Drop for StepGraph {
     }
 }
 
-/// The kernel among `funcs` that runs a grid of `ops`; the error names a pair no kernel fuses.
 /// A kernel argument as `cuLaunchKernel` takes it: the address of its value, which must outlive
 /// the launch call.
 pub(super) fn arg<T>(value: &mut T) -> *mut c_void {
     value as *mut T as *mut c_void
 }
 
+/// The kernel among `funcs` that runs a grid of `ops`; the error names a pair no kernel fuses.
 pub(super) fn op_fn(funcs: &[OpFn], ops: GridOps) -> Result<OpFn, BackendError> {
     funcs
         .iter()
