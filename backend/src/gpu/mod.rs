@@ -43,6 +43,13 @@ use device::{stalled, DevBuf};
 /// A grid's kernel: the operators it runs, its function and dynamic shared memory.
 type OpFn = (GridOps, sys::CUfunction, u32);
 
+/// Median of a non-empty sample of timings (the upper middle of an even count): every GPU
+/// figure mkc reports is the median of repeated runs.
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 /// The runner: module, buffers and launch logic for one model.
 pub struct Runner {
     model: Model,

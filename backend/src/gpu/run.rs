@@ -10,7 +10,7 @@ use mkc_scheduler::Target;
 
 use super::device::{EventPair, STALLED};
 use super::launch::{arg, op_fn, GridLaunch, StepGraph};
-use super::Runner;
+use super::{median, Runner};
 use crate::error::{check, BackendError};
 
 /// What one run of the workload produced.
@@ -228,8 +228,7 @@ impl Runner {
             times.push(ev.elapsed_ms(what)?);
         }
         times.remove(0);
-        times.sort_by(f64::total_cmp);
-        Ok(times[times.len() / 2])
+        Ok(median(times))
     }
 
     /// Measures streaming read bandwidth in this process: `bytes` read, median of `reps`, GB/s.

@@ -6,6 +6,7 @@ use std::ffi::c_void;
 
 use super::super::device::{DevBuf, Gpu};
 use super::super::launch::arg;
+use super::super::median;
 use super::{launch, read_pages, read_u64s, span_ns, ProbeModule, StreamPair};
 use crate::error::BackendError;
 
@@ -137,10 +138,6 @@ pub fn probe_l2(gpu: &Gpu, cubin: &[u8]) -> Result<L2Probe, BackendError> {
             Ok(())
         };
     let prefetch_pages = |bytes: u64, how: usize| prefetch_at(0, bytes, how, 1);
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     let mut rows = Vec::new();
     for slots in L2_SLOTS {
         for mib in L2_SIZES_MIB {

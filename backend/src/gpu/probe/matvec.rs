@@ -8,6 +8,7 @@ use cudarc::driver::result;
 
 use super::super::device::{DevBuf, Gpu};
 use super::super::launch::arg;
+use super::super::median;
 use super::{launch, read_pages, read_u64s, span_ns, ProbeModule, StreamPair};
 use crate::error::{check, BackendError};
 use crate::reference::{self, rel_l2};
@@ -139,7 +140,6 @@ pub fn probe_matvec(gpu: &Gpu, cubin: &[u8]) -> Result<Vec<MatvecRow>, BackendEr
                 let t = read_u64s(rec.ptr, sms as usize * 3, name)?;
                 times.push(span_ns(&t) as f64 / 1000.0);
             }
-            times.sort_by(f64::total_cmp);
             let mut got = vec![0f32; rows as usize];
             // SAFETY: y holds at least `rows` f32; the stream is idle.
             check(
@@ -147,7 +147,7 @@ pub fn probe_matvec(gpu: &Gpu, cubin: &[u8]) -> Result<Vec<MatvecRow>, BackendEr
                 "cuMemcpyDtoH",
                 name,
             )?;
-            Ok((times[times.len() / 2], rel_l2(&got, &want)))
+            Ok((median(times), rel_l2(&got, &want)))
         };
         let (loads_us, loads_err) = run(loads, 512, k * 4)?;
         let (bulk_us, bulk_err) = run(bulk, 288, bulk_smem(k))?;
