@@ -298,6 +298,12 @@ __device__ Matvec matvec(const bf16* w0, const bf16* w1, long ld, int k, int spl
     return v;
 }
 
+// The gate/up pages of layer L (a page holds matching rows of both): streamed by up/gate, and
+// warmed into L2 by QKV and the O-projection.
+__device__ __forceinline__ Matvec up_gate_matvec(const Model& m, const Layer& L) {
+    return matvec(L.w_gate, L.w_up, m.hidden, m.hidden, 1, m.inter);
+}
+
 // The first page and page count of this CTA: contiguous, balanced to within one page.
 __device__ __forceinline__ void page_range(int pages, int& first, int& count) {
     long b = blockIdx.x, g = gridDim.x;
@@ -746,7 +752,7 @@ __device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, 
     Matvec v = matvec(L.w_qkv, 0, m.hidden, m.hidden, 1, m.q_dim + 2 * m.kv_dim);
     QkvEpilogue ep{m, g, L, *g.pos};
     auto prepare = [&](const Stream& s) { stage_layer_input(s, m, g, L); };
-    Matvec up_gate = matvec(L.w_gate, L.w_up, m.hidden, m.hidden, 1, m.inter);
+    Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_QKV) up_gate.w0 = nullptr;
     run_stream(v, m.hidden, nullptr, L.norm1, m.hidden, m.ring[0], pdl, early, prepare, ep, NoFinish{}, up_gate,
                WARM_QKV);
@@ -770,7 +776,7 @@ __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, in
     PartialEpilogue ep{L.o_part, m.hidden};
     // Like down, the consumers load their slices of the attention output from global memory.
     auto prepare = [](const Stream&) {};
-    Matvec up_gate = matvec(L.w_gate, L.w_up, m.hidden, m.hidden, 1, m.inter);
+    Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_O) up_gate.w0 = nullptr;
     run_stream(v, 0, L.attn, nullptr, 0, m.ring[2], pdl, early, prepare, ep, NoFinish{}, up_gate);
 }
@@ -800,7 +806,7 @@ struct UpGateEpilogue {
 
 __device__ void up_gate_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
     (void)g;
-    Matvec v = matvec(L.w_gate, L.w_up, m.hidden, m.hidden, 1, m.inter);
+    Matvec v = up_gate_matvec(m, L);
     UpGateEpilogue ep{L};
     auto prepare = [&](const Stream& s) { stage_sum(s.x, L.x_in, L.o_part, m.s_attn, m.hidden, L.x_mid, &s, m.eps); };
     run_stream(v, m.hidden, nullptr, L.norm2, m.hidden, m.ring[3], pdl, early, prepare, ep, NoFinish{});
@@ -917,7 +923,7 @@ __device__ void run_fused(const Matvec& va, const float* xa, EpilogueA& epilogue
 __device__ void o_up_gate_body(const Model& m, const Layer& L, u64* barrier, int pdl, int early) {
     Matvec vo = matvec(L.w_o, 0, m.q_dim, m.q_dim / m.s_attn, m.s_attn, m.hidden);
     PartialEpilogue epo{L.o_part, m.hidden};
-    Matvec vu = matvec(L.w_gate, L.w_up, m.hidden, m.hidden, 1, m.inter);
+    Matvec vu = up_gate_matvec(m, L);
     UpGateEpilogue epu{L};
     auto prepare = [&](const Stream& s) { stage_sum(s.x, L.x_in, L.o_part, m.s_attn, m.hidden, L.x_mid, &s, m.eps); };
     run_fused(vo, L.attn, epo, vu, m.hidden, L.norm2, m.hidden, prepare, epu, NoFinish{}, m.ring[3], barrier, pdl, early);
