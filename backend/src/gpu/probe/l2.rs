@@ -7,7 +7,7 @@ use std::ffi::c_void;
 use super::super::device::{DevBuf, Gpu};
 use super::super::launch::arg;
 use super::super::median;
-use super::{launch, read_pages, read_u64s, span_ns, ProbeModule, StreamPair};
+use super::{launch, read_pages, read_u64s, span_ns, ProbeModule, StreamPair, EVICT_BYTES};
 use crate::error::BackendError;
 
 /// One size and ring depth, read from each source (GB/s, the median of [`L2_REPEATS`]).
@@ -99,9 +99,8 @@ pub fn probe_l2(gpu: &Gpu, cubin: &[u8]) -> Result<L2Probe, BackendError> {
     let read = module.kernel("k_read_pages")?;
     let prefetch = module.kernel("k_prefetch_pages")?;
     let streams = StreamPair::new()?;
-    // The weights read live at the start; a region 256 MiB further evicts them.
-    let evict_bytes = 256u64 << 20;
-    let big = DevBuf::new((512usize) << 20, "L2 probe buffer")?;
+    // The weights read live at the start; a region EVICT_BYTES further evicts them.
+    let big = DevBuf::new(2 * EVICT_BYTES as usize, "L2 probe buffer")?;
     let sms = gpu.sms as u32;
     let rec = DevBuf::new(sms as usize * 3 * 8, "read records")?;
     let sink = DevBuf::new(16, "probe sink")?;
@@ -119,7 +118,7 @@ pub fn probe_l2(gpu: &Gpu, cubin: &[u8]) -> Result<L2Probe, BackendError> {
         let r = read_u64s(rec.ptr, sms as usize * 3, "L2 probe read")?;
         Ok(read_rate(&r, bytes))
     };
-    let evict = || read_at(evict_bytes, evict_bytes, 8, 0).map(|_| ());
+    let evict = || read_at(EVICT_BYTES, EVICT_BYTES, 8, 0).map(|_| ());
     let prefetch_at =
         |offset: u64, bytes: u64, how: usize, stride: u32| -> Result<(), BackendError> {
             let (mut p, mut n, mut h, mut k) = (big.ptr + offset, bytes, how as i32, sink.ptr);

@@ -9,7 +9,7 @@ use cudarc::driver::result;
 use super::super::device::{DevBuf, Gpu};
 use super::super::launch::arg;
 use super::super::median;
-use super::{launch, read_pages, read_u64s, span_ns, ProbeModule, StreamPair};
+use super::{launch, read_pages, read_u64s, span_ns, ProbeModule, StreamPair, EVICT_BYTES};
 use crate::error::{check, BackendError};
 use crate::reference::{self, rel_l2};
 use crate::weights::f2bf;
@@ -79,8 +79,7 @@ pub fn probe_matvec(gpu: &Gpu, cubin: &[u8]) -> Result<Vec<MatvecRow>, BackendEr
     let max_rows = MATVEC_SHAPES.iter().map(|s| s.1).max().unwrap_or(0) as usize;
     let y = DevBuf::new(max_rows * 4, "matvec y")?;
     let rec = DevBuf::new(sms as usize * 3 * 8, "matvec records")?;
-    let evict_bytes = 256u64 << 20;
-    let evict_buf = DevBuf::new(evict_bytes as usize, "matvec evict buffer")?;
+    let evict_buf = DevBuf::new(EVICT_BYTES as usize, "matvec evict buffer")?;
     // SAFETY: the buffers hold these many elements.
     unsafe {
         check(
@@ -98,7 +97,7 @@ pub fn probe_matvec(gpu: &Gpu, cubin: &[u8]) -> Result<Vec<MatvecRow>, BackendEr
         read_pages(
             evict_kernel,
             &streams,
-            (evict_buf.ptr, evict_bytes),
+            (evict_buf.ptr, EVICT_BYTES),
             8,
             0,
             rec.ptr,

@@ -25,6 +25,9 @@ pub use matvec::{probe_matvec, MatvecRow, MATVEC_REPEATS, MATVEC_SHAPES};
 /// Dynamic shared memory of a CTA that must have an SM to itself: more than half an SM.
 pub const RESIDENT_SMEM: u32 = 120 * 1024;
 
+/// Bytes a probe reads to evict L2 (50 MiB on the H100/H200) before a cold measurement.
+const EVICT_BYTES: u64 = 256 << 20;
+
 /// Most dynamic shared memory a probe kernel is launched with (a streamer's ring of 8 pages).
 const MAX_PROBE_SMEM: u32 = 8 * 16384;
 
