@@ -151,6 +151,12 @@ pub struct BenchArgs {
     /// in ns from the CTA's entry), for timeline plots.
     #[arg(long, value_name = "FILE", requires = "cta_phases")]
     pub cta_trace_out: Option<std::path::PathBuf>,
+    /// Also time each target with kinds of dependent work removed (attention; the streaming
+    /// operators' activation loads; both; both and every grid wait), in the same trials as the
+    /// full chain: what each kind costs in the step. Ablated kernels compute garbage and are
+    /// never checked. Per-op grids only.
+    #[arg(long)]
+    pub ablate: bool,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,

@@ -381,6 +381,11 @@ fn gpu_commands_without_a_gpu_exit_2_with_one_line() {
     }
     let o = mkc(&["run", "tiny", "--target", "persistent"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    // Ablation builds exist for the per-op chain only: refused before any GPU work.
+    let o = mkc(&["bench", "tiny", "--ablate", "--grids", "fused"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--ablate"), "{}", stderr(&o));
+    assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
     // An unknown probe is refused by name before anything is compiled.
     let o = mkc(&["probe", "bandwidth"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));

@@ -95,7 +95,16 @@ __device__ __forceinline__ bf16 f2bf(float f) {
     return (bf16)(u >> 16);
 }
 
+// Ablation builds (`mkc bench --ablate`, kernels::Ablation) remove one kind of dependent work
+// from the per-op chain to measure what it costs; their results are garbage by design:
+// MKC_ABLATE_WAITS: no grid waits for its predecessor; MKC_ABLATE_LOADS: the streaming operators
+// skip their activation inputs (prepare, x read from shared memory as it is); MKC_ABLATE_ATTENTION:
+// attention only waits and exits. The default build contains none of them.
+#ifdef MKC_ABLATE_WAITS
+__device__ __forceinline__ void pdl_wait() {}
+#else
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+#endif
 __device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
 // CTA phase tracing (mkc bench --cta-phases), compiled in only with -DMKC_TRACE: the marks cost
@@ -582,7 +591,13 @@ __device__ void run_stream(const Matvec& v, int x_len, const float* x_global, co
     if (pdl) pdl_wait();
     mark(MARK_RELEASED);
     if (flagged && threadIdx.x == 0) *warm_stop_flag(s) = 1;
+#ifdef MKC_ABLATE_LOADS
+    (void)prepare;
+    if (norm) mbar_wait(s.norm_bar, 0);  // the norm weights' copy lands before the CTA may exit
+    x_global = nullptr;                   // dot products with whatever s.x holds
+#else
     prepare(s);
+#endif
     consumers_sync();  // prepare's shared-memory writes before the dot products
     mark(MARK_PREPARED);
     int nj = v.k / 256;
@@ -999,6 +1014,11 @@ __device__ __forceinline__ void softmax_rows(float* scores, int heads, int len, 
 // per CTA shortened it. The host gives each CTA more than half an SM's shared memory, so that
 // two never share an SM (kernels::attention_chunk).
 __device__ void attention_body(const Model& m, const Globals& g, const Layer& L, int t, int pdl, int early) {
+#ifdef MKC_ABLATE_ATTENTION
+    if (pdl && early) pdl_trigger();
+    if (pdl) pdl_wait();
+    return;
+#endif
     int gq = m.heads / m.kv_heads;
     int hp = gq / m.attn_split;
     int kvh = t / m.attn_split, split = t % m.attn_split;

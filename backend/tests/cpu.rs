@@ -2,6 +2,7 @@
 //! CPU reference and the ptxas-log parser. NVRTC compilation runs when NVRTC is installed and
 //! says so when it is skipped.
 
+use mkc_backend::ablation::Ablation;
 use mkc_backend::kernels;
 use mkc_backend::reference::{argmax_margin, rel_l2, Reference};
 use mkc_backend::weights::{self, bf2f, f2bf, layout, value, Fill, LayerTensor};
@@ -236,6 +237,22 @@ fn probe_kernels_hold_the_registers_their_names_say() {
     }
 }
 
+/// The per-op grid kernels whose machine code differs between two builds, sorted by name.
+fn changed_kernels<'a>(base: &kernels::Compiled, other: &kernels::Compiled) -> Vec<&'a str> {
+    let hash = |c: &kernels::Compiled, name: &str| {
+        c.kernels
+            .iter()
+            .find(|k| k.name == name)
+            .map(|k| k.code_hash)
+    };
+    let mut names: Vec<&str> = kernels::grid_entry_points()
+        .map(|(name, _)| name)
+        .filter(|name| hash(base, name) != hash(other, name))
+        .collect();
+    names.sort();
+    names
+}
+
 /// L2 warming lives in the O-projection and QKV only: turning it off changes those two kernels'
 /// code and no other's (every other kernel keeps the code measured without it), and turning off
 /// the O-projection's alone (`MKC_WARM_O=0`) changes the O-projection only.
@@ -253,24 +270,48 @@ fn l2_warming_changes_only_the_o_projection_and_qkv() {
         }
         (on, off, o_off) => (on.unwrap(), off.unwrap(), o_off.unwrap()),
     };
-    let changed = |other: &kernels::Compiled| -> Vec<&str> {
-        let mut names: Vec<&str> = kernels::grid_entry_points()
-            .map(|(name, _)| name)
-            .filter(|name| {
-                let hash = |c: &kernels::Compiled| {
-                    c.kernels
-                        .iter()
-                        .find(|k| k.name == *name)
-                        .map(|k| k.code_hash)
-                };
-                hash(&on) != hash(other)
-            })
-            .collect();
-        names.sort();
-        names
+    assert_eq!(changed_kernels(&on, &off), ["k_o_proj", "k_qkv_rope"]);
+    assert_eq!(changed_kernels(&on, &o_off), ["k_o_proj"]);
+}
+
+/// Each ablation build changes exactly the kernels whose work it removes (so the rest of its
+/// chain runs the measured code): attention only the attention kernel, loads the five
+/// streaming operators, and the grid waits every per-op kernel (each one waits).
+#[test]
+fn ablation_builds_change_only_the_kernels_whose_work_they_remove() {
+    let base = match kernels::compile("sm_90a") {
+        Err(mkc_backend::BackendError::NoNvrtc) => {
+            eprintln!("SKIPPED: no NVRTC library found (set LD_LIBRARY_PATH to an NVRTC 13 lib directory)");
+            return;
+        }
+        other => other.unwrap(),
     };
-    assert_eq!(changed(&off), ["k_o_proj", "k_qkv_rope"]);
-    assert_eq!(changed(&o_off), ["k_o_proj"]);
+    let streaming = ["k_down", "k_lm_head", "k_o_proj", "k_qkv_rope", "k_up_gate"];
+    let mut every: Vec<&str> = kernels::ENTRY_POINTS.iter().map(|(n, _)| *n).collect();
+    every.sort();
+    for a in Ablation::LADDER {
+        let build = kernels::compile_with_defines("sm_90a", &a.defines()).unwrap();
+        let changed = changed_kernels(&base, &build);
+        let per_op: Vec<&str> = changed
+            .iter()
+            .copied()
+            .filter(|n| every.contains(n))
+            .collect();
+        let want: Vec<&str> = if a.waits {
+            every.clone()
+        } else {
+            let mut w: Vec<&str> = Vec::new();
+            if a.attention {
+                w.push("k_attention");
+            }
+            if a.loads {
+                w.extend(streaming);
+            }
+            w.sort();
+            w
+        };
+        assert_eq!(per_op, want, "{}", a.label());
+    }
 }
 
 #[test]

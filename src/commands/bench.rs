@@ -2,6 +2,7 @@
 //! whole workload trajectory, several trials; correctness checked on every target.
 
 use indicatif::{ProgressBar, ProgressStyle};
+use mkc_backend::ablation::Ablation;
 use mkc_backend::gpu::RunOptions;
 use serde::Serialize;
 
@@ -34,6 +35,19 @@ struct KernelRow {
     floor_us_per_launch: f64,
 }
 
+/// One target timed with an ablation build, in the same trials as its full chain.
+#[derive(Serialize)]
+struct AblationRow {
+    target: String,
+    /// What the build removes, e.g. `attention+loads`.
+    removed: String,
+    ablation: Ablation,
+    median_step_us: f64,
+    mean_step_us: f64,
+    /// Median step time of the full chain minus this build's: what the removed work costs.
+    saved_us: f64,
+}
+
 /// Mean CTA phase times of one operator kind in a traced step, µs.
 #[derive(Serialize)]
 struct PhaseRow {
@@ -61,6 +75,7 @@ struct PhaseRow {
 struct Report {
     per_kernel: Vec<KernelRow>,
     cta_phases: Vec<PhaseRow>,
+    ablation: Vec<AblationRow>,
     model: String,
     gpu: String,
     weights_and_kv_bytes_per_step: f64,
@@ -80,6 +95,12 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
         .collect::<Result<Vec<_>, _>>()?;
     if args.trials == 0 {
         return Err(CommandError::Input("--trials must be at least 1.".into()));
+    }
+    if args.ablate && args.common.grids != crate::cli::GridsArg::PerOp {
+        return Err(CommandError::Input(
+            "--ablate measures the per-op chain only. Fix: drop --grids (or use --grids per-op)."
+                .into(),
+        ));
     }
     // Create the trace file first, so that a bad path fails before any GPU work.
     let mut trace_file = match &args.cta_trace_out {
@@ -118,13 +139,39 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
         )?);
     }
     let same_tokens = warm.windows(2).all(|w| w[0].tokens == w[1].tokens);
-    let bar = ProgressBar::new(args.trials as u64 * graphs.len() as u64);
+    // Ablation builds: captured after the checked warm-ups (their garbage never reaches a
+    // check: every run rewrites the state it reads), warmed once, then timed in the same trials.
+    let mut ablated = Vec::new();
+    if args.ablate {
+        for a in Ablation::LADDER {
+            for (i, &t) in targets.iter().enumerate() {
+                let sched = s.schedule(t, sms)?;
+                ablated.push((a, i, s.runner.capture_ablated(&sched, a)?));
+            }
+        }
+    }
+    let timed: Vec<&mkc_backend::gpu::StepGraph> = graphs
+        .iter()
+        .chain(ablated.iter().map(|(_, _, g)| g))
+        .collect();
+    for g in &timed[graphs.len()..] {
+        s.runner.run(
+            g,
+            &s.prompt,
+            s.generate,
+            &RunOptions {
+                capture_logits: Vec::new(),
+                watchdog: s.watchdog,
+            },
+        )?;
+    }
+    let bar = ProgressBar::new(args.trials as u64 * timed.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} runs {eta}").expect("template"),
     );
-    let mut steps: Vec<Vec<f64>> = vec![Vec::new(); graphs.len()];
+    let mut steps: Vec<Vec<f64>> = vec![Vec::new(); timed.len()];
     for _ in 0..args.trials {
-        for (i, g) in graphs.iter().enumerate() {
+        for (i, g) in timed.iter().enumerate() {
             let out = s.runner.run(
                 g,
                 &s.prompt,
@@ -161,6 +208,21 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
                 achieved_tb_s: tb,
                 fraction_of_measured_bandwidth: tb * 1e3 / measured_gbs,
                 steps: v.len(),
+            }
+        })
+        .collect();
+    let ablation: Vec<AblationRow> = ablated
+        .iter()
+        .zip(&steps[graphs.len()..])
+        .map(|((a, i, _), v)| {
+            let (med, _, _) = percentiles(v);
+            AblationRow {
+                target: targets[*i].name().to_string(),
+                removed: a.label(),
+                ablation: *a,
+                median_step_us: med,
+                mean_step_us: mean(v),
+                saved_us: rows[*i].median_step_us - med,
             }
         })
         .collect();
@@ -226,6 +288,7 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     let report = Report {
         per_kernel,
         cta_phases,
+        ablation,
         model: m.name.clone(),
         gpu: s.gpu_name.clone(),
         weights_and_kv_bytes_per_step: bytes,
@@ -291,6 +354,16 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
                 r.achieved_tb_s,
                 r.fraction_of_measured_bandwidth * 100.0
             );
+        }
+        if !report.ablation.is_empty() {
+            println!("  ablation (same trials; removed work, unchecked garbage by design):");
+            println!("  target  removed                  median us   mean us   saved us");
+            for r in &report.ablation {
+                println!(
+                    "  {:<7} {:<24} {:>9.1} {:>9.1} {:>10.1}",
+                    r.target, r.removed, r.median_step_us, r.mean_step_us, r.saved_us
+                );
+            }
         }
     }
     let failed = report.checks.iter().any(|(_, c)| !c.passed) || !report.same_tokens;

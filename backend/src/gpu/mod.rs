@@ -8,10 +8,12 @@
 //!
 //! Modules: `device` (context, buffers, events), `abi` (the kernels' parameter structs),
 //! `setup` (compile, load, allocate, fill), `launch` (grids and graph capture), `run` (the
-//! workload under a watchdog, timings), `trace` (CTA phase traces), `info` (driver figures),
-//! `probe` (hardware facts: co-residency, latency under load, L2 as a weight source).
+//! workload under a watchdog, timings), `trace` (CTA phase traces), `ablate` (chains with one
+//! kind of dependent work removed), `info` (driver figures), `probe` (hardware facts:
+//! co-residency, latency under load, L2 as a weight source).
 
 mod abi;
+mod ablate;
 mod device;
 mod info;
 mod launch;
@@ -36,6 +38,7 @@ pub use run::{RunOptions, RunOutput};
 pub use setup::WeightSource;
 pub use trace::{GridTrace, TRACE_SLOTS};
 
+use crate::ablation::Ablation;
 use crate::kernels::{GridOps, KernelInfo};
 use abi::{KGlobals, KLayer, KModel};
 use device::{stalled, DevBuf};
@@ -61,6 +64,8 @@ pub struct Runner {
     funcs: Vec<OpFn>,
     /// The traced build of the operators, loaded on first use by `trace_step`.
     traced: Option<(sys::CUmodule, Vec<OpFn>)>,
+    /// Ablation builds of the operators, each loaded on first use by `capture_ablated`.
+    ablated: Vec<(Ablation, sys::CUmodule, Vec<OpFn>)>,
     read_bw: sys::CUfunction,
     /// Grid-barrier counters of the fused grids, two per layer (never reset: monotonic).
     barriers: u64,
@@ -83,6 +88,9 @@ impl Drop for Runner {
             result::stream::destroy(self.stream).ok();
             result::module::unload(self.module).ok();
             if let Some((m, _)) = self.traced.take() {
+                result::module::unload(m).ok();
+            }
+            for (_, m, _) in self.ablated.drain(..) {
                 result::module::unload(m).ok();
             }
         }

@@ -149,6 +149,7 @@ impl Runner {
             module,
             funcs,
             traced: None,
+            ablated: Vec::new(),
             read_bw,
             barriers: 0,
             kernel_info,

@@ -1,0 +1,113 @@
+//! Ablation builds of the operator kernels: the per-op chain with one kind of dependent work
+//! removed, so that `mkc bench --ablate` can say what each kind costs in the step (the
+//! difference to the full chain, measured side by side in one process).
+//!
+//! An ablated build computes garbage by design: it is timed, never checked. The default build
+//! contains none of this (the source's `MKC_ABLATE_*` blocks compile only when defined).
+
+use serde::Serialize;
+
+/// Which kinds of dependent work an ablated build skips.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Ablation {
+    /// Attention grids only wait for their predecessor and exit.
+    pub attention: bool,
+    /// Streaming operators skip their activation inputs: no prepare (embedding, split-K sums,
+    /// RMSNorm) and no slices of the attention output or h read from L2.
+    pub loads: bool,
+    /// No grid waits for its predecessor (`griddepcontrol.wait` is compiled out): what is left
+    /// is weight streaming and the CTA turnover at each grid boundary.
+    pub waits: bool,
+}
+
+impl Ablation {
+    /// The rungs `mkc bench --ablate` measures, each against the full chain: each kind alone,
+    /// then removed together, then with the grid waits gone as well.
+    pub const LADDER: [Ablation; 4] = [
+        Ablation {
+            attention: true,
+            loads: false,
+            waits: false,
+        },
+        Ablation {
+            attention: false,
+            loads: true,
+            waits: false,
+        },
+        Ablation {
+            attention: true,
+            loads: true,
+            waits: false,
+        },
+        Ablation {
+            attention: true,
+            loads: true,
+            waits: true,
+        },
+    ];
+
+    /// True when nothing is removed (the default build).
+    pub fn is_none(&self) -> bool {
+        *self == Ablation::default()
+    }
+
+    /// The preprocessor defines that select this build (none for the default build).
+    pub fn defines(&self) -> Vec<(&'static str, u32)> {
+        [
+            (self.attention, "MKC_ABLATE_ATTENTION"),
+            (self.loads, "MKC_ABLATE_LOADS"),
+            (self.waits, "MKC_ABLATE_WAITS"),
+        ]
+        .into_iter()
+        .filter(|&(on, _)| on)
+        .map(|(_, name)| (name, 1))
+        .collect()
+    }
+
+    /// What is removed, e.g. `attention+loads` (`full chain` for none).
+    pub fn label(&self) -> String {
+        let parts: Vec<&str> = [
+            (self.attention, "attention"),
+            (self.loads, "loads"),
+            (self.waits, "waits"),
+        ]
+        .into_iter()
+        .filter(|&(on, _)| on)
+        .map(|(_, name)| name)
+        .collect();
+        if parts.is_empty() {
+            "full chain".into()
+        } else {
+            parts.join("+")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ladder_rungs_are_distinct_ablations_with_matching_defines_and_labels() {
+        let mut labels = Vec::new();
+        for a in Ablation::LADDER {
+            assert!(!a.is_none());
+            let d = a.defines();
+            assert_eq!(d.len(), a.label().split('+').count());
+            for (name, v) in &d {
+                assert_eq!(*v, 1);
+                let kind = name.trim_start_matches("MKC_ABLATE_").to_lowercase();
+                assert!(
+                    a.label().split('+').any(|p| p == kind),
+                    "{name} vs {}",
+                    a.label()
+                );
+            }
+            labels.push(a.label());
+        }
+        labels.dedup();
+        assert_eq!(labels.len(), Ablation::LADDER.len());
+        assert!(Ablation::default().defines().is_empty());
+        assert_eq!(Ablation::default().label(), "full chain");
+    }
+}
