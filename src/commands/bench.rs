@@ -120,27 +120,8 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
         .iter()
         .map(|&t| Ok(s.runner.capture(&s.schedule(t, sms)?)?))
         .collect::<Result<Vec<_>, CommandError>>()?;
-    let checked = if args.common.no_check {
-        Vec::new()
-    } else {
-        s.check_positions()
-    };
-    // Warm-up runs (also the correctness runs: logits poisoned, then captured).
-    let mut warm = Vec::new();
-    for g in &graphs {
-        warm.push(s.runner.run(
-            g,
-            &s.prompt,
-            s.generate,
-            &RunOptions {
-                capture_logits: checked.clone(),
-                watchdog: s.watchdog,
-            },
-        )?);
-    }
-    let same_tokens = warm.windows(2).all(|w| w[0].tokens == w[1].tokens);
-    // Ablation builds: captured after the checked warm-ups (their garbage never reaches a
-    // check: every run rewrites the state it reads), warmed once, then timed in the same trials.
+    // Ablation builds: the same schedules with other kernels, timed in the same trials as the
+    // full chains. Their garbage never reaches a check: every run rewrites the state it reads.
     let mut ablated = Vec::new();
     if args.ablate {
         for a in Ablation::LADDER {
@@ -150,20 +131,34 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
             }
         }
     }
-    let timed: Vec<&mkc_backend::gpu::StepGraph> = graphs
-        .iter()
-        .chain(ablated.iter().map(|(_, _, g)| g))
-        .collect();
-    for g in &timed[graphs.len()..] {
+    let checked = if args.common.no_check {
+        Vec::new()
+    } else {
+        s.check_positions()
+    };
+    let run = |g: &mkc_backend::gpu::StepGraph, capture_logits: Vec<u32>| {
         s.runner.run(
             g,
             &s.prompt,
             s.generate,
             &RunOptions {
-                capture_logits: Vec::new(),
+                capture_logits,
                 watchdog: s.watchdog,
             },
-        )?;
+        )
+    };
+    // Warm-up runs (also the correctness runs: logits poisoned, then captured).
+    let warm = graphs
+        .iter()
+        .map(|g| run(g, checked.clone()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let same_tokens = warm.windows(2).all(|w| w[0].tokens == w[1].tokens);
+    let timed: Vec<&mkc_backend::gpu::StepGraph> = graphs
+        .iter()
+        .chain(ablated.iter().map(|(_, _, g)| g))
+        .collect();
+    for g in &timed[graphs.len()..] {
+        run(g, Vec::new())?;
     }
     let bar = ProgressBar::new(args.trials as u64 * timed.len() as u64);
     bar.set_style(
@@ -172,16 +167,7 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     let mut steps: Vec<Vec<f64>> = vec![Vec::new(); timed.len()];
     for _ in 0..args.trials {
         for (i, g) in timed.iter().enumerate() {
-            let out = s.runner.run(
-                g,
-                &s.prompt,
-                s.generate,
-                &RunOptions {
-                    capture_logits: Vec::new(),
-                    watchdog: s.watchdog,
-                },
-            )?;
-            steps[i].extend(out.step_us);
+            steps[i].extend(run(g, Vec::new())?.step_us);
             bar.inc(1);
         }
     }
