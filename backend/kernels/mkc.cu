@@ -44,18 +44,6 @@ typedef unsigned long long u64;
 #define PAGE_BYTES 16384
 #endif
 #define MAX_SLOTS 16
-// Distinct kernel shapes so that consecutive streaming grids can share an SM and none doubles
-// up (MKC_SHAPES experiment): A (QKV, up/gate, LM head) > half the shared memory, <= 96
-// registers; B (O-projection, down) >= 104 registers (two cannot share a sub-partition's
-// registers), B_WARPS-slot rings.
-#ifdef MKC_SHAPES
-#define B_WARPS 4
-#define A_BOUNDS __maxnreg__(96)
-#define B_BOUNDS __maxnreg__(104)
-#else
-#define A_BOUNDS __launch_bounds__(THREADS, 1)
-#define B_BOUNDS __launch_bounds__(THREADS, 1)
-#endif
 
 struct Model {
     int hidden, inter, q_dim, kv_dim, heads, kv_heads, head_dim, vocab, layers;
@@ -350,7 +338,6 @@ struct Stream {
     float* scratch;  // 64 floats
     bf16* ring;
     int per_warp;  // ring slots per consumer warp
-    int warps;     // consumer warps that own ring slots and take pages
 };
 
 // Bytes before the ring (mirrored by the host's dynamic shared memory computation).
@@ -368,17 +355,12 @@ __device__ Stream carve_stream(int x_len, int norm_len, int per_warp) {
     s.scratch = (float*)(s.norm + norm_len);
     s.ring = (bf16*)(smem_raw + ring_offset(x_len, norm_len));
     s.per_warp = per_warp;
-#ifdef MKC_SHAPES
-    s.warps = (x_len == 0 && norm_len == 0) ? B_WARPS : CONSUMER_WARPS;
-#else
-    s.warps = CONSUMER_WARPS;
-#endif
     return s;
 }
 
 // Initialises the ring's barriers (the producer lane, before any thread uses them).
 __device__ void ring_init(const Stream& s) {
-    for (int i = 0; i < s.warps * s.per_warp; ++i) {
+    for (int i = 0; i < CONSUMER_WARPS * s.per_warp; ++i) {
         mbar_init(&s.full[i], 1);
         mbar_init(&s.empty[i], 1);
     }
@@ -394,7 +376,7 @@ __device__ __forceinline__ void ring_ready_wait() { asm volatile("bar.sync 2, %0
 // mbarrier phases are awaited in order (a shared slot could let a fast warp wait on a parity
 // one lap ahead and see a stale completed phase).
 __device__ __forceinline__ void ring_slot(const Stream& s, int i, int& slot, int& lap) {
-    int w = i % s.warps, j = i / s.warps;
+    int w = i % CONSUMER_WARPS, j = i / CONSUMER_WARPS;
     slot = w * s.per_warp + j % s.per_warp;
     lap = j / s.per_warp;
 }
@@ -479,9 +461,7 @@ __device__ void consume(const Stream& s, const Matvec& v, const float* x, int fi
     float xr[NJ][8];
     int loaded = -1;
     bool landed_marked = false;
-    const int W = s.warps;
-    if (warp >= W) return;
-    for (int i = (warp + W - base % W) % W; i < count; i += W) {
+    for (int i = (warp + CONSUMER_WARPS - base % CONSUMER_WARPS) % CONSUMER_WARPS; i < count; i += CONSUMER_WARPS) {
         int chunk, row0;
         page_coords(v, first + i, chunk, row0);
         if (chunk != loaded) {
@@ -554,13 +534,13 @@ __device__ __forceinline__ volatile int* warm_stop_flag(const Stream& s) { retur
 // them. `flagged`: stop when warm_stop_flag is set; otherwise start only once this CTA's own
 // `count` pages have landed.
 __device__ void warm_l2(const Stream& s, const Matvec& u, int count, int skip, int limit, bool flagged) {
-    if (count >= s.warps) return;
+    if (count >= CONSUMER_WARPS) return;
     if (!flagged) {
         int slot, lap;
         ring_slot(s, count - 1, slot, lap);
         mbar_wait(&s.full[slot], lap & 1);
     }
-    const int nslots = min((s.warps - count) * s.per_warp, WARM_DEPTH);
+    const int nslots = min((CONSUMER_WARPS - count) * s.per_warp, WARM_DEPTH);
     int f, c;
     page_range(u.pages, f, c);
     const unsigned half = (unsigned)(u.page_rows * u.k);  // bytes of half a gate/up page
@@ -1275,7 +1255,7 @@ __device__ void attention_o_proj_body(const Model& m, const Globals& g, const La
 // ---- grid wrappers -------------------------------------------------------------------------
 // Streaming kernels run one CTA per SM (the host sizes the grid); attention one CTA per task.
 
-extern "C" __global__ void A_BOUNDS k_qkv_rope(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) k_qkv_rope(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
     trace_begin(trace);
     qkv_rope_body(m, g, L, pdl, early);
     trace_end_stream();
@@ -1287,25 +1267,25 @@ extern "C" __global__ void ATT_BOUNDS k_attention(Model m, Globals g, Layer L, i
     trace_end();
 }
 
-extern "C" __global__ void B_BOUNDS k_o_proj(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) k_o_proj(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
     trace_begin(trace);
     o_proj_body(m, g, L, pdl, early);
     trace_end_stream();
 }
 
-extern "C" __global__ void A_BOUNDS k_up_gate(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) k_up_gate(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
     trace_begin(trace);
     up_gate_body(m, g, L, pdl, early);
     trace_end_stream();
 }
 
-extern "C" __global__ void B_BOUNDS k_down(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) k_down(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
     trace_begin(trace);
     down_body(m, g, L, pdl, early);
     trace_end_stream();
 }
 
-extern "C" __global__ void A_BOUNDS k_lm_head(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) k_lm_head(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
     trace_begin(trace);
     (void)L;
     lm_head_body(m, g, pdl, early);

@@ -60,16 +60,6 @@ pub fn consumer_warps() -> u32 {
         .unwrap_or(CONSUMER_WARPS)
 }
 
-/// Developers' experiment `MKC_SHAPES=1` (with a source that implements it, through
-/// `MKC_KERNELS_CU`): the O-projection's and down's rings belong to [`SHAPE_B_WARPS`] consumer
-/// warps, so that their CTAs fit beside a QKV, up/gate or LM head CTA.
-pub fn shapes() -> bool {
-    env_u32("MKC_SHAPES") == Some(1)
-}
-
-/// Consumer warps that own ring slots in the O-projection and down under [`shapes`].
-pub const SHAPE_B_WARPS: u32 = 4;
-
 /// Threads per CTA of the streaming kernels as built: the consumer warps and the producer.
 pub fn stream_threads() -> u32 {
     consumer_warps() * 32 + 32
@@ -382,9 +372,6 @@ fn compile_with(
         options.push(format!("-DCONSUMER_WARPS={}", consumer_warps()));
         options.push("--maxrregcount=128".into());
     }
-    if shapes() {
-        options.push("-DMKC_SHAPES".to_string());
-    }
     if traced {
         options.push("-DMKC_TRACE".to_string());
     }
@@ -581,8 +568,6 @@ pub struct Stream {
     pub x_len: u32,
     /// RMSNorm weights (bf16) the producer copies into shared memory first; 0 for none.
     pub norm_len: u32,
-    /// Consumer warps that own ring slots.
-    pub ring_warps: u32,
 }
 
 impl Stream {
@@ -613,17 +598,14 @@ impl Stream {
         let budget = env_u32("MKC_STREAM_SMEM")
             .unwrap_or(STREAM_SMEM_BUDGET)
             .min(SMEM_PER_CTA);
-        let warps = self.ring_warps;
-        if warps < consumer_warps() {
-            return 1; // a shapes experiment's small ring: one slot per owning warp
-        }
+        let warps = consumer_warps();
         let fit = budget.saturating_sub(self.ring_offset()) / (PAGE_BYTES * warps);
         fit.clamp(1, MAX_SLOTS / warps)
     }
 
     /// Dynamic shared memory of the kernel.
     pub fn dynamic_smem(&self) -> u32 {
-        self.ring_offset() + self.slots_per_warp() * self.ring_warps * PAGE_BYTES
+        self.ring_offset() + self.slots_per_warp() * consumer_warps() * PAGE_BYTES
     }
 
     /// CTAs to launch: one per SM, never more than there are pages.
@@ -682,11 +664,6 @@ pub fn stream(model: &Model, kind: OpKind) -> Option<Stream> {
         }
         OpKind::LmHead => (g.hidden, 1, g.vocab, false, g.hidden, g.hidden),
     };
-    let ring_warps = if shapes() && x_len == 0 {
-        SHAPE_B_WARPS
-    } else {
-        consumer_warps()
-    };
     Some(Stream {
         k,
         splits,
@@ -694,7 +671,6 @@ pub fn stream(model: &Model, kind: OpKind) -> Option<Stream> {
         paired,
         x_len,
         norm_len,
-        ring_warps,
     })
 }
 
