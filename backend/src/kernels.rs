@@ -43,6 +43,10 @@ pub const PAGE_BYTES: u32 = 16384;
 /// Most ring slots a streaming kernel may use (the source's `MAX_SLOTS`).
 pub const MAX_SLOTS: u32 = 16;
 
+/// Bytes before a streaming CTA's input vector in its shared memory (the source's
+/// `carve_stream`): the full and empty mbarriers of every slot, then the norm mbarrier.
+pub const STREAM_X_OFFSET: u32 = 2 * MAX_SLOTS * 8 + 16;
+
 /// Shared memory a streaming CTA budgets for itself: the whole SM. Halving it so that a
 /// successor grid's CTA could be resident early measured 25% slower on the H200
 /// (docs/perf.md). `MKC_STREAM_SMEM` overrides it (developers' A/B runs).
@@ -589,7 +593,7 @@ impl Stream {
     /// Shared memory before the ring: barriers, input vector, norm weights, scratch (the
     /// source's `ring_offset`).
     pub fn ring_offset(&self) -> u32 {
-        (2 * MAX_SLOTS * 8 + 16 + self.x_len * 4 + self.norm_len * 2 + 64 * 4).div_ceil(128) * 128
+        (STREAM_X_OFFSET + self.x_len * 4 + self.norm_len * 2 + 64 * 4).div_ceil(128) * 128
     }
 
     /// Ring slots per consumer warp: as many as fit the streaming budget, at least one, at

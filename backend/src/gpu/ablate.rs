@@ -11,10 +11,6 @@ use crate::ablation::Ablation;
 use crate::error::BackendError;
 use crate::kernels;
 
-/// Bytes before a streaming CTA's staged input vector in its shared memory (the source's
-/// `carve_stream`: two mbarrier arrays of 16 slots and the norm barrier).
-const X_OFFSET: usize = 2 * 16 * 8 + 16;
-
 impl Runner {
     /// Captures one decode step of `schedule` (a per-op chain) with the kernels of `ablation`,
     /// compiling and loading that build on first use.
@@ -59,10 +55,11 @@ impl Runner {
                 (OpKind::Down, None) => self.model.geometry.intermediate as usize,
                 _ => continue,
             };
-            if X_OFFSET + 4 * floats > smem as usize {
+            if kernels::STREAM_X_OFFSET as usize + 4 * floats > smem as usize {
                 return Err(BackendError::Unsupported(format!(
                     "--ablate loads: the {kind:?} input vector ({floats} floats) is larger than \
-                     its CTA's shared memory ({smem} B); this model cannot be ablated"
+                     its CTA's shared memory ({smem} B), so this model cannot be ablated. Fix: run \
+                     without --ablate"
                 )));
             }
         }
