@@ -96,10 +96,12 @@ __device__ __forceinline__ bf16 f2bf(float f) {
 }
 
 // Ablation builds (`mkc bench --ablate`, kernels::Ablation) remove one kind of dependent work
-// from the per-op chain to measure what it costs; their results are garbage by design:
-// MKC_ABLATE_WAITS: no grid waits for its predecessor; MKC_ABLATE_LOADS: the streaming operators
-// skip their activation inputs (prepare, x read from shared memory as it is); MKC_ABLATE_ATTENTION:
-// attention only waits and exits. The default build contains none of them.
+// from the per-op chain to measure what it costs; their results are meaningless by design, but
+// finite: computing on NaN measured ~20 µs slower per step (docs/perf.md), so no ablation may
+// leave NaN behind. MKC_ABLATE_WAITS: no grid waits for its predecessor; MKC_ABLATE_LOADS: the
+// streaming operators skip their prepare and multiply by a constant input vector instead of
+// reading one; MKC_ABLATE_ATTENTION: attention waits, writes zeros and exits. The default build
+// contains none of them.
 #ifdef MKC_ABLATE_WAITS
 __device__ __forceinline__ void pdl_wait() {}
 #else
@@ -412,6 +414,14 @@ __device__ void produce(const Stream& s, const Matvec& v, int first, int count, 
 // Loads this lane's slice of input-vector chunk `chunk` (columns (lane + 32 j) * 8 .. + 8).
 template <int NJ>
 __device__ __forceinline__ void load_x(float (&xr)[NJ][8], const float* x, int k, int chunk) {
+#ifdef MKC_ABLATE_LOADS
+    (void)x, (void)k, (void)chunk;
+#pragma unroll
+    for (int j = 0; j < NJ; ++j)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) xr[j][i] = 1.0f / 64;
+    return;
+#endif
     int lane = threadIdx.x % 32;
 #pragma unroll
     for (int j = 0; j < NJ; ++j) {
@@ -594,7 +604,6 @@ __device__ void run_stream(const Matvec& v, int x_len, const float* x_global, co
 #ifdef MKC_ABLATE_LOADS
     (void)prepare;
     if (norm) mbar_wait(s.norm_bar, 0);  // the norm weights' copy lands before the CTA may exit
-    x_global = nullptr;                   // dot products with whatever s.x holds
 #else
     prepare(s);
 #endif
@@ -1017,6 +1026,11 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
 #ifdef MKC_ABLATE_ATTENTION
     if (pdl && early) pdl_trigger();
     if (pdl) pdl_wait();
+    {
+        int gq0 = m.heads / m.kv_heads, hp0 = gq0 / m.attn_split;
+        int q0 = (t / m.attn_split) * gq0 + (t % m.attn_split) * hp0;
+        for (int i = threadIdx.x; i < hp0 * m.head_dim; i += blockDim.x) L.attn[q0 * m.head_dim + i] = 0.f;
+    }
     return;
 #endif
     int gq = m.heads / m.kv_heads;

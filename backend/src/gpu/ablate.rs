@@ -1,7 +1,6 @@
 //! Capturing a chain with an ablation build of the operators (`mkc bench --ablate`): the same
 //! schedule, grids and launch attributes as the full chain, only the kernels' code differs.
 
-use mkc_ir::OpKind;
 use mkc_scheduler::Schedule;
 
 use super::launch::StepGraph;
@@ -39,30 +38,6 @@ impl Runner {
             .find(|(a, _, _)| *a == ablation)
             .expect("loaded")
             .2;
-        if ablation.loads {
-            self.check_ablated_inputs_fit(funcs)?;
-        }
         self.capture_with(schedule, funcs, |_| 0)
-    }
-
-    /// Without its loads, an O-projection or down CTA multiplies by whatever its shared memory
-    /// holds where the input vector would be staged: that span must lie inside the CTA's
-    /// dynamic shared memory (it does for every model whose vector fits beside the ring).
-    fn check_ablated_inputs_fit(&self, funcs: &[super::OpFn]) -> Result<(), BackendError> {
-        for &((kind, then), _, smem) in funcs {
-            let floats = match (kind, then) {
-                (OpKind::OProj, None) => self.model.q_dim() as usize,
-                (OpKind::Down, None) => self.model.geometry.intermediate as usize,
-                _ => continue,
-            };
-            if kernels::STREAM_X_OFFSET as usize + 4 * floats > smem as usize {
-                return Err(BackendError::Unsupported(format!(
-                    "--ablate loads: the {kind:?} input vector ({floats} floats) is larger than \
-                     its CTA's shared memory ({smem} B), so this model cannot be ablated. Fix: run \
-                     without --ablate"
-                )));
-            }
-        }
-        Ok(())
     }
 }
