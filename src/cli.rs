@@ -153,8 +153,8 @@ pub struct BenchArgs {
     pub cta_trace_out: Option<std::path::PathBuf>,
     /// Also time each target with kinds of dependent work removed (attention; the streaming
     /// operators' activation loads; both; both and every grid wait), in the same trials as the
-    /// full chain: what each kind costs in the step. Ablated kernels compute garbage and are
-    /// never checked. Per-op grids only.
+    /// full chain: what each kind costs in the step. Ablated kernels compute meaningless (but
+    /// finite) values and are never checked. Per-op grids only.
     #[arg(long)]
     pub ablate: bool,
     /// Print one JSON object.

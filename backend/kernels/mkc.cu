@@ -1023,21 +1023,17 @@ __device__ __forceinline__ void softmax_rows(float* scores, int heads, int len, 
 // per CTA shortened it. The host gives each CTA more than half an SM's shared memory, so that
 // two never share an SM (kernels::attention_chunk).
 __device__ void attention_body(const Model& m, const Globals& g, const Layer& L, int t, int pdl, int early) {
-#ifdef MKC_ABLATE_ATTENTION
-    if (pdl && early) pdl_trigger();
-    if (pdl) pdl_wait();
-    {
-        int gq0 = m.heads / m.kv_heads, hp0 = gq0 / m.attn_split;
-        int q0 = (t / m.attn_split) * gq0 + (t % m.attn_split) * hp0;
-        for (int i = threadIdx.x; i < hp0 * m.head_dim; i += blockDim.x) L.attn[q0 * m.head_dim + i] = 0.f;
-    }
-    return;
-#endif
     int gq = m.heads / m.kv_heads;
     int hp = gq / m.attn_split;
     int kvh = t / m.attn_split, split = t % m.attn_split;
     int qh0 = kvh * gq + split * hp;
     int hd = m.head_dim;
+#ifdef MKC_ABLATE_ATTENTION
+    if (pdl && early) pdl_trigger();
+    if (pdl) pdl_wait();
+    for (int i = threadIdx.x; i < hp * hd; i += blockDim.x) L.attn[qh0 * hd + i] = 0.f;
+    return;
+#endif
     // The chunk C is whatever the host's dynamic shared memory holds beside q and the scores
     // (kernels::attention_chunk sizes it to the SM), so no parameter of any kernel changes.
     const int C = (int)((dynamic_smem_bytes() - (unsigned)(hp * hd + hp * m.max_seq) * 4u) / ((2 * hd + 8) * 2));

@@ -47,11 +47,6 @@ impl Ablation {
         },
     ];
 
-    /// True when nothing is removed (the default build).
-    pub fn is_none(&self) -> bool {
-        *self == Ablation::default()
-    }
-
     /// The preprocessor defines that select this build (none for the default build).
     pub fn defines(&self) -> Vec<(&'static str, u32)> {
         [
@@ -92,7 +87,7 @@ mod tests {
     fn ladder_rungs_are_distinct_ablations_with_matching_defines_and_labels() {
         let mut labels = Vec::new();
         for a in Ablation::LADDER {
-            assert!(!a.is_none());
+            assert_ne!(a, Ablation::default());
             let d = a.defines();
             assert_eq!(d.len(), a.label().split('+').count());
             for (name, v) in &d {

@@ -45,7 +45,7 @@ pub const MAX_SLOTS: u32 = 16;
 
 /// Bytes before a streaming CTA's input vector in its shared memory (the source's
 /// `carve_stream`): the full and empty mbarriers of every slot, then the norm mbarrier.
-pub const STREAM_X_OFFSET: u32 = 2 * MAX_SLOTS * 8 + 16;
+const STREAM_X_OFFSET: u32 = 2 * MAX_SLOTS * 8 + 16;
 
 /// Shared memory a streaming CTA budgets for itself: the whole SM. Halving it so that a
 /// successor grid's CTA could be resident early measured 25% slower on the H200

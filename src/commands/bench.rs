@@ -116,18 +116,23 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     let mut s = Session::open(&args.common)?;
     let sms = mkc_backend::gpu::sm_count(&s.runner);
     let measured_gbs = s.runner.read_bandwidth(2 << 30, 5)?;
-    let graphs = targets
+    // One schedule per target, compiled once: the graphs, the ablation builds, the per-kernel
+    // timings and the traces all run it.
+    let schedules = targets
         .iter()
-        .map(|&t| Ok(s.runner.capture(&s.schedule(t, sms)?)?))
+        .map(|&t| s.schedule(t, sms))
         .collect::<Result<Vec<_>, CommandError>>()?;
+    let graphs = schedules
+        .iter()
+        .map(|sched| s.runner.capture(sched))
+        .collect::<Result<Vec<_>, _>>()?;
     // Ablation builds: the same schedules with other kernels, timed in the same trials as the
-    // full chains. Their garbage never reaches a check: every run rewrites the state it reads.
+    // full chains. Their values never reach a check: every run rewrites the state it reads.
     let mut ablated = Vec::new();
     if args.ablate {
         for a in Ablation::LADDER {
-            for (i, &t) in targets.iter().enumerate() {
-                let sched = s.schedule(t, sms)?;
-                ablated.push((a, i, s.runner.capture_ablated(&sched, a)?));
+            for (i, sched) in schedules.iter().enumerate() {
+                ablated.push((a, i, s.runner.capture_ablated(sched, a)?));
             }
         }
     }
@@ -226,8 +231,7 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     };
     let mut per_kernel = Vec::new();
     if args.per_kernel {
-        let sched = s.schedule(targets[0], sms)?;
-        let graph = &sched.graph;
+        let graph = &schedules[0].graph;
         let kv_len = s.prompt.len() as u32 + s.generate / 2;
         for (name, kind) in mkc_backend::kernels::ENTRY_POINTS {
             let ops: Vec<_> = graph.ops.iter().filter(|o| o.kind == *kind).collect();
@@ -255,9 +259,8 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
         // The middle decode position: the KV length of the median step the table reports.
         let pos = s.prompt.len() as u32 + s.generate.saturating_sub(1) / 2;
         let mut csv = String::from(TRACE_CSV_HEADER);
-        for &t in &targets {
-            let sched = s.schedule(t, sms)?;
-            let grids = s.runner.trace_step(&sched, pos)?;
+        for (&t, sched) in targets.iter().zip(&schedules) {
+            let grids = s.runner.trace_step(sched, pos)?;
             cta_phases.extend(phase_rows(t.name(), &grids, khz));
             trace_csv(&mut csv, t.name(), &grids, khz);
         }
@@ -342,7 +345,9 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
             );
         }
         if !report.ablation.is_empty() {
-            println!("  ablation (same trials; removed work, unchecked garbage by design):");
+            println!(
+                "  ablation (same trials; removed work, meaningless values by design, unchecked):"
+            );
             println!("  target  removed                  median us   mean us   saved us");
             for r in &report.ablation {
                 println!(

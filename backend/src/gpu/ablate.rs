@@ -26,18 +26,17 @@ impl Runner {
                 "--ablate measures the per-op chain (one grid per operator); drop --grids".into(),
             ));
         }
-        if !self.ablated.iter().any(|(a, _, _)| *a == ablation) {
-            let compiled = kernels::compile_with_defines("sm_90a", &ablation.defines())?;
-            let (module, funcs) =
-                load_operators(&compiled.cubin, &self.model, self._gpu.sms as u32)?;
-            self.ablated.push((ablation, module, funcs));
-        }
-        let funcs = &self
-            .ablated
-            .iter()
-            .find(|(a, _, _)| *a == ablation)
-            .expect("loaded")
-            .2;
+        let i = match self.ablated.iter().position(|(a, _, _)| *a == ablation) {
+            Some(i) => i,
+            None => {
+                let compiled = kernels::compile_with_defines("sm_90a", &ablation.defines())?;
+                let (module, funcs) =
+                    load_operators(&compiled.cubin, &self.model, self._gpu.sms as u32)?;
+                self.ablated.push((ablation, module, funcs));
+                self.ablated.len() - 1
+            }
+        };
+        let funcs = &self.ablated[i].2;
         self.capture_with(schedule, funcs, |_| 0)
     }
 }
