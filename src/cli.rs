@@ -4,6 +4,47 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+/// A whole number in `lo..=hi`, parsed wide so that `-5`, `4294967296` and `5.0` all get the
+/// same message naming the range, whether written `--flag -5` or `--flag=-5`.
+fn ranged(text: &str, lo: u64, hi: u64) -> Result<u32, String> {
+    match text.trim().parse::<i128>() {
+        Ok(v) if v >= lo as i128 && v <= hi as i128 => Ok(v as u32),
+        _ => Err(format!("`{text}` is not a whole number from {lo} to {hi}")),
+    }
+}
+
+/// A positive number of seconds, at most a day (so that it converts to a duration).
+fn seconds(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= MAX_SECONDS => Ok(v),
+        _ => Err(format!(
+            "`{text}` is not a number of seconds above 0 and at most {MAX_SECONDS}"
+        )),
+    }
+}
+
+/// Longest time limit a flag takes, in seconds (one day).
+pub const MAX_SECONDS: f64 = 86_400.0;
+
+fn sms(text: &str) -> Result<u32, String> {
+    ranged(text, 1, 4096)
+}
+fn any_u32(text: &str) -> Result<u32, String> {
+    ranged(text, 0, u32::MAX as u64)
+}
+fn positive_u32(text: &str) -> Result<u32, String> {
+    ranged(text, 1, u32::MAX as u64)
+}
+fn percent(text: &str) -> Result<u32, String> {
+    ranged(text, 0, 100)
+}
+fn count(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<i128>() {
+        Ok(v) if v >= 1 && v <= u64::MAX as i128 => Ok(v as u64),
+        _ => Err(format!("`{text}` is not a whole number of at least 1")),
+    }
+}
+
 /// mkc: a static schedule compiler and simulator for GPU megakernels (LLM decode, batch 1).
 #[derive(Parser, Debug)]
 #[command(name = "mkc", version, about, long_about = None)]
@@ -30,6 +71,16 @@ pub enum Command {
     Bench(BenchArgs),
     /// Measure on the GPU (sm_90) a hardware fact the simulator assumes.
     Probe(ProbeArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
+    Completions(CompletionsArgs),
+}
+
+/// Arguments of `mkc completions`.
+#[derive(Parser, Debug)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 /// Arguments of `mkc probe`.
@@ -59,6 +110,9 @@ pub enum ProbeWhat {
     /// Two matvec engines alone on the operators' shapes: rows by plain 16-byte loads against
     /// pages by bulk copies into a shared-memory ring (results checked against the CPU).
     Matvec,
+    /// The occupancy rule against the driver (`cuOccupancyMaxActiveBlocksPerMultiprocessor`)
+    /// on 12,000 random kernel configurations.
+    Occupancy,
 }
 
 /// Arguments of `mkc kernels`.
@@ -86,17 +140,17 @@ pub struct GpuRunArgs {
     #[arg(long, default_value = "random:1")]
     pub weights: String,
     /// Prompt length (random prompt tokens from the seed).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = positive_u32, conflicts_with = "prompt_ids")]
     pub prompt_len: Option<u32>,
     /// Prompt token ids, comma separated.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true, value_parser = any_u32)]
     pub prompt_ids: Option<Vec<u32>>,
     /// Tokens to generate (default: the model file's workload).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = positive_u32)]
     pub tokens: Option<u32>,
-    /// Trigger placement of the pdl target.
-    #[arg(long, value_enum, default_value_t = TriggerArg::Early)]
-    pub trigger: TriggerArg,
+    /// Trigger placement of the pdl target (default: early).
+    #[arg(long, value_enum)]
+    pub trigger: Option<TriggerArg>,
     /// How the chain targets group operators into grids: `per-op` is one grid per operator;
     /// `fused` runs each split-K matvec (O-projection, down) in one grid with the operator that
     /// normalises its sum, meeting at a grid-wide barrier; `folded` computes attention inside
@@ -107,8 +161,8 @@ pub struct GpuRunArgs {
     /// Skip the CPU-reference correctness check.
     #[arg(long)]
     pub no_check: bool,
-    /// Seconds a decode step may take before the watchdog stops the run.
-    #[arg(long, default_value_t = 10.0)]
+    /// Seconds a decode step may take before the watchdog stops the run (at most a day).
+    #[arg(long, default_value_t = 10.0, allow_negative_numbers = true, value_parser = seconds)]
     pub watchdog: f64,
 }
 
@@ -136,7 +190,7 @@ pub struct BenchArgs {
     #[arg(long, value_enum, value_delimiter = ',', default_value = "graph,pdl")]
     pub targets: Vec<TargetArg>,
     /// Timed trials per target (after one warm-up each).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, allow_negative_numbers = true, value_parser = positive_u32)]
     pub trials: u32,
     /// Also time each operator kind alone (all layers back to back) against its floor.
     #[arg(long)]
@@ -185,33 +239,45 @@ pub struct SimulateArgs {
     #[arg(long, value_enum, default_value_t = SimTargetArg::All)]
     pub target: SimTargetArg,
     /// Override the device's read bandwidth, GB/s.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub bandwidth: Option<f64>,
-    /// Allow successor CTAs to co-reside with predecessor CTAs.
+    /// Allow successor CTAs to co-reside with predecessor CTAs (chain targets).
     #[arg(long)]
     pub coresidency: bool,
-    /// Phase-scoped resource release (a CTA frees its slot once its loads are done).
+    /// Phase-scoped resource release (a CTA frees its slot once its loads are done; chain
+    /// targets).
     #[arg(long)]
     pub phase_release: bool,
     /// Also simulate every decode step of the workload (KV length growing).
     #[arg(long)]
     pub trajectory: bool,
+    /// With --trajectory: the most decode steps simulated; a longer workload is refused
+    /// (raise this to run it).
+    #[arg(long, requires = "trajectory", default_value_t = 8192, allow_negative_numbers = true, value_parser = count)]
+    pub max_steps: u64,
     /// Use the CUDA backend's compiled kernel resources (NVRTC; no GPU needed) instead of the
     /// model file's declared ones for the pdl and graph grids.
     #[arg(long)]
     pub compiled_kernels: bool,
-    /// Print one JSON object (an array of them for `--target all`).
+    /// Print one JSON object (`schema`, and `targets` keyed by target name).
     #[arg(long)]
     pub json: bool,
     /// Write a Chrome/Perfetto trace of the step (single target only).
     #[arg(long)]
     pub trace: Option<PathBuf>,
-    /// Run a what-if sweep from this RON spec instead (see the README).
-    #[arg(long)]
+    /// Run a what-if sweep from this RON spec instead (see the README); the spec's lists
+    /// replace the target, trigger, policy and what-if flags.
+    #[arg(long, conflicts_with_all = ["target", "grids", "trigger", "coresidency", "phase_release",
+        "policy", "json", "trace", "trajectory", "compiled_kernels"])]
     pub sweep: Option<PathBuf>,
     /// Where the sweep's CSV goes (default: stdout).
-    #[arg(long)]
+    #[arg(long, requires = "sweep")]
     pub csv: Option<PathBuf>,
+    /// With --sweep: the most configurations run; a larger spec is refused (raise this to
+    /// run it).
+    #[arg(long, requires = "sweep", default_value_t = mkc_simulator::sweep::DEFAULT_MAX_POINTS,
+        allow_negative_numbers = true, value_parser = count)]
+    pub max_points: u64,
 }
 
 /// Arguments of `mkc occupancy`.
@@ -221,19 +287,20 @@ pub struct OccupancyArgs {
     #[arg(long)]
     pub arch: String,
     /// Threads per CTA.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = any_u32)]
     pub threads: u32,
     /// Registers per thread.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = any_u32)]
     pub regs: u32,
     /// Static shared memory per CTA, bytes.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_parser = any_u32)]
     pub static_smem: u32,
     /// Dynamic shared memory per CTA, bytes (the kernel opts in to the per-block maximum).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_parser = any_u32)]
     pub dyn_smem: u32,
-    /// Preferred shared-memory carveout, percent (default: the driver's, full capacity).
-    #[arg(long)]
+    /// Preferred shared-memory carveout, percent (default: the driver's, full capacity). A
+    /// hint: where one CTA needs more, the smallest carveout holding one CTA is taken.
+    #[arg(long, allow_negative_numbers = true, value_parser = percent)]
     pub carveout: Option<u32>,
     /// Print one JSON object.
     #[arg(long)]
@@ -308,25 +375,26 @@ pub struct SetupArgs {
     /// Model file (RON), or the name of an embedded model (llama1b, llama3b, llama8b, tiny).
     #[arg(default_value = "llama1b")]
     pub model: String,
-    /// Assignment policy of the persistent target.
-    #[arg(long, value_enum, default_value_t = PolicyArg::RoundRobin)]
-    pub policy: PolicyArg,
+    /// Assignment policy of the persistent target (default: round-robin).
+    #[arg(long, value_enum)]
+    pub policy: Option<PolicyArg>,
     /// Device profile: an embedded name (h200, h100, a100, b200) or a profile RON file.
     #[arg(long, default_value = "h200")]
     pub device: String,
-    /// Override the device's SM count.
-    #[arg(long)]
+    /// Override the device's SM count (1 to 4096).
+    #[arg(long, allow_negative_numbers = true, value_parser = sms)]
     pub sms: Option<u32>,
-    /// Trigger placement of the pdl target.
-    #[arg(long, value_enum, default_value_t = TriggerArg::Early)]
-    pub trigger: TriggerArg,
+    /// Trigger placement of the pdl target (default: early).
+    #[arg(long, value_enum)]
+    pub trigger: Option<TriggerArg>,
     /// How the chain targets group operators into grids: `per-op` is one grid per operator;
     /// `fused` runs each split-K matvec (O-projection, down) in one grid with the operator that
     /// normalises its sum, meeting at a grid-wide barrier; `folded` computes attention inside
     /// the O-projection's grid (needs the O-projection split by whole KV-head groups, e.g.
-    /// models/llama1b_folded.ron). Both measured slower on the H200 (docs/perf.md).
-    #[arg(long, value_enum, default_value_t = GridsArg::PerOp)]
-    pub grids: GridsArg,
+    /// models/llama1b_folded.ron). Both measured slower on the H200 (docs/perf.md). Default:
+    /// per-op.
+    #[arg(long, value_enum)]
+    pub grids: Option<GridsArg>,
 }
 
 /// Arguments of `mkc compile`.
@@ -338,14 +406,15 @@ pub struct CompileArgs {
     /// Execution target.
     #[arg(long, value_enum, default_value_t = TargetArg::Persistent)]
     pub target: TargetArg,
-    /// Total time limit of the ILP policy's solves, in seconds.
-    #[arg(long, default_value_t = 20.0)]
-    pub ilp_time_limit: f64,
+    /// Total time limit of the ILP policy's solves, in seconds (with --policy ilp; default 20,
+    /// at most a day).
+    #[arg(long, allow_negative_numbers = true, value_parser = seconds)]
+    pub ilp_time_limit: Option<f64>,
     /// Write the schedule to this file.
     #[arg(short = 'o', long)]
     pub output: Option<PathBuf>,
     /// Format of the schedule file (default: from the extension, else RON).
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, requires = "output")]
     pub format: Option<FormatArg>,
     /// Print one JSON object with the summary instead of the table.
     #[arg(long)]

@@ -57,6 +57,28 @@ HOLD(112)
 HOLD(120)
 HOLD(128)
 HOLD(168)
+// Further register counts and static shared memory for the occupancy probe only.
+HOLD(24)
+HOLD(40)
+HOLD(56)
+HOLD(136)
+HOLD(152)
+HOLD(184)
+HOLD(200)
+HOLD(216)
+HOLD(232)
+HOLD(255)
+#define HOLD_STATIC(R, B) \
+    extern "C" __global__ void __maxnreg__(R) k_hold_s##B##_##R(u64* rec, u64 spin_ns, float* sink) { \
+        __shared__ float buf[B / 4];                                                               \
+        buf[threadIdx.x % (B / 4)] = (float)spin_ns;                                               \
+        __syncthreads();                                                                           \
+        if (buf[(threadIdx.x + 1) % (B / 4)] == 12345.f) sink[0] = 1.f;                            \
+        hold<R>(rec, spin_ns, sink);                                                               \
+    }
+HOLD_STATIC(64, 4096)
+HOLD_STATIC(96, 20000)
+HOLD_STATIC(128, 40960)
 
 // ---- latency under load -------------------------------------------------------------------
 //

@@ -13,40 +13,159 @@ fn err(dir: &Path, what: impl std::fmt::Display) -> BackendError {
     BackendError::Weights(format!("checkpoint {}: {what}", dir.display()))
 }
 
+/// A whole-number key of config.json: `Ok(None)` when absent, an error naming the key when it
+/// is present but not a whole number (`"64"`, `64.0`).
+fn int_key(dir: &Path, c: &Value, key: &str) -> Result<Option<u64>, BackendError> {
+    match c.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+            err(
+                dir,
+                format!(
+                    "config.json: `{key}` is {}, not a whole number. Fix: write it as an \
+                     unquoted integer",
+                    mkc_ir::error::shorten(&v.to_string())
+                ),
+            )
+        }),
+    }
+}
+
+/// A number key of config.json with the default Hugging Face's `LlamaConfig` gives it.
+fn float_key(dir: &Path, c: &Value, key: &str, default: f64) -> Result<f64, BackendError> {
+    match c.get(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(v) => v.as_f64().ok_or_else(|| {
+            err(
+                dir,
+                format!(
+                    "config.json: `{key}` is {}, not a number",
+                    mkc_ir::error::shorten(&v.to_string())
+                ),
+            )
+        }),
+    }
+}
+
+/// Refuses what mkc's kernels and CPU reference do not compute (they would give a silently
+/// wrong number): another architecture, another activation, biases, RoPE scaling.
+fn check_semantics(dir: &Path, c: &Value) -> Result<(), BackendError> {
+    let shown = |v: &Value| mkc_ir::error::shorten(&v.to_string());
+    match c.get("model_type") {
+        Some(Value::String(t)) if t == "llama" => {}
+        Some(v) => {
+            return Err(err(
+                dir,
+                format!(
+                    "config.json: `model_type` is {}; mkc runs Llama checkpoints \
+                     (`\"llama\"`) only",
+                    shown(v)
+                ),
+            ))
+        }
+        None => {
+            return Err(err(
+                dir,
+                "config.json: `model_type` is missing. Fix: a Llama checkpoint says \
+                 \"model_type\": \"llama\"",
+            ))
+        }
+    }
+    match c.get("hidden_act") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(a)) if a == "silu" => {}
+        Some(v) => {
+            return Err(err(
+                dir,
+                format!(
+                    "config.json: `hidden_act` is {}; mkc's MLP computes SiLU (\"silu\") only",
+                    shown(v)
+                ),
+            ))
+        }
+    }
+    for key in ["attention_bias", "mlp_bias"] {
+        match c.get(key) {
+            None | Some(Value::Null) | Some(Value::Bool(false)) => {}
+            Some(v) => {
+                return Err(err(
+                    dir,
+                    format!(
+                        "config.json: `{key}` is {}; mkc's projections have no bias",
+                        shown(v)
+                    ),
+                ))
+            }
+        }
+    }
+    match c.get("rope_scaling") {
+        None | Some(Value::Null) => Ok(()),
+        Some(v) => Err(err(
+            dir,
+            format!(
+                "config.json: `rope_scaling` is {}{}; mkc implements plain RoPE only, and would \
+                 compute different logits. Fix: use a checkpoint without RoPE scaling (or \
+                 set `rope_scaling` to null if the model was trained without it)",
+                v.get("rope_type")
+                    .or_else(|| v.get("type"))
+                    .map(|t| format!("(rope_type {}) ", shown(t)))
+                    .unwrap_or_default(),
+                shown(v)
+            ),
+        )),
+    }
+}
+
 /// Checks config.json against the model file; lists every mismatch.
 fn check_config(dir: &Path, model: &Model) -> Result<(), BackendError> {
     let path = dir.join("config.json");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| err(dir, format!("cannot read config.json: {e}")))?;
+    let text = mkc_ir::input::read_text(&path, mkc_ir::FileKind::CheckpointConfig)
+        .map_err(|e| err(dir, e))?;
     let c: Value = serde_json::from_str(&text)
         .map_err(|e| err(dir, format!("config.json is not JSON: {e}")))?;
+    if !c.is_object() {
+        return Err(err(dir, "config.json is not a JSON object"));
+    }
+    check_semantics(dir, &c)?;
     let g = &model.geometry;
-    let int = |k: &str| c.get(k).and_then(Value::as_u64);
-    let heads = int("num_attention_heads");
+    let int = |k: &str| int_key(dir, &c, k);
+    let heads = int("num_attention_heads")?;
+    let hidden = int("hidden_size")?;
+    let head_dim = match int("head_dim")? {
+        Some(d) => Some(d),
+        None => match (hidden, heads) {
+            (_, Some(0)) => {
+                return Err(err(
+                    dir,
+                    "config.json: `num_attention_heads` is 0, and head_dim (hidden_size / \
+                     num_attention_heads) cannot be derived. Fix: give the checkpoint's head \
+                     count",
+                ))
+            }
+            (Some(h), Some(n)) => Some(h / n),
+            _ => None,
+        },
+    };
     let expect: Vec<(&str, Option<u64>, u64)> = vec![
-        ("hidden_size", int("hidden_size"), g.hidden as u64),
+        ("hidden_size", hidden, g.hidden as u64),
         (
             "intermediate_size",
-            int("intermediate_size"),
+            int("intermediate_size")?,
             g.intermediate as u64,
         ),
         (
             "num_hidden_layers",
-            int("num_hidden_layers"),
+            int("num_hidden_layers")?,
             g.layers as u64,
         ),
         ("num_attention_heads", heads, g.heads as u64),
         (
             "num_key_value_heads",
-            int("num_key_value_heads").or(heads),
+            int("num_key_value_heads")?.or(heads),
             g.kv_heads as u64,
         ),
-        (
-            "head_dim",
-            int("head_dim").or_else(|| Some(int("hidden_size")? / heads?)),
-            g.head_dim as u64,
-        ),
-        ("vocab_size", int("vocab_size"), g.vocab as u64),
+        ("head_dim", head_dim, g.head_dim as u64),
+        ("vocab_size", int("vocab_size")?, g.vocab as u64),
     ];
     let mut wrong: Vec<String> = expect
         .iter()
@@ -56,10 +175,38 @@ fn check_config(dir: &Path, model: &Model) -> Result<(), BackendError> {
             None => format!("{k} is missing (model file: {want})"),
         })
         .collect();
-    let tied = c
-        .get("tie_word_embeddings")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
+    // Hugging Face's LlamaConfig defaults: rope_theta 10000, rms_norm_eps 1e-6.
+    for (key, got, want, field) in [
+        (
+            "rope_theta",
+            float_key(dir, &c, "rope_theta", 10_000.0)?,
+            g.rope_theta,
+            "geometry.rope_theta",
+        ),
+        (
+            "rms_norm_eps",
+            float_key(dir, &c, "rms_norm_eps", 1e-6)?,
+            g.norm_eps,
+            "geometry.norm_eps",
+        ),
+    ] {
+        if (got - want).abs() > 1e-6 * want.abs() {
+            wrong.push(format!("{key} = {got:e} (model file's {field}: {want:e})"));
+        }
+    }
+    let tied = match c.get("tie_word_embeddings") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(v) => {
+            return Err(err(
+                dir,
+                format!(
+                    "config.json: `tie_word_embeddings` is {}, not true or false",
+                    mkc_ir::error::shorten(&v.to_string())
+                ),
+            ))
+        }
+    };
     if tied != g.tied_embeddings {
         wrong.push(format!(
             "tie_word_embeddings = {tied} (model file: {})",
@@ -80,6 +227,13 @@ fn check_config(dir: &Path, model: &Model) -> Result<(), BackendError> {
     }
 }
 
+/// The first non-finite bf16 value of `data`, as (index, bits).
+fn first_non_finite(data: &[u16]) -> Option<(usize, u16)> {
+    data.iter()
+        .position(|&b| b & 0x7F80 == 0x7F80)
+        .map(|i| (i, data[i]))
+}
+
 /// Permutes the rows of each head from rotate-half order (i, i + hd/2) to interleaved pairs.
 fn interleave_heads(rows: &[u16], n_heads: usize, hd: usize, cols: usize) -> Vec<u16> {
     let mut out = vec![0u16; rows.len()];
@@ -95,7 +249,9 @@ fn interleave_heads(rows: &[u16], n_heads: usize, hd: usize, cols: usize) -> Vec
     out
 }
 
-/// Loads `dir` into the layout of `model`.
+/// Loads `dir` into the layout of `model`: every tensor the model needs, each once, bf16,
+/// finite, of the right shape, and nothing else (an extra tensor is a bias or a layer mkc would
+/// silently drop).
 pub fn load(dir: &Path, model: &Model) -> Result<HostWeights, BackendError> {
     check_config(dir, model)?;
     let mut files: Vec<_> = std::fs::read_dir(dir)
@@ -109,7 +265,12 @@ pub fn load(dir: &Path, model: &Model) -> Result<HostWeights, BackendError> {
     }
     let blobs: Vec<Vec<u8>> = files
         .iter()
-        .map(|f| std::fs::read(f).map_err(|e| err(dir, format!("{}: {e}", f.display()))))
+        .map(|f| {
+            if !std::fs::metadata(f).is_ok_and(|m| m.is_file()) {
+                return Err(err(dir, format!("{} is not a regular file", f.display())));
+            }
+            std::fs::read(f).map_err(|e| err(dir, format!("{}: {e}", f.display())))
+        })
         .collect::<Result<_, _>>()?;
     let parsed: Vec<SafeTensors> = blobs
         .iter()
@@ -118,10 +279,51 @@ pub fn load(dir: &Path, model: &Model) -> Result<HostWeights, BackendError> {
             SafeTensors::deserialize(b).map_err(|e| err(dir, format!("{}: {e}", f.display())))
         })
         .collect::<Result<_, _>>()?;
-    let get = |name: &str, shape: &[usize]| -> Result<Vec<u16>, BackendError> {
-        let t = parsed
+    let g = &model.geometry;
+    let expected = expected_tensors(model);
+    let mut owner: std::collections::BTreeMap<String, usize> = Default::default();
+    for (i, st) in parsed.iter().enumerate() {
+        for name in st.names() {
+            if let Some(&first) = owner.get(name) {
+                return Err(err(
+                    dir,
+                    format!(
+                        "tensor `{}` is in both {} and {}. Fix: keep one copy",
+                        mkc_ir::error::shorten(name),
+                        files[first].display(),
+                        files[i].display()
+                    ),
+                ));
+            }
+            owner.insert(name.to_string(), i);
+        }
+    }
+    let extra: Vec<&String> = owner
+        .keys()
+        .filter(|n| !expected.iter().any(|e| e == *n))
+        .filter(|n| !(g.tied_embeddings && n.as_str() == "lm_head.weight"))
+        .collect();
+    if !extra.is_empty() {
+        let shown: Vec<String> = extra
             .iter()
-            .find_map(|st| st.tensor(name).ok())
+            .take(5)
+            .map(|n| format!("`{}`", mkc_ir::error::shorten(n)))
+            .collect();
+        return Err(err(
+            dir,
+            format!(
+                "{} tensor(s) mkc does not compute with, e.g. {}: a bias, a layer or a head \
+                 the model file does not have. Fix: use a model file and checkpoint of the \
+                 same architecture",
+                extra.len(),
+                shown.join(", ")
+            ),
+        ));
+    }
+    let get = |name: &str, shape: &[usize]| -> Result<Vec<u16>, BackendError> {
+        let t = owner
+            .get(name)
+            .and_then(|&i| parsed[i].tensor(name).ok())
             .ok_or_else(|| err(dir, format!("tensor `{name}` is missing")))?;
         if t.dtype() != Dtype::BF16 {
             return Err(err(
@@ -138,12 +340,22 @@ pub fn load(dir: &Path, model: &Model) -> Result<HostWeights, BackendError> {
                 ),
             ));
         }
-        Ok(t.data()
+        let data: Vec<u16> = t
+            .data()
             .chunks_exact(2)
             .map(|b| u16::from_le_bytes([b[0], b[1]]))
-            .collect())
+            .collect();
+        if let Some((i, bits)) = first_non_finite(&data) {
+            return Err(err(
+                dir,
+                format!(
+                    "tensor `{name}` holds a NaN or infinity at element {i} (bf16 bits \
+                     0x{bits:04x}). Fix: repair or re-export the checkpoint"
+                ),
+            ));
+        }
+        Ok(data)
     };
-    let g = &model.geometry;
     let (h, i) = (g.hidden as usize, g.intermediate as usize);
     let (hd, heads, kvh) = (g.head_dim as usize, g.heads as usize, g.kv_heads as usize);
     let mut tensors = Vec::new();
@@ -166,7 +378,21 @@ pub fn load(dir: &Path, model: &Model) -> Result<HostWeights, BackendError> {
         tensors.push(get(&format!("{p}input_layernorm.weight"), &[h])?);
         tensors.push(get(&format!("{p}post_attention_layernorm.weight"), &[h])?);
     }
-    tensors.push(get("model.embed_tokens.weight", &[g.vocab as usize, h])?);
+    let embed = get("model.embed_tokens.weight", &[g.vocab as usize, h])?;
+    if g.tied_embeddings && owner.contains_key("lm_head.weight") {
+        // A tied checkpoint may store the head too; it is honoured only as the same table.
+        let head = get("lm_head.weight", &[g.vocab as usize, h])?;
+        if head != embed {
+            return Err(err(
+                dir,
+                "`lm_head.weight` differs from `model.embed_tokens.weight`, but \
+                 tie_word_embeddings is true, so the head would be ignored. Fix: set \
+                 tie_word_embeddings to false (and tied_embeddings in the model file), or \
+                 drop lm_head.weight",
+            ));
+        }
+    }
+    tensors.push(embed);
     if !g.tied_embeddings {
         tensors.push(get("lm_head.weight", &[g.vocab as usize, h])?);
     }
@@ -177,4 +403,32 @@ pub fn load(dir: &Path, model: &Model) -> Result<HostWeights, BackendError> {
         specs: layout(model),
         tensors,
     })
+}
+
+/// Every tensor name a checkpoint of `model` must hold.
+fn expected_tensors(model: &Model) -> Vec<String> {
+    let g = &model.geometry;
+    let mut names = Vec::new();
+    for l in 0..g.layers {
+        let p = format!("model.layers.{l}.");
+        for t in [
+            "self_attn.q_proj.weight",
+            "self_attn.k_proj.weight",
+            "self_attn.v_proj.weight",
+            "self_attn.o_proj.weight",
+            "mlp.gate_proj.weight",
+            "mlp.up_proj.weight",
+            "mlp.down_proj.weight",
+            "input_layernorm.weight",
+            "post_attention_layernorm.weight",
+        ] {
+            names.push(format!("{p}{t}"));
+        }
+    }
+    names.push("model.embed_tokens.weight".into());
+    names.push("model.norm.weight".into());
+    if !g.tied_embeddings {
+        names.push("lm_head.weight".into());
+    }
+    names
 }

@@ -37,9 +37,11 @@ impl Arch {
         }
     }
 
-    /// Parses `sm_90`, `sm_90a`, `90` and the like.
+    /// Parses `sm_90`, `sm_90a`, `90`, `90a` and the like: an optional `sm_`, the digits,
+    /// at most one `a` (arch-specific features), nothing else.
     pub fn parse(text: &str) -> Option<Arch> {
-        let digits = text.trim_start_matches("sm_").trim_end_matches('a');
+        let rest = text.strip_prefix("sm_").unwrap_or(text);
+        let digits = rest.strip_suffix('a').unwrap_or(rest);
         Some(match digits {
             "80" => Arch::Sm80,
             "86" => Arch::Sm86,
@@ -50,6 +52,45 @@ impl Arch {
             _ => return None,
         })
     }
+
+    /// The shared-memory capacities an SM can be configured to (the carveouts), in KiB,
+    /// ascending (CUDA programming guide, compute-capability table).
+    pub fn carveouts_kib(self) -> &'static [u32] {
+        match self {
+            Arch::Sm80 => &[0, 8, 16, 32, 64, 100, 132, 164],
+            Arch::Sm86 | Arch::Sm89 => &[0, 8, 16, 32, 64, 100],
+            Arch::Sm90 | Arch::Sm100 => &[0, 8, 16, 32, 64, 100, 132, 164, 196, 228],
+            Arch::Sm120 => &[0, 8, 16, 32, 64, 100, 128],
+        }
+    }
+
+    /// Whether the architecture has Programmatic Dependent Launch (sm_90 and newer).
+    pub fn has_pdl(self) -> bool {
+        !matches!(self, Arch::Sm80 | Arch::Sm86 | Arch::Sm89)
+    }
+}
+
+/// Accepted range of a bandwidth in GB/s (device profiles, `--bandwidth`, sweep specs).
+pub const BANDWIDTH_RANGE_GBPS: (f64, f64) = (1.0, 1e6);
+/// Largest latency accepted, in ns (one second: far beyond any GPU event, finite in sums).
+pub const MAX_LATENCY_NS: f64 = 1e9;
+/// Accepted SM counts (device profiles, `--sms`, sweep specs).
+pub const SMS_RANGE: (u32, u32) = (1, 4096);
+
+/// What a field of a device profile (or the sweep knob of the same name) takes, in words.
+pub fn expects(field: &str) -> Option<String> {
+    let (lo, hi) = BANDWIDTH_RANGE_GBPS;
+    let last = field.rsplit('.').next().unwrap_or(field);
+    Some(match last {
+        "sms" => format!("a whole number from {} to {}", SMS_RANGE.0, SMS_RANGE.1),
+        "read_bandwidth_gbps" | "sm_read_bandwidth_gbps" | "bandwidth_gbps" => {
+            format!("a number of GB/s from {lo} to {hi:e}")
+        }
+        l if l.ends_with("_ns") => format!("a number of ns from 0 to {MAX_LATENCY_NS:e}"),
+        "arch" => "one of Sm80, Sm86, Sm89, Sm90, Sm100, Sm120".into(),
+        _ if field.starts_with("limits.") => "a whole number".into(),
+        _ => return None,
+    })
 }
 
 /// Per-SM and per-block resource limits.
@@ -102,8 +143,6 @@ pub struct DeviceProfile {
     pub arch: Arch,
     /// Streaming multiprocessors.
     pub sms: u32,
-    /// SM clock in MHz.
-    pub sm_clock_mhz: u32,
     /// Sustained streaming read bandwidth in GB/s (10^9 bytes per second).
     pub read_bandwidth_gbps: f64,
     /// Most one SM can stream on its own, GB/s (bounds a lone SM's share of the bandwidth).
@@ -117,39 +156,36 @@ pub struct DeviceProfile {
 impl DeviceProfile {
     /// Parses and checks a device profile; `file` names it in errors.
     pub fn parse(file: &str, text: &str) -> Result<DeviceProfile, InputError> {
-        let d: DeviceProfile = ron::from_str(text).map_err(|e| InputError::from_ron(file, &e))?;
+        let d: DeviceProfile = ron::from_str(text)
+            .map_err(|e| InputError::from_ron(crate::FileKind::Device, file, text, &e))?;
         d.validate(file)?;
         Ok(d)
     }
 
     fn validate(&self, file: &str) -> Result<(), InputError> {
-        if self.sms == 0 || self.sms > 4096 {
+        if !(SMS_RANGE.0..=SMS_RANGE.1).contains(&self.sms) {
             return Err(InputError::invalid(
                 file,
                 "sms",
                 format!("{} SMs is out of range", self.sms),
-                "use the device's multiprocessor count (1..4096)",
-            ));
-        }
-        if !(self.read_bandwidth_gbps.is_finite() && self.read_bandwidth_gbps > 0.0) {
-            return Err(InputError::invalid(
-                file,
-                "read_bandwidth_gbps",
-                format!("{} is not a positive bandwidth", self.read_bandwidth_gbps),
-                "give the measured streaming read bandwidth in GB/s, e.g. 4500.0",
-            ));
-        }
-        if !(self.sm_read_bandwidth_gbps.is_finite() && self.sm_read_bandwidth_gbps > 0.0) {
-            return Err(InputError::invalid(
-                file,
-                "sm_read_bandwidth_gbps",
                 format!(
-                    "{} is not a positive bandwidth",
-                    self.sm_read_bandwidth_gbps
+                    "use the device's multiprocessor count ({}..{})",
+                    SMS_RANGE.0, SMS_RANGE.1
                 ),
-                "give what one SM streams alone in GB/s, e.g. 68.0",
             ));
         }
+        check_bandwidth(
+            file,
+            "read_bandwidth_gbps",
+            self.read_bandwidth_gbps,
+            "give the measured streaming read bandwidth in GB/s, e.g. 4500.0",
+        )?;
+        check_bandwidth(
+            file,
+            "sm_read_bandwidth_gbps",
+            self.sm_read_bandwidth_gbps,
+            "give what one SM streams alone in GB/s, e.g. 68.0",
+        )?;
         let l = &self.latencies;
         for (field, v) in [
             ("latencies.launch_gap_ns", l.launch_gap_ns),
@@ -162,16 +198,74 @@ impl DeviceProfile {
                 l.instruction_overhead_ns,
             ),
         ] {
-            if !(v.is_finite() && v >= 0.0) {
+            check_latency(file, field, v)?;
+        }
+        self.validate_limits(file)
+    }
+
+    /// The limits must describe an SM the occupancy rule can use: whole warps, register files
+    /// split into four sub-partitions of 256-register units, and a shared-memory capacity that
+    /// is one of the architecture's carveouts.
+    fn validate_limits(&self, file: &str) -> Result<(), InputError> {
+        let l = &self.limits;
+        let range = |field: &str, v: u32, lo: u32, hi: u32, multiple: u32| {
+            if v < lo || v > hi || !v.is_multiple_of(multiple) {
+                let unit = if multiple > 1 {
+                    format!(", a multiple of {multiple}")
+                } else {
+                    String::new()
+                };
                 return Err(InputError::invalid(
                     file,
-                    field,
-                    format!("{v} is not a non-negative latency"),
-                    "give the latency in nanoseconds",
+                    format!("limits.{field}"),
+                    format!("{v} is out of range"),
+                    format!("use the driver's value ({lo}..{hi}{unit})"),
                 ));
             }
+            Ok(())
+        };
+        range("registers_per_sm", l.registers_per_sm, 1024, 1 << 20, 1024)?;
+        range("threads_per_sm", l.threads_per_sm, 32, 4096, 32)?;
+        range("ctas_per_sm", l.ctas_per_sm, 1, 64, 1)?;
+        range(
+            "threads_per_block",
+            l.threads_per_block,
+            32,
+            l.threads_per_sm,
+            32,
+        )?;
+        range("registers_per_thread", l.registers_per_thread, 1, 255, 1)?;
+        range(
+            "smem_reserved_per_cta",
+            l.smem_reserved_per_cta,
+            0,
+            65536,
+            1,
+        )?;
+        let carveouts = self.arch.carveouts_kib();
+        if !carveouts
+            .iter()
+            .any(|&k| k > 0 && k * 1024 == l.smem_per_sm)
+        {
+            let sizes: Vec<String> = carveouts.iter().map(|k| (k * 1024).to_string()).collect();
+            return Err(InputError::invalid(
+                file,
+                "limits.smem_per_sm",
+                format!(
+                    "{} B is not a shared-memory capacity of {}",
+                    l.smem_per_sm,
+                    self.arch.name()
+                ),
+                format!("use one of {}", sizes.join(", ")),
+            ));
         }
-        Ok(())
+        range(
+            "smem_per_block_optin",
+            l.smem_per_block_optin,
+            0,
+            l.smem_per_sm,
+            1,
+        )
     }
 
     /// Bytes per nanosecond one SM streams when all SMs stream together.
@@ -184,4 +278,32 @@ impl DeviceProfile {
         self.sms = sms;
         self
     }
+}
+
+/// Checks a bandwidth in GB/s against [`BANDWIDTH_RANGE_GBPS`]; `field` names it (a profile
+/// field, a sweep knob or a flag).
+pub fn check_bandwidth(file: &str, field: &str, v: f64, fix: &str) -> Result<(), InputError> {
+    let (lo, hi) = BANDWIDTH_RANGE_GBPS;
+    if !(v.is_finite() && (lo..=hi).contains(&v)) {
+        return Err(InputError::invalid(
+            file,
+            field,
+            format!("{v} GB/s is outside {lo} to {hi:e}"),
+            fix,
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a latency in ns against `0..=`[`MAX_LATENCY_NS`].
+pub fn check_latency(file: &str, field: &str, v: f64) -> Result<(), InputError> {
+    if !(v.is_finite() && (0.0..=MAX_LATENCY_NS).contains(&v)) {
+        return Err(InputError::invalid(
+            file,
+            field,
+            format!("{v} is not a latency from 0 to {MAX_LATENCY_NS:e} ns"),
+            "give the latency in nanoseconds",
+        ));
+    }
+    Ok(())
 }

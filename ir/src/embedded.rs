@@ -26,12 +26,21 @@ pub const DEFAULT_MODEL: &str = "llama1b";
 
 /// Loads `arg` as a model file path if such a file exists, else as an embedded model name.
 pub fn resolve_model(arg: &str) -> Result<Model, InputError> {
+    resolve_model_named(arg).map(|(model, _)| model)
+}
+
+/// [`resolve_model`], also returning how errors name the model file (its path, or
+/// `<embedded NAME>`).
+pub fn resolve_model_named(arg: &str) -> Result<(Model, String), InputError> {
     let path = std::path::Path::new(arg);
     if path.exists() {
-        return Model::load(path);
+        return Ok((Model::load(path)?, path.display().to_string()));
     }
     match MODELS.iter().find(|(name, _)| *name == arg) {
-        Some((name, text)) => Model::parse(&format!("<embedded {name}>"), text),
+        Some((name, text)) => {
+            let file = format!("<embedded {name}>");
+            Ok((Model::parse(&file, text)?, file))
+        }
         None => Err(InputError::Io {
             file: arg.to_string(),
             reason: format!(
@@ -46,12 +55,8 @@ pub fn resolve_model(arg: &str) -> Result<Model, InputError> {
 pub fn resolve_device(arg: &str) -> Result<DeviceProfile, InputError> {
     let path = std::path::Path::new(arg);
     if path.exists() {
-        let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| InputError::Io {
-            file: file.clone(),
-            reason: e.to_string(),
-        })?;
-        return DeviceProfile::parse(&file, &text);
+        let text = crate::input::read_text(path, crate::FileKind::Device)?;
+        return DeviceProfile::parse(&path.display().to_string(), &text);
     }
     match DEVICES.iter().find(|(name, _)| *name == arg) {
         Some((name, text)) => DeviceProfile::parse(&format!("<embedded {name}>"), text),

@@ -2,6 +2,9 @@
 
 use std::fmt;
 
+use crate::input::FileKind;
+pub use crate::ron_error::shorten;
+
 /// A user error in an input file: which file, which field, what is wrong and how to fix it.
 ///
 /// Every variant is a user error (bad input), never an internal bug; the CLI prints it as one
@@ -19,6 +22,10 @@ pub enum InputError {
     Syntax {
         /// Path of the file.
         file: String,
+        /// What kind of file it is (decides the README section named).
+        kind: FileKind,
+        /// Dotted path of the field at the problem, when one could be found.
+        field: Option<String>,
         /// 1-based line of the problem.
         line: usize,
         /// 1-based column of the problem.
@@ -45,25 +52,40 @@ impl fmt::Display for InputError {
             InputError::Io { file, reason } => {
                 write!(
                     f,
-                    "cannot read `{file}`: {reason}. Check the path and permissions."
+                    "cannot read `{}`: {reason}. Check the path and permissions.",
+                    shorten(file)
                 )
             }
             InputError::Syntax {
                 file,
+                kind,
+                field,
                 line,
                 column,
                 message,
-            } => write!(
-                f,
-                "{file}:{line}:{column}: malformed RON: {message}. Fix the file at that position; \
-                 README.md (section \"Model file format\") lists every field."
-            ),
+            } => {
+                write!(f, "{}:{line}:{column}: ", shorten(file))?;
+                if let Some(field) = field {
+                    write!(f, "field `{}`: ", shorten(field))?;
+                }
+                write!(
+                    f,
+                    "{message}. Fix the file at that position; README.md (section \"{}\") \
+                     lists every field.",
+                    kind.readme_section()
+                )
+            }
             InputError::Invalid {
                 file,
                 field,
                 problem,
                 fix,
-            } => write!(f, "{file}: field `{field}`: {problem}. Fix: {fix}."),
+            } => write!(
+                f,
+                "{}: field `{}`: {problem}. Fix: {fix}.",
+                shorten(file),
+                shorten(field)
+            ),
         }
     }
 }
@@ -86,13 +108,14 @@ impl InputError {
         }
     }
 
-    /// Converts a RON parse error into a positioned syntax error for `file`.
-    pub fn from_ron(file: &str, err: &ron::error::SpannedError) -> Self {
-        InputError::Syntax {
-            file: file.to_string(),
-            line: err.position.line,
-            column: err.position.col,
-            message: err.code.to_string(),
-        }
+    /// Converts a RON parse error in `text` (a file of `kind` named `file`) into a positioned
+    /// syntax error naming the field and what it expects.
+    pub fn from_ron(
+        kind: FileKind,
+        file: &str,
+        text: &str,
+        err: &ron::error::SpannedError,
+    ) -> Self {
+        crate::ron_error::describe(kind, file, text, err)
     }
 }

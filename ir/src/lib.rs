@@ -9,11 +9,14 @@ pub mod embedded;
 pub mod error;
 pub mod graph;
 pub mod ids;
+pub mod input;
 pub mod lower;
 pub mod model;
+mod ron_error;
 mod validate;
 
 pub use error::InputError;
 pub use graph::{Access, Counter, Edge, OpKind, Operator, Rows, Task, TaskCost, TaskGraph, Tensor};
 pub use ids::{CounterId, EdgeId, KernelId, OpId, SmId, TaskId, TensorId};
+pub use input::FileKind;
 pub use model::Model;

@@ -177,19 +177,16 @@ impl Default for KernelResources {
 impl Model {
     /// Parses and validates a model file's text; `file` names it in errors.
     pub fn parse(file: &str, text: &str) -> Result<Model, InputError> {
-        let model: Model = ron::from_str(text).map_err(|e| InputError::from_ron(file, &e))?;
+        let model: Model = ron::from_str(text)
+            .map_err(|e| InputError::from_ron(crate::FileKind::Model, file, text, &e))?;
         model.validate(file)?;
         Ok(model)
     }
 
     /// Reads and parses a model file from disk.
     pub fn load(path: &std::path::Path) -> Result<Model, InputError> {
-        let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| InputError::Io {
-            file: file.clone(),
-            reason: e.to_string(),
-        })?;
-        Model::parse(&file, &text)
+        let text = crate::input::read_text(path, crate::FileKind::Model)?;
+        Model::parse(&path.display().to_string(), &text)
     }
 
     /// Checks every constraint lowering relies on; the first violation is returned.

@@ -2,12 +2,59 @@
 //! reported with the field and the fix.
 
 use crate::error::InputError;
+use crate::input::FileKind;
 use crate::model::Model;
 
 /// Largest value accepted for a dimension; keeps every product within `u64` and task counts sane.
-const MAX_DIM: u32 = 1 << 20;
-/// Largest task count a lowering may produce (guards against accidental 1-row tiles on huge models).
-const MAX_TASKS: u64 = 4_000_000;
+pub const MAX_DIM: u32 = 1 << 20;
+/// Largest task count a lowering may produce: it bounds compile time and memory (1 M tasks
+/// compile and verify in ~2 GB) and guards against accidental 1-row tiles on huge models.
+pub const MAX_TASKS: u64 = 1_000_000;
+/// Range of `geometry.rope_theta`: kept well inside f32, which the kernels compute in.
+pub const ROPE_THETA_RANGE: (f64, f64) = (1.0, 1e12);
+/// Range of `geometry.norm_eps`: a normal f32 that leaves RMSNorm meaningful.
+pub const NORM_EPS_RANGE: (f64, f64) = (1e-12, 1.0);
+
+/// The accepted range of every bounded whole-number field of a model file: the one table that
+/// validation and parse errors both read.
+pub fn model_range(field: &str) -> Option<(u64, u64)> {
+    let dim = (1, MAX_DIM as u64);
+    Some(match field {
+        "geometry.hidden"
+        | "geometry.intermediate"
+        | "geometry.heads"
+        | "geometry.kv_heads"
+        | "geometry.head_dim"
+        | "geometry.vocab" => dim,
+        "geometry.layers" => (1, 4096),
+        "workload.prompt_len" | "workload.generate" | "workload.max_seq_len" => dim,
+        "lowering.matvec_tile_rows" | "lowering.lm_head_tile_rows" | "lowering.attention_split" => {
+            dim
+        }
+        f if f.starts_with("lowering.vtp_shards.") => dim,
+        "lowering.kernel.threads" => (32, 1024),
+        "lowering.kernel.registers" => (1, 255),
+        "lowering.kernel.dynamic_smem_bytes" => (0, u32::MAX as u64),
+        _ => return None,
+    })
+}
+
+/// What a field of a file of `kind` takes, in words, for parse errors.
+pub fn expects(kind: FileKind, field: &str) -> Option<String> {
+    let float = |(lo, hi): (f64, f64)| format!("a number from {lo:e} to {hi:e}");
+    match kind {
+        FileKind::Model => match field {
+            "geometry.rope_theta" => Some(float(ROPE_THETA_RANGE)),
+            "geometry.norm_eps" => Some(float(NORM_EPS_RANGE)),
+            "geometry.tied_embeddings" => Some("true or false".into()),
+            "geometry.dtype" => Some("Bf16".into()),
+            "name" => Some("a string in double quotes".into()),
+            f => model_range(f).map(|(lo, hi)| format!("a whole number from {lo} to {hi}")),
+        },
+        FileKind::Device | FileKind::Sweep => crate::device::expects(field),
+        FileKind::Schedule | FileKind::CheckpointConfig => None,
+    }
+}
 
 /// Checks `model`; `file` names it in the error.
 pub fn validate(model: &Model, file: &str) -> Result<(), InputError> {
@@ -18,13 +65,34 @@ pub fn validate(model: &Model, file: &str) -> Result<(), InputError> {
     check_kernel(model, file)
 }
 
-fn positive(file: &str, field: &str, value: u32, max: u32) -> Result<(), InputError> {
-    if value == 0 || value > max {
+/// Checks `value` against the field's range in [`model_range`].
+fn positive(file: &str, field: &str, value: u32) -> Result<(), InputError> {
+    let (lo, hi) = model_range(field).unwrap_or((1, MAX_DIM as u64));
+    if (value as u64) < lo || value as u64 > hi {
         return Err(InputError::invalid(
             file,
             field,
             format!("{value} is out of range"),
-            format!("use a value between 1 and {max}"),
+            format!("use a value between {lo} and {hi}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a float field against its range.
+fn within(
+    file: &str,
+    field: &str,
+    value: f64,
+    (lo, hi): (f64, f64),
+    hint: &str,
+) -> Result<(), InputError> {
+    if !(value.is_finite() && value >= lo && value <= hi) {
+        return Err(InputError::invalid(
+            file,
+            field,
+            format!("{value} is outside {lo:e} to {hi:e} (the kernels compute in f32)"),
+            hint,
         ));
     }
     Ok(())
@@ -73,9 +141,9 @@ fn check_geometry(m: &Model, file: &str) -> Result<(), InputError> {
         ("geometry.head_dim", g.head_dim),
         ("geometry.vocab", g.vocab),
     ] {
-        positive(file, field, value, MAX_DIM)?;
+        positive(file, field, value)?;
     }
-    positive(file, "geometry.layers", g.layers, 4096)?;
+    positive(file, "geometry.layers", g.layers)?;
     divides(file, "geometry.heads", g.heads, "heads", g.hidden, "hidden")?;
     divides(
         file,
@@ -101,20 +169,37 @@ fn check_geometry(m: &Model, file: &str) -> Result<(), InputError> {
             ));
         }
     }
-    if !(g.rope_theta.is_finite() && g.rope_theta > 0.0) {
+    within(
+        file,
+        "geometry.rope_theta",
+        g.rope_theta,
+        ROPE_THETA_RANGE,
+        "use the checkpoint's rope_theta, e.g. 500000.0",
+    )?;
+    within(
+        file,
+        "geometry.norm_eps",
+        g.norm_eps,
+        NORM_EPS_RANGE,
+        "use the checkpoint's rms_norm_eps, e.g. 1e-5",
+    )?;
+    check_derived(m, file)
+}
+
+/// Sizes derived from several fields, computed in u64 so that nothing wraps, and bounded so
+/// that every later u32 row count and u64 byte total stays in range.
+fn check_derived(m: &Model, file: &str) -> Result<(), InputError> {
+    let g = &m.geometry;
+    let q_dim = g.heads as u64 * g.head_dim as u64;
+    if q_dim > MAX_DIM as u64 {
         return Err(InputError::invalid(
             file,
-            "geometry.rope_theta",
-            format!("{} is not a positive number", g.rope_theta),
-            "use the checkpoint's rope_theta, e.g. 500000.0",
-        ));
-    }
-    if !(g.norm_eps.is_finite() && g.norm_eps > 0.0) {
-        return Err(InputError::invalid(
-            file,
-            "geometry.norm_eps",
-            format!("{} is not a positive number", g.norm_eps),
-            "use the checkpoint's rms_norm_eps, e.g. 1e-5",
+            "geometry.head_dim",
+            format!(
+                "heads x head_dim = {} x {} = {q_dim} exceeds the supported query width {MAX_DIM}",
+                g.heads, g.head_dim
+            ),
+            "use the checkpoint's head_dim (usually hidden / heads)",
         ));
     }
     Ok(())
@@ -122,16 +207,16 @@ fn check_geometry(m: &Model, file: &str) -> Result<(), InputError> {
 
 fn check_workload(m: &Model, file: &str) -> Result<(), InputError> {
     let w = &m.workload;
-    positive(file, "workload.prompt_len", w.prompt_len, MAX_DIM)?;
-    positive(file, "workload.generate", w.generate, MAX_DIM)?;
-    positive(file, "workload.max_seq_len", w.max_seq_len, MAX_DIM)?;
+    positive(file, "workload.prompt_len", w.prompt_len)?;
+    positive(file, "workload.generate", w.generate)?;
+    positive(file, "workload.max_seq_len", w.max_seq_len)?;
     if w.prompt_len as u64 + w.generate as u64 > w.max_seq_len as u64 {
         return Err(InputError::invalid(
             file,
             "workload.max_seq_len",
             format!(
                 "prompt_len + generate = {} exceeds max_seq_len = {}",
-                w.prompt_len + w.generate,
+                w.prompt_len as u64 + w.generate as u64,
                 w.max_seq_len
             ),
             "raise max_seq_len or shorten the workload",
@@ -142,19 +227,9 @@ fn check_workload(m: &Model, file: &str) -> Result<(), InputError> {
 
 fn check_lowering(m: &Model, file: &str) -> Result<(), InputError> {
     let (g, l) = (&m.geometry, &m.lowering);
-    positive(
-        file,
-        "lowering.matvec_tile_rows",
-        l.matvec_tile_rows,
-        MAX_DIM,
-    )?;
-    positive(
-        file,
-        "lowering.lm_head_tile_rows",
-        l.lm_head_tile_rows,
-        MAX_DIM,
-    )?;
-    positive(file, "lowering.attention_split", l.attention_split, MAX_DIM)?;
+    positive(file, "lowering.matvec_tile_rows", l.matvec_tile_rows)?;
+    positive(file, "lowering.lm_head_tile_rows", l.lm_head_tile_rows)?;
+    positive(file, "lowering.attention_split", l.attention_split)?;
     let t = l.matvec_tile_rows;
     let field = "lowering.matvec_tile_rows";
     divides(file, field, t, "matvec_tile_rows", g.head_dim, "head_dim")?;
@@ -198,7 +273,7 @@ fn check_lowering(m: &Model, file: &str) -> Result<(), InputError> {
 fn check_shards(m: &Model, file: &str) -> Result<(), InputError> {
     for edge in crate::lower::shard_edges(m) {
         let field = format!("lowering.vtp_shards.{}", edge.field);
-        positive(file, &field, edge.shards, MAX_DIM)?;
+        positive(file, &field, edge.shards)?;
         divides(
             file,
             &field,
@@ -229,7 +304,7 @@ fn check_shards(m: &Model, file: &str) -> Result<(), InputError> {
 
 fn check_kernel(m: &Model, file: &str) -> Result<(), InputError> {
     let k = &m.lowering.kernel;
-    positive(file, "lowering.kernel.threads", k.threads, 1024)?;
+    positive(file, "lowering.kernel.threads", k.threads)?;
     if !k.threads.is_multiple_of(32) {
         return Err(InputError::invalid(
             file,
@@ -238,6 +313,6 @@ fn check_kernel(m: &Model, file: &str) -> Result<(), InputError> {
             "use a multiple of 32",
         ));
     }
-    positive(file, "lowering.kernel.registers", k.registers, 255)?;
+    positive(file, "lowering.kernel.registers", k.registers)?;
     Ok(())
 }

@@ -93,7 +93,7 @@ struct Grid {
 
 /// CTA slots per SM of every grid of a chain schedule (its occupancy; at least 1).
 pub fn slots_per_sm(s: &Schedule, device: &DeviceProfile, options: &SimOptions) -> Vec<u32> {
-    let rules = ArchRules::of(device.arch);
+    let rules = ArchRules::for_device(device);
     s.chain()
         .map(|c| {
             c.kernels

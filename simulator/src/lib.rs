@@ -18,7 +18,8 @@ pub mod trace;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use mkc_ir::device::{Arch, DeviceProfile};
+use mkc_ir::device::DeviceProfile;
+use mkc_ir::{InputError, Model};
 use mkc_scheduler::{Schedule, Target};
 
 use crate::occupancy::{occupancy, ArchRules, CannotLaunch, CtaResources};
@@ -94,16 +95,64 @@ pub struct Trajectory {
     pub total_ms: f64,
 }
 
+/// The one validation of a model's declared kernel and a device for a set of targets, shared
+/// by `compile`, `simulate` and sweeps, so that what one refuses the others refuse too: PDL
+/// needs sm_90 or newer, and the declared CTA must fit an SM of the device.
+pub fn check_setup(
+    model: &Model,
+    model_file: &str,
+    device: &DeviceProfile,
+    targets: &[Target],
+) -> Result<(), InputError> {
+    if targets.contains(&Target::Pdl) && !device.arch.has_pdl() {
+        return Err(InputError::invalid(
+            "<command line>",
+            "--target",
+            format!(
+                "device {} ({}) has no Programmatic Dependent Launch, which the pdl target needs \
+                 (sm_90 or newer)",
+                device.name,
+                device.arch.name()
+            ),
+            "use --target graph or persistent there, or a Hopper or newer --device",
+        ));
+    }
+    let k = &model.lowering.kernel;
+    let cta = CtaResources {
+        threads: k.threads,
+        registers: k.registers,
+        static_smem: 0,
+        dynamic_smem: k.dynamic_smem_bytes,
+    };
+    occupancy(&ArchRules::for_device(device), &cta, None).map_err(|e| {
+        InputError::invalid(
+            model_file,
+            "lowering.kernel",
+            format!(
+                "the declared CTA ({} threads, {} registers, {} B dynamic shared memory) cannot \
+                 launch on {} ({}): {e}",
+                k.threads,
+                k.registers,
+                k.dynamic_smem_bytes,
+                device.name,
+                device.arch.name()
+            ),
+            "declare threads, registers and dynamic_smem_bytes that fit one SM",
+        )
+    })?;
+    Ok(())
+}
+
 /// Checks the schedule can run on the device and returns its kernels' occupancy.
 pub fn kernel_occupancy(
     s: &Schedule,
     device: &DeviceProfile,
     options: &SimOptions,
 ) -> Result<Vec<KernelOccupancy>, SimError> {
-    if s.target == Target::Pdl && matches!(device.arch, Arch::Sm80 | Arch::Sm86 | Arch::Sm89) {
+    if s.target == Target::Pdl && !device.arch.has_pdl() {
         return Err(SimError::NoPdl(device.name.clone()));
     }
-    let rules = ArchRules::of(device.arch);
+    let rules = ArchRules::for_device(device);
     let decls: Vec<(String, CtaResources)> = match (&s.persistent(), &s.chain()) {
         (Some(p), _) => vec![(
             "persistent".to_string(),

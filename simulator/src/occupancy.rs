@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use mkc_ir::device::Arch;
+use mkc_ir::device::{Arch, DeviceProfile};
 
 /// Per-architecture occupancy constants (CUDA programming guide's compute-capability table).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,15 +41,14 @@ const SUB_PARTITIONS: u32 = 4;
 const SMEM_UNIT: u32 = 128;
 
 impl ArchRules {
-    /// The rules of `arch`.
+    /// The rules of `arch` with its datasheet limits (what `mkc occupancy --arch` uses).
     pub fn of(arch: Arch) -> ArchRules {
-        const HOPPER: &[u32] = &[0, 8, 16, 32, 64, 100, 132, 164, 196, 228];
-        let (warps, ctas, optin_kib, carveouts): (u32, u32, u32, &'static [u32]) = match arch {
-            Arch::Sm80 => (64, 32, 163, &[0, 8, 16, 32, 64, 100, 132, 164]),
-            Arch::Sm86 => (48, 16, 99, &[0, 8, 16, 32, 64, 100]),
-            Arch::Sm89 => (48, 24, 99, &[0, 8, 16, 32, 64, 100]),
-            Arch::Sm90 | Arch::Sm100 => (64, 32, 227, HOPPER),
-            Arch::Sm120 => (48, 32, 99, &[0, 8, 16, 32, 64, 100, 128]),
+        let (warps, ctas, optin_kib) = match arch {
+            Arch::Sm80 => (64, 32, 163),
+            Arch::Sm86 => (48, 16, 99),
+            Arch::Sm89 => (48, 24, 99),
+            Arch::Sm90 | Arch::Sm100 => (64, 32, 227),
+            Arch::Sm120 => (48, 32, 99),
         };
         ArchRules {
             arch,
@@ -60,7 +59,30 @@ impl ArchRules {
             threads_per_block: 1024,
             smem_per_block_optin: optin_kib * 1024,
             smem_reserved_per_cta: 1024,
-            carveouts_kib: carveouts,
+            carveouts_kib: arch.carveouts_kib(),
+        }
+    }
+
+    /// The rules of a device profile: its architecture's carveouts up to the profile's
+    /// shared memory per SM, and the profile's own limits (so that every field of a profile
+    /// decides something; the profile's validation keeps them consistent).
+    pub fn for_device(device: &DeviceProfile) -> ArchRules {
+        let l = &device.limits;
+        let all = device.arch.carveouts_kib();
+        let kept = all
+            .iter()
+            .take_while(|&&k| k as u64 * 1024 <= l.smem_per_sm as u64)
+            .count();
+        ArchRules {
+            arch: device.arch,
+            warps_per_sm: l.threads_per_sm / 32,
+            ctas_per_sm: l.ctas_per_sm,
+            registers_per_sm: l.registers_per_sm,
+            registers_per_thread: l.registers_per_thread,
+            threads_per_block: l.threads_per_block,
+            smem_per_block_optin: l.smem_per_block_optin,
+            smem_reserved_per_cta: l.smem_reserved_per_cta,
+            carveouts_kib: &all[..kept.max(1)],
         }
     }
 
@@ -70,17 +92,19 @@ impl ArchRules {
     }
 
     /// The SM's shared-memory capacity for a carveout preference in percent (`None`: the
-    /// default preference, which is the full capacity).
-    pub fn smem_capacity(&self, carveout_pct: Option<u32>) -> u32 {
+    /// default preference, which is the full capacity) when its CTAs each allocate `alloc`
+    /// bytes. The preference is a hint: where one CTA needs more than the preferred size, the
+    /// driver takes the smallest carveout that holds one CTA instead (gpu.md, rule 3).
+    pub fn smem_capacity(&self, carveout_pct: Option<u32>, alloc: u64) -> u64 {
         let Some(pct) = carveout_pct else {
-            return self.smem_per_sm();
+            return self.smem_per_sm() as u64;
         };
-        let wanted = self.smem_per_sm() as u64 * pct.min(100) as u64 / 100;
+        let wanted = (self.smem_per_sm() as u64 * pct.min(100) as u64 / 100).max(alloc);
         self.carveouts_kib
             .iter()
-            .map(|k| k * 1024)
-            .find(|&c| c as u64 >= wanted)
-            .unwrap_or(self.smem_per_sm())
+            .map(|&k| k as u64 * 1024)
+            .find(|&c| c >= wanted)
+            .unwrap_or(self.smem_per_sm() as u64)
     }
 }
 
@@ -174,16 +198,16 @@ pub enum CannotLaunch {
     /// More shared memory than a block may opt in to.
     SharedMemory {
         /// Requested static + dynamic bytes.
-        requested: u32,
+        requested: u64,
         /// Per-block opt-in maximum.
         max: u32,
     },
-    /// The carveout leaves less shared memory than one CTA needs.
+    /// The SM holds less shared memory than one CTA needs.
     Carveout {
         /// Bytes one CTA allocates.
-        needed: u32,
-        /// Capacity under the carveout.
-        capacity: u32,
+        needed: u64,
+        /// The SM's largest capacity.
+        capacity: u64,
     },
 }
 
@@ -210,8 +234,8 @@ impl std::fmt::Display for CannotLaunch {
             ),
             CannotLaunch::Carveout { needed, capacity } => write!(
                 f,
-                "one CTA allocates {needed} bytes of shared memory but the carveout leaves \
-                 {capacity}; raise the carveout"
+                "one CTA allocates {needed} bytes of shared memory but an SM holds at most \
+                 {capacity}; use less shared memory"
             ),
         }
     }
@@ -230,15 +254,17 @@ fn warps(threads: u32) -> u32 {
 
 /// Registers allocated per warp.
 fn registers_per_warp(registers: u32) -> u32 {
-    round_up(registers * 32, REG_ALLOC_UNIT)
+    round_up(
+        registers.saturating_mul(32).min(u32::MAX - REG_ALLOC_UNIT),
+        REG_ALLOC_UNIT,
+    )
 }
 
-/// Shared memory one CTA allocates (with the driver's reservation).
-pub fn smem_allocation(rules: &ArchRules, k: &CtaResources) -> u32 {
-    round_up(
-        k.static_smem + k.dynamic_smem + rules.smem_reserved_per_cta,
-        SMEM_UNIT,
-    )
+/// Shared memory one CTA allocates (with the driver's reservation), in u64 so that no request
+/// wraps.
+pub fn smem_allocation(rules: &ArchRules, k: &CtaResources) -> u64 {
+    let bytes = k.static_smem as u64 + k.dynamic_smem as u64 + rules.smem_reserved_per_cta as u64;
+    bytes.div_ceil(SMEM_UNIT as u64) * SMEM_UNIT as u64
 }
 
 /// Occupancy of one kernel alone on an SM.
@@ -268,15 +294,15 @@ pub fn occupancy(
             available: rules.registers_per_sm,
         });
     }
-    let requested = k.static_smem + k.dynamic_smem;
-    if requested > rules.smem_per_block_optin {
+    let requested = k.static_smem as u64 + k.dynamic_smem as u64;
+    if requested > rules.smem_per_block_optin as u64 {
         return Err(CannotLaunch::SharedMemory {
             requested,
             max: rules.smem_per_block_optin,
         });
     }
     let alloc = smem_allocation(rules, k);
-    let capacity = rules.smem_capacity(carveout_pct);
+    let capacity = rules.smem_capacity(carveout_pct, alloc);
     if alloc > capacity && requested > 0 {
         return Err(CannotLaunch::Carveout {
             needed: alloc,
@@ -289,9 +315,9 @@ pub fn occupancy(
         // A kernel without shared memory still allocates the reserved 1 KiB per CTA, but is
         // never refused for it: an empty carveout holds it anyway.
         shared_memory: if requested == 0 {
-            (capacity / alloc).max(rules.ctas_per_sm)
+            ((capacity / alloc) as u32).max(rules.ctas_per_sm)
         } else {
-            capacity / alloc
+            (capacity / alloc).min(u32::MAX as u64) as u32
         },
         warps: rules.warps_per_sm / w,
         blocks: rules.ctas_per_sm,
@@ -338,9 +364,9 @@ pub fn co_resident(
     if wa + wb > rules.warps_per_sm || j + k > rules.ctas_per_sm {
         return false;
     }
-    let smem =
-        smem_allocation(rules, a) as u64 * j as u64 + smem_allocation(rules, b) as u64 * k as u64;
-    if smem > rules.smem_capacity(carveout_pct) as u64 {
+    let (sa, sb) = (smem_allocation(rules, a), smem_allocation(rules, b));
+    let smem = sa * j as u64 + sb * k as u64;
+    if smem > rules.smem_capacity(carveout_pct, sa.max(sb)) {
         return false;
     }
     let per_sub = rules.registers_per_sm / SUB_PARTITIONS;

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use mkc_ir::device::DeviceProfile;
 use mkc_ir::model::VtpShards;
-use mkc_ir::{InputError, Model};
+use mkc_ir::{FileKind, InputError, Model};
 use mkc_scheduler::{compile, CompileOptions, Policy, Target, Trigger};
 
 use crate::timeline::SimOptions;
@@ -68,7 +68,43 @@ pub struct SweepSpec {
 impl SweepSpec {
     /// Parses a sweep spec; `file` names it in errors.
     pub fn parse(file: &str, text: &str) -> Result<SweepSpec, InputError> {
-        ron::from_str(text).map_err(|e| InputError::from_ron(file, &e))
+        ron::from_str(text).map_err(|e| InputError::from_ron(FileKind::Sweep, file, text, &e))
+    }
+
+    /// The number of configurations the spec expands to on `targets` (checked: a product
+    /// that overflows counts as `u64::MAX`), computed before anything is allocated.
+    pub fn point_count(&self) -> u64 {
+        let axis = |n: usize| (n as u64).max(1);
+        let shared = [
+            self.sms.len(),
+            self.bandwidth_gbps.len(),
+            self.signal_ns.len(),
+            self.launch_gap_ns.len(),
+            self.pdl_wait_release_ns.len(),
+            self.cta_admission_ns.len(),
+            self.instruction_overhead_ns.len(),
+            self.coresidency.len(),
+            self.phase_release.len(),
+            self.vtp_shards.len(),
+        ]
+        .iter()
+        .try_fold(1u64, |acc, &n| acc.checked_mul(axis(n)));
+        let targets = if self.targets.is_empty() {
+            vec![Target::Persistent, Target::Pdl, Target::Graph]
+        } else {
+            self.targets.clone()
+        };
+        targets
+            .iter()
+            .try_fold(0u64, |acc, t| {
+                let own = match t {
+                    Target::Persistent => axis(self.policy.len()),
+                    Target::Pdl => axis(self.trigger.len()),
+                    Target::Graph => 1,
+                };
+                acc.checked_add(shared?.checked_mul(own)?)
+            })
+            .unwrap_or(u64::MAX)
     }
 }
 
@@ -247,23 +283,57 @@ fn vtp_label(v: &VtpShards) -> String {
     )
 }
 
-/// Checks every point before any time is spent: the model with its shards, and the device
-/// (re-parsed through its file format, so the same rules apply as to a profile file).
-fn validate(model: &Model, points: &[Point], spec_file: &str) -> Result<(), InputError> {
-    for p in points {
-        let mut m = model.clone();
-        m.lowering.vtp_shards = p.vtp.clone();
-        m.validate(spec_file)?;
-        let text = ron::to_string(&p.device).map_err(|e| {
-            InputError::invalid(
+/// Checks every knob value before any time is spent, naming the spec's own fields: SM
+/// counts, bandwidths and latencies against the device profile's ranges, each shard set
+/// against the model's lowering rules.
+fn validate(model: &Model, spec: &SweepSpec, spec_file: &str) -> Result<(), InputError> {
+    use mkc_ir::device::{check_bandwidth, check_latency, SMS_RANGE};
+    for (i, &n) in spec.sms.iter().enumerate() {
+        if !(SMS_RANGE.0..=SMS_RANGE.1).contains(&n) {
+            return Err(InputError::invalid(
                 spec_file,
-                "device knobs",
-                e.to_string(),
-                "use finite values",
-            )
+                format!("sms[{i}]"),
+                format!("{n} SMs is out of range"),
+                format!("use SM counts from {} to {}", SMS_RANGE.0, SMS_RANGE.1),
+            ));
+        }
+    }
+    for (i, &v) in spec.bandwidth_gbps.iter().enumerate() {
+        check_bandwidth(
+            spec_file,
+            &format!("bandwidth_gbps[{i}]"),
+            v,
+            "give read bandwidths in GB/s, e.g. 4480.0",
+        )?;
+    }
+    for (field, list) in [
+        ("signal_ns", &spec.signal_ns),
+        ("launch_gap_ns", &spec.launch_gap_ns),
+        ("pdl_wait_release_ns", &spec.pdl_wait_release_ns),
+        ("cta_admission_ns", &spec.cta_admission_ns),
+        ("instruction_overhead_ns", &spec.instruction_overhead_ns),
+    ] {
+        for (i, &v) in list.iter().enumerate() {
+            check_latency(spec_file, &format!("{field}[{i}]"), v)?;
+        }
+    }
+    for (i, v) in spec.vtp_shards.iter().enumerate() {
+        let mut m = model.clone();
+        m.lowering.vtp_shards = v.clone();
+        m.validate(spec_file).map_err(|e| match e {
+            InputError::Invalid {
+                file,
+                field,
+                problem,
+                fix,
+            } => InputError::Invalid {
+                file,
+                field: field.replace("lowering.vtp_shards.", &format!("vtp_shards[{i}].")),
+                problem,
+                fix,
+            },
+            other => other,
         })?;
-        // The device profile's own validation covers SM counts, bandwidths and latencies.
-        DeviceProfile::parse(spec_file, &text)?;
     }
     Ok(())
 }
@@ -310,15 +380,37 @@ fn simulate_point(model: &Model, p: &Point) -> SweepRow {
     }
 }
 
-/// Runs every configuration (in parallel, with a progress bar on a terminal).
+/// Configurations a sweep runs unless the caller lifts the cap (`--max-points`): the example
+/// spec has 1,080; 10,000 points of Llama-3.2-1B take minutes on two cores.
+pub const DEFAULT_MAX_POINTS: u64 = 10_000;
+
+/// Runs every configuration (in parallel, with a progress bar and an estimate on a terminal),
+/// refusing a spec of more than `max_points` configurations before allocating them.
 pub fn run(
     model: &Model,
     device: &DeviceProfile,
     spec: &SweepSpec,
     spec_file: &str,
+    max_points: u64,
 ) -> Result<Vec<SweepRow>, InputError> {
+    let count = spec.point_count();
+    if count > max_points {
+        return Err(InputError::invalid(
+            spec_file,
+            "the knob lists",
+            format!(
+                "the spec expands to {} configurations, more than the cap of {max_points}",
+                if count == u64::MAX {
+                    "more than 2^64".to_string()
+                } else {
+                    count.to_string()
+                }
+            ),
+            "shorten the lists, or raise the cap with --max-points N",
+        ));
+    }
+    validate(model, spec, spec_file)?;
     let points = grid(model, device, spec);
-    validate(model, &points, spec_file)?;
     let bar = ProgressBar::new(points.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} configurations, {eta} left")
@@ -390,7 +482,27 @@ mod tests {
             .iter()
             .any(|p| p.vtp.qkv_attention == 2 && p.vtp.up_gate_down == 4 && p.vtp.down_qkv == 1));
         let bad = SweepSpec::parse("spec", "Sweep(sms: [0])").unwrap();
-        let err = run(&model, &device, &bad, "spec").unwrap_err().to_string();
-        assert!(err.contains("sms"), "{err}");
+        let err = run(&model, &device, &bad, "spec", DEFAULT_MAX_POINTS)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("field `sms[0]`"), "{err}");
+        assert_eq!(spec.point_count(), points.len() as u64);
+        let huge = SweepSpec::parse(
+            "spec",
+            &format!(
+                "Sweep(sms: [{}], signal_ns: [{}], launch_gap_ns: [{}])",
+                vec!["8"; 1000].join(","),
+                vec!["1.0"; 1000].join(","),
+                vec!["1.0"; 1000].join(",")
+            ),
+        )
+        .unwrap();
+        let err = run(&model, &device, &huge, "spec", DEFAULT_MAX_POINTS)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("3000000000 configurations") && err.contains("--max-points"),
+            "{err}"
+        );
     }
 }

@@ -93,9 +93,6 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
         .iter()
         .map(|&t| target(t))
         .collect::<Result<Vec<_>, _>>()?;
-    if args.trials == 0 {
-        return Err(CommandError::Input("--trials must be at least 1.".into()));
-    }
     if args.ablate && args.common.grids != crate::cli::GridsArg::PerOp {
         return Err(CommandError::Input(
             "--ablate measures the per-op chain only. Fix: drop --grids (or use --grids per-op)."
@@ -113,7 +110,7 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
         })?),
         None => None,
     };
-    let mut s = Session::open(&args.common)?;
+    let mut s = Session::open(&args.common, &targets)?;
     let sms = mkc_backend::gpu::sm_count(&s.runner);
     let measured_gbs = s.runner.read_bandwidth(2 << 30, 5)?;
     // One schedule per target, compiled once: the graphs, the ablation builds, the per-kernel
@@ -288,15 +285,15 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
         checks,
     };
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(&report).map_err(|e| CommandError::Internal(e.to_string()))?
-        );
+        let mut v =
+            serde_json::to_value(&report).map_err(|e| CommandError::Internal(e.to_string()))?;
+        v["schema"] = super::schema("bench").into();
+        outln!("{v}");
     } else {
         for (label, c) in &report.checks {
             print_check(label, c);
         }
-        println!(
+        outln!(
             "mkc bench: {} on {}, {} trials x {} decode steps, measured read bandwidth {:.2} TB/s, floor {:.1} us",
             report.model,
             report.gpu,
@@ -305,9 +302,9 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
             report.measured_read_tb_s,
             report.floor_us
         );
-        println!("  same tokens across targets: {}", report.same_tokens);
+        outln!("  same tokens across targets: {}", report.same_tokens);
         for k in &report.per_kernel {
-            println!(
+            outln!(
                 "  alone: {:<12} {:>3} launches  {:>8.2} us each  floor {:>8.2} us  ({:.2}x)",
                 k.kernel,
                 k.launches,
@@ -317,10 +314,10 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
             );
         }
         if !report.cta_phases.is_empty() {
-            println!("  CTA phases (us, means over CTAs and grids of a kind; one traced step):");
-            println!("  target kernel         grids  CTAs   issue   wait  prepare  land  compute  epilog   life  marginal  entry±  exit±");
+            outln!("  CTA phases (us, means over CTAs and grids of a kind; one traced step):");
+            outln!("  target kernel         grids  CTAs   issue   wait  prepare  land  compute  epilog   life  marginal  entry±  exit±");
             for r in &report.cta_phases {
-                println!(
+                outln!(
                     "  {:<6} {:<13} {:>5} {:>5} {:>7.2} {:>6.2} {:>8.2} {:>5.2} {:>8.2} {:>7.2} {:>6.2} {:>9.2} {:>7.2} {:>6.2}",
                     r.target, r.kernel, r.grids, r.ctas_per_grid, r.issue_us, r.wait_us, r.prepare_us,
                     r.land_us, r.compute_us, r.epilogue_us, r.cta_life_us, r.marginal_us,
@@ -328,11 +325,11 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
                 );
             }
         }
-        println!(
+        outln!(
             "  target   median us   mean us    p10 us    p90 us   tokens/s   TB/s   of measured"
         );
         for r in &report.rows {
-            println!(
+            outln!(
                 "  {:<7} {:>10.1} {:>9.1} {:>9.1} {:>9.1} {:>10.1} {:>6.2} {:>12.1}%",
                 r.target,
                 r.median_step_us,
@@ -345,14 +342,18 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
             );
         }
         if !report.ablation.is_empty() {
-            println!(
+            outln!(
                 "  ablation (same trials; removed work, meaningless values by design, unchecked):"
             );
-            println!("  target  removed                  median us   mean us   saved us");
+            outln!("  target  removed                  median us   mean us   saved us");
             for r in &report.ablation {
-                println!(
+                outln!(
                     "  {:<7} {:<24} {:>9.1} {:>9.1} {:>10.1}",
-                    r.target, r.removed, r.median_step_us, r.mean_step_us, r.saved_us
+                    r.target,
+                    r.removed,
+                    r.median_step_us,
+                    r.mean_step_us,
+                    r.saved_us
                 );
             }
         }

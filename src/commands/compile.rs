@@ -1,37 +1,39 @@
 //! `mkc compile`: model file -> task DAG -> schedule, with a summary.
 
-use std::io::Write;
-
-use mkc_scheduler::{check, CompileOptions, IlpOptions};
+use mkc_scheduler::{check, CompileOptions, Grids, IlpOptions, Policy, Trigger};
 
 use super::CommandError;
 use crate::cli::{CompileArgs, FormatArg};
 
-/// Converts the CLI's options into the scheduler's.
+/// Converts the CLI's options into the scheduler's, refusing flags the target would ignore.
 fn options(args: &CompileArgs) -> Result<CompileOptions, CommandError> {
-    if !(args.ilp_time_limit.is_finite() && args.ilp_time_limit > 0.0) {
-        return Err(CommandError::Input(format!(
-            "--ilp-time-limit: {} is not a positive number of seconds. Fix: pass e.g. \
-             --ilp-time-limit 20.",
-            args.ilp_time_limit
-        )));
+    let target: mkc_scheduler::Target = args.target.into();
+    args.setup.refuse_ignored(&[target])?;
+    let policy = args.setup.policy.map_or(Policy::RoundRobin, Policy::from);
+    if args.ilp_time_limit.is_some() && policy != Policy::Ilp {
+        return Err(CommandError::Input(
+            "--ilp-time-limit applies to --policy ilp only. Fix: drop it or add --policy ilp."
+                .into(),
+        ));
+    }
+    let mut ilp = IlpOptions::default();
+    if let Some(limit) = args.ilp_time_limit {
+        ilp.time_limit_s = limit;
     }
     Ok(CompileOptions {
-        target: args.target.into(),
-        policy: args.setup.policy.into(),
-        trigger: args.setup.trigger.into(),
-        grids: args.setup.grids.into(),
-        ilp: IlpOptions {
-            time_limit_s: args.ilp_time_limit,
-            ..IlpOptions::default()
-        },
+        target,
+        policy,
+        trigger: args.setup.trigger.map_or(Trigger::Early, Trigger::from),
+        grids: args.setup.grids.map_or(Grids::PerOp, Grids::from),
+        ilp,
     })
 }
 
 /// Runs `mkc compile`.
 pub fn run(args: CompileArgs) -> Result<(), CommandError> {
-    let (model, device) = args.setup.resolve()?;
-    let compiled = mkc_scheduler::compile(&model, &device, &options(&args)?);
+    let opts = options(&args)?;
+    let (model, device) = args.setup.resolve(&[opts.target])?;
+    let compiled = mkc_scheduler::compile(&model, &device, &opts);
     if args.verify {
         let violations = check::check(&compiled.schedule);
         if !violations.is_empty() {
@@ -57,10 +59,17 @@ pub fn run(args: CompileArgs) -> Result<(), CommandError> {
             ))
         })?;
     }
-    let mut out = std::io::stdout().lock();
-    let printed = if args.summary_json {
-        let json = serde_json::to_string(&compiled.summary).map_err(|e| internal("JSON", e))?;
-        writeln!(out, "{json}")
+    if args.summary_json {
+        let mut json = serde_json::to_value(&compiled.summary).map_err(|e| internal("JSON", e))?;
+        json["schema"] = super::schema("compile").into();
+        // `null` when the checker did not run, `true` when it ran and every invariant holds
+        // (a failure exits above).
+        json["verified"] = if args.verify {
+            true.into()
+        } else {
+            serde_json::Value::Null
+        };
+        outln!("{json}");
     } else {
         let mut text = compiled.summary.table();
         if let Some(r) = &compiled.ilp {
@@ -73,9 +82,9 @@ pub fn run(args: CompileArgs) -> Result<(), CommandError> {
         if args.verify {
             text += "  verified: all schedule invariants hold\n";
         }
-        write!(out, "{text}")
-    };
-    printed.map_err(|e| CommandError::Internal(format!("cannot write to stdout: {e}")))
+        out!("{text}");
+    }
+    Ok(())
 }
 
 fn internal(what: &str, e: impl std::fmt::Display) -> CommandError {

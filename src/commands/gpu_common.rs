@@ -52,16 +52,18 @@ pub fn target(t: TargetArg) -> Result<Target, CommandError> {
 }
 
 impl Session {
-    /// Opens the GPU and prepares the model, weights and prompt.
-    pub fn open(args: &GpuRunArgs) -> Result<Session, CommandError> {
+    /// Checks the arguments, loads a checkpoint (before any GPU work, so that a bad one is
+    /// refused on any machine), opens the GPU and prepares the model, weights and prompt;
+    /// `targets` are the targets the command runs (a `--trigger` they would ignore is refused).
+    pub fn open(args: &GpuRunArgs, targets: &[Target]) -> Result<Session, CommandError> {
         let model = mkc_ir::embedded::resolve_model(&args.model)?;
-        if !(args.watchdog.is_finite() && args.watchdog > 0.0) {
+        if args.trigger.is_some() && !targets.contains(&Target::Pdl) {
             return Err(CommandError::Input(
-                "--watchdog: give a positive number of seconds.".into(),
+                "--trigger applies to the pdl target only, which this run does not include. \
+                 Fix: drop --trigger or add pdl to the targets."
+                    .into(),
             ));
         }
-        let gpu = Gpu::open()?;
-        let gpu_name = gpu.name.clone();
         let (seed, host) = match weights::parse_seed(&args.weights) {
             Some(seed) => (Some(seed), None),
             None if args.weights.starts_with("random:") => {
@@ -78,6 +80,8 @@ impl Session {
                 )?),
             ),
         };
+        let gpu = Gpu::open()?;
+        let gpu_name = gpu.name.clone();
         let source = match (&seed, &host) {
             (Some(s), _) => WeightSource::Random(*s),
             (None, Some(h)) => WeightSource::Host(h),
@@ -108,8 +112,10 @@ impl Session {
             generate,
             seed,
             host,
-            watchdog: Duration::from_secs_f64(args.watchdog),
-            trigger: args.trigger.into(),
+            // The flag's parser bounds it to (0, one day], which always converts.
+            watchdog: Duration::try_from_secs_f64(args.watchdog)
+                .map_err(|e| CommandError::Input(format!("--watchdog: {e}.")))?,
+            trigger: args.trigger.map_or(Trigger::Early, Trigger::from),
             grids: args.grids.into(),
         })
     }
@@ -244,7 +250,7 @@ pub fn check(
 /// Prints a check as lines.
 pub fn print_check(label: &str, c: &Check) {
     for p in &c.positions {
-        println!(
+        outln!(
             "  check {label} pos {:>4}: rel L2 {:.2e} (f32 ref {:.2e}), argmax gpu {} ref {} (margin {:.3}{})",
             p.pos,
             p.rel_l2,
@@ -255,7 +261,7 @@ pub fn print_check(label: &str, c: &Check) {
             if p.clear { ", clear" } else { ", not clear" }
         );
     }
-    println!(
+    outln!(
         "  check {label}: {}",
         if c.passed { "PASSED" } else { "FAILED" }
     );

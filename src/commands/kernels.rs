@@ -33,12 +33,18 @@ pub fn kernel_figures(
 /// Runs `mkc kernels`.
 pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
     let model = mkc_ir::embedded::resolve_model(&args.model)?;
-    let arch = Arch::parse(&args.arch).ok_or_else(|| {
-        CommandError::Input(format!(
-            "--arch: `{}` is not supported. Fix: use sm_90a (the kernels use Hopper PTX).",
-            args.arch
-        ))
-    })?;
+    // The kernels use Hopper-only PTX (bulk copies, mbarriers, griddepcontrol): anything but
+    // sm_90a would fail in ptxas, which is not the user's fault to read.
+    let arch = match Arch::parse(&args.arch) {
+        Some(a @ Arch::Sm90) if args.arch.ends_with('a') => a,
+        _ => {
+            return Err(CommandError::Input(format!(
+                "--arch: `{}` is not supported: the kernels use Hopper-specific PTX. Fix: use \
+                 --arch sm_90a.",
+                mkc_ir::error::shorten(&args.arch)
+            )))
+        }
+    };
     let compiled = kernels::compile(&args.arch)?;
     let (found, source) = kernel_figures(compiled)?;
     // Dynamic shared memory can depend on the SM count (the folded grid's pages per CTA): the
@@ -62,22 +68,26 @@ pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
                 })
             })
             .collect();
-        println!("{}", serde_json::Value::Array(rows));
+        let v = serde_json::json!({
+            "schema": super::schema("kernels"), "arch": args.arch, "model": model.name,
+            "kernels": rows,
+        });
+        outln!("{v}");
     } else {
-        println!(
+        outln!(
             "mkc kernels: {} for {} ({} kernels; figures from the {source})",
             args.arch,
             model.name,
             infos.len()
         );
-        println!(
+        outln!(
             "  kernel              threads  regs  static B  dynamic B  stack B  spill st/ld B  code          CTA/SM"
         );
         for k in &infos {
             let occ = occupancy(&rules, &resources(k), None)
                 .map(|o| format!("{} ({})", o.blocks_per_sm, o.limiter.name()))
                 .unwrap_or_else(|e| format!("cannot launch: {e}"));
-            println!(
+            outln!(
                 "  {:<19} {:>7} {:>5} {:>9} {:>10} {:>8} {:>7}/{:<6} {:012x}  {}",
                 k.name,
                 k.threads,

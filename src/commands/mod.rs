@@ -9,6 +9,11 @@ mod probe;
 mod run;
 mod simulate;
 
+/// The `schema` value of a command's JSON output: one shape per command, versioned.
+pub fn schema(command: &str) -> String {
+    format!("mkc.{command}/1")
+}
+
 use crate::cli::{Cli, Command};
 
 /// Why a command failed, and which exit code says so.
@@ -57,25 +62,46 @@ impl From<mkc_ir::InputError> for CommandError {
 }
 
 impl crate::cli::SetupArgs {
-    /// The model and the device (with any `--sms` override) these arguments name.
-    fn resolve(&self) -> Result<(mkc_ir::Model, mkc_ir::device::DeviceProfile), CommandError> {
-        let model = mkc_ir::embedded::resolve_model(&self.model)?;
-        Ok((model, device_with_sms(&self.device, self.sms)?))
+    /// The model and the device (with any `--sms` override) these arguments name, checked
+    /// together for `targets` by the one validation every command shares
+    /// ([`mkc_simulator::check_setup`]).
+    fn resolve(
+        &self,
+        targets: &[mkc_scheduler::Target],
+    ) -> Result<(mkc_ir::Model, mkc_ir::device::DeviceProfile), CommandError> {
+        let (model, file) = mkc_ir::embedded::resolve_model_named(&self.model)?;
+        let mut device = mkc_ir::embedded::resolve_device(&self.device)?;
+        if let Some(n) = self.sms {
+            // The range is enforced by the flag's parser.
+            device = device.with_sms(n);
+        }
+        mkc_simulator::check_setup(&model, &file, &device, targets)?;
+        Ok((model, device))
     }
-}
 
-/// Resolves `--device` and applies an `--sms` override, refusing counts out of range.
-fn device_with_sms(
-    device: &str,
-    sms: Option<u32>,
-) -> Result<mkc_ir::device::DeviceProfile, CommandError> {
-    let profile = mkc_ir::embedded::resolve_device(device)?;
-    match sms {
-        None => Ok(profile),
-        Some(n) if (1..=4096).contains(&n) => Ok(profile.with_sms(n)),
-        Some(n) => Err(CommandError::Input(format!(
-            "--sms: {n} SMs is out of range. Fix: pass the number of SMs to use, 1..4096."
-        ))),
+    /// Refuses the scheduling flags that `targets` would ignore, naming the flag: the policy
+    /// applies to persistent only, the trigger to pdl only, the grid grouping to the chains.
+    fn refuse_ignored(&self, targets: &[mkc_scheduler::Target]) -> Result<(), CommandError> {
+        use mkc_scheduler::Target as T;
+        let has = |t| targets.contains(&t);
+        let names: Vec<&str> = targets.iter().map(|t| t.name()).collect();
+        let refuse = |flag: &str, needs: &str| {
+            Err(CommandError::Input(format!(
+                "{flag} applies to {needs} only, and --target {} would ignore it. Fix: drop \
+                 {flag} or choose a target it applies to.",
+                names.join(",")
+            )))
+        };
+        if self.policy.is_some() && !has(T::Persistent) {
+            return refuse("--policy", "the persistent target");
+        }
+        if self.trigger.is_some() && !has(T::Pdl) {
+            return refuse("--trigger", "the pdl target");
+        }
+        if self.grids.is_some() && !has(T::Pdl) && !has(T::Graph) {
+            return refuse("--grids", "the chain targets (pdl, graph)");
+        }
+        Ok(())
     }
 }
 
@@ -89,5 +115,12 @@ pub fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Run(args) => run::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Probe(args) => probe::run(args),
+        Command::Completions(args) => {
+            let mut cmd = <crate::cli::Cli as clap::CommandFactory>::command();
+            let mut text = Vec::new();
+            clap_complete::generate(args.shell, &mut cmd, "mkc", &mut text);
+            out!("{}", String::from_utf8_lossy(&text));
+            Ok(())
+        }
     }
 }

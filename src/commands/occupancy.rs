@@ -12,14 +12,9 @@ pub fn run(args: OccupancyArgs) -> Result<(), CommandError> {
         CommandError::Input(format!(
             "--arch: `{}` is not a supported architecture. Fix: use one of sm_80, sm_86, \
              sm_89, sm_90, sm_100, sm_120.",
-            args.arch
+            mkc_ir::error::shorten(&args.arch)
         ))
     })?;
-    if args.carveout.is_some_and(|c| c > 100) {
-        return Err(CommandError::Input(
-            "--carveout: a percentage is 0 to 100. Fix: pass e.g. --carveout 100.".into(),
-        ));
-    }
     let rules = ArchRules::of(arch);
     let k = CtaResources {
         threads: args.threads,
@@ -35,14 +30,15 @@ pub fn run(args: OccupancyArgs) -> Result<(), CommandError> {
     })?;
     if args.json {
         let json = serde_json::json!({
+            "schema": super::schema("occupancy"),
             "arch": arch.name(),
             "blocks_per_sm": o.blocks_per_sm,
             "limiter": o.limiter.name(),
             "limits": o.limits,
         });
-        println!("{json}");
+        outln!("{json}");
     } else {
-        println!(
+        outln!(
             "{}: {} threads x {} registers, {} B static + {} B dynamic shared memory",
             arch.name(),
             args.threads,
@@ -50,14 +46,17 @@ pub fn run(args: OccupancyArgs) -> Result<(), CommandError> {
             args.static_smem,
             args.dyn_smem
         );
-        println!(
+        outln!(
             "  {} CTA(s) per SM, limited by {}",
             o.blocks_per_sm,
             o.limiter.name()
         );
-        println!(
+        outln!(
             "  limits: registers {}, shared memory {}, warps {}, blocks {}",
-            o.limits.registers, o.limits.shared_memory, o.limits.warps, o.limits.blocks
+            o.limits.registers,
+            o.limits.shared_memory,
+            o.limits.warps,
+            o.limits.blocks
         );
     }
     Ok(())

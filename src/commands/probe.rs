@@ -3,8 +3,8 @@
 //! source, and two matvec engines alone.
 
 use mkc_backend::gpu::{
-    probe_coresidency, probe_l2, probe_latency, probe_matvec, Gpu, PairProbe, L2_MIXED_MIB,
-    L2_REPEATS, L2_WARMERS, MATVEC_REPEATS, PROBE_REGISTERS, RESIDENT_SMEM,
+    probe_coresidency, probe_l2, probe_latency, probe_matvec, Gpu, OccupancyQuery, PairProbe,
+    L2_MIXED_MIB, L2_REPEATS, L2_WARMERS, MATVEC_REPEATS, PROBE_REGISTERS, RESIDENT_SMEM,
 };
 use mkc_backend::kernels;
 use mkc_ir::device::Arch;
@@ -33,6 +33,107 @@ pub fn run(args: ProbeArgs) -> Result<(), CommandError> {
         ProbeWhat::Latency => latency(&gpu, &compiled.cubin, args.json),
         ProbeWhat::L2 => l2(&gpu, &compiled.cubin, args.json),
         ProbeWhat::Matvec => matvec(&gpu, &compiled.cubin, args.json),
+        ProbeWhat::Occupancy => occupancy_probe(&gpu, &compiled.cubin, args.json),
+    }
+}
+
+/// Random configurations the occupancy probe queries.
+const OCCUPANCY_QUERIES: usize = 12_000;
+
+/// Compares the simulator's occupancy rule (with the h200 profile's limits) with the driver's
+/// answer on [`OCCUPANCY_QUERIES`] random configurations; prints the mismatches.
+fn occupancy_probe(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> {
+    let device = mkc_ir::embedded::resolve_device("h200")?;
+    let rules = ArchRules::for_device(&device);
+    let shapes = mkc_backend::gpu::occupancy_kernels(cubin)?;
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        | 1;
+    let mut state = seed;
+    let mut next = move |n: u64| {
+        // xorshift64*: fresh, cheap, reproducible from the printed seed.
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
+    };
+    let mut queries: Vec<OccupancyQuery> = (0..OCCUPANCY_QUERIES)
+        .map(|_| {
+            let kernel = next(shapes.len() as u64) as usize;
+            let room = 232_448 - shapes[kernel].static_smem as u64;
+            OccupancyQuery {
+                kernel,
+                threads: 1 + next(1024) as u32,
+                dynamic_smem: match next(4) {
+                    0 => 0,
+                    _ => next(room + 1) as u32,
+                },
+                carveout: match next(3) {
+                    0 => None,
+                    _ => Some(next(101) as u32),
+                },
+                driver: 0,
+            }
+        })
+        .collect();
+    mkc_backend::gpu::probe_occupancy(gpu, cubin, &mut queries)?;
+    let rule = |q: &OccupancyQuery| {
+        let k = &shapes[q.kernel];
+        let cta = CtaResources {
+            threads: q.threads,
+            registers: k.registers,
+            static_smem: k.static_smem,
+            dynamic_smem: q.dynamic_smem,
+        };
+        occupancy(&rules, &cta, q.carveout).map_or(0, |o| o.blocks_per_sm)
+    };
+    let mismatches: Vec<&OccupancyQuery> = queries.iter().filter(|q| rule(q) != q.driver).collect();
+    let describe = |q: &OccupancyQuery| {
+        let k = &shapes[q.kernel];
+        serde_json::json!({"kernel": k.name, "registers": k.registers, "static_smem": k.static_smem,
+            "threads": q.threads, "dynamic_smem": q.dynamic_smem, "carveout": q.carveout,
+            "driver": q.driver, "rule": rule(q)})
+    };
+    if json {
+        let v = serde_json::json!({
+            "schema": super::schema("probe.occupancy"), "gpu": gpu.name, "seed": seed,
+            "queries": queries.len(), "mismatches": mismatches.iter().map(|q| describe(q)).collect::<Vec<_>>(),
+        });
+        outln!("{v}");
+    } else {
+        outln!(
+            "occupancy rule against cuOccupancyMaxActiveBlocksPerMultiprocessor on {} (seed {seed}): \
+             {} random configurations over {} kernels ({} register counts, static shared memory 0-40 KiB)",
+            gpu.name,
+            queries.len(),
+            shapes.len(),
+            {
+                let mut r: Vec<u32> = shapes.iter().map(|s| s.registers).collect();
+                r.sort_unstable();
+                r.dedup();
+                r.len()
+            }
+        );
+        for q in mismatches.iter().take(20) {
+            outln!("  mismatch: {}", describe(q));
+        }
+        let zero = queries.iter().filter(|q| q.driver == 0).count();
+        outln!(
+            "  {} mismatches; {} configurations cannot launch (0 CTAs), {} CTAs per SM at most",
+            mismatches.len(),
+            zero,
+            queries.iter().map(|q| q.driver).max().unwrap_or(0)
+        );
+    }
+    if mismatches.is_empty() {
+        Ok(())
+    } else {
+        Err(CommandError::Internal(format!(
+            "the occupancy rule disagrees with the driver on {} of {} configurations",
+            mismatches.len(),
+            queries.len()
+        )))
     }
 }
 
@@ -49,16 +150,19 @@ fn matvec(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> {
                     "bulk_us": r.bulk_us, "bulk_rel_l2": r.bulk_err})
             })
             .collect();
-        println!("{}", serde_json::json!({"gpu": gpu.name, "shapes": v}));
+        outln!(
+            "{}",
+            serde_json::json!({"schema": super::schema("probe.matvec"), "gpu": gpu.name, "shapes": v})
+        );
     } else {
-        println!(
+        outln!(
             "y = W x alone, one CTA per SM, cold L2, on {} (µs, median of {MATVEC_REPEATS}; GB/s):",
             gpu.name
         );
-        println!("  operator        rows x K        plain loads           bulk copies   rel L2 (loads, bulk)");
+        outln!("  operator        rows x K        plain loads           bulk copies   rel L2 (loads, bulk)");
         for r in &rows {
             let mb = r.rows as f64 * r.k as f64 * 2.0 / 1000.0;
-            println!(
+            outln!(
                 "  {:<14} {:>6} x {:<5} {:>8.2} ({:>5.0})  {:>8.2} ({:>5.0})   {:.1e}, {:.1e}",
                 r.name,
                 r.rows,
@@ -109,42 +213,48 @@ fn l2(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> {
                     "gbps": m.gbps})
             })
             .collect();
-        println!(
+        outln!(
             "{}",
-            serde_json::json!({"gpu": gpu.name, "rows": rows, "warmed": warmed, "mixed": mixed})
+            serde_json::json!({"schema": super::schema("probe.l2"), "gpu": gpu.name, "rows": rows, "warmed": warmed, "mixed": mixed})
         );
         return Ok(());
     }
-    println!(
+    outln!(
         "pages of 16 KiB streamed by one CTA per SM on {} (GB/s, median of {L2_REPEATS}):",
         gpu.name
     );
-    println!(
-        "  MiB  in flight  from HBM  L2 (same CTA read)  L2 (other CTA read)  L2 (prefetched)"
-    );
+    outln!("  MiB  in flight  from HBM  L2 (same CTA read)  L2 (other CTA read)  L2 (prefetched)");
     for r in &p.rows {
-        println!(
+        outln!(
             "  {:>3}  {:>9}  {:>8.0}  {:>18.0}  {:>19.0}  {:>15.0}",
-            r.mib, r.slots, r.cold_gbps, r.warm_gbps, r.warm_other_gbps, r.prefetched_gbps
+            r.mib,
+            r.slots,
+            r.cold_gbps,
+            r.warm_gbps,
+            r.warm_other_gbps,
+            r.prefetched_gbps
         );
     }
-    println!("the same read (4 in flight) after another grid warmed L2 (GB/s):");
+    outln!("the same read (4 in flight) after another grid warmed L2 (GB/s):");
     for w in &p.warmed {
-        println!(
+        outln!(
             "  {:<45} {:>3} MiB  {:>6.0}",
-            L2_WARMERS[w.how], w.mib, w.gbps
+            L2_WARMERS[w.how],
+            w.mib,
+            w.gbps
         );
     }
-    println!("{L2_MIXED_MIB} MiB read with part of every CTA's pages warmed by loads (GB/s):");
+    outln!("{L2_MIXED_MIB} MiB read with part of every CTA's pages warmed by loads (GB/s):");
     for m in &p.mixed {
         let which = match (m.stride, m.last) {
             (0, false) => format!("first {}/4", m.warm_quarters),
             (0, true) => format!("last {}/4", m.warm_quarters),
             (s, _) => format!("every {s}th page"),
         };
-        println!(
+        outln!(
             "  {} in flight, {which:<14} warmed  {:>6.0}",
-            m.slots, m.gbps
+            m.slots,
+            m.gbps
         );
     }
     Ok(())
@@ -162,17 +272,17 @@ fn latency(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> {
                                    "placed_as_intended": c.placed_as_intended})
             })
             .collect();
-        let v = serde_json::json!({"gpu": gpu.name, "idle_ns": p.idle_ns, "loaded": cases});
-        println!("{v}");
+        let v = serde_json::json!({"schema": super::schema("probe.latency"), "gpu": gpu.name, "idle_ns": p.idle_ns, "loaded": cases});
+        outln!("{v}");
         return Ok(());
     }
-    println!(
+    outln!(
         "L2-hit latency of a dependent chain on {} (ns per link):",
         gpu.name
     );
-    println!("  {:<60} {:>7.1}", "idle", p.idle_ns);
+    outln!("  {:<60} {:>7.1}", "idle", p.idle_ns);
     for c in &p.loaded {
-        println!(
+        outln!(
             "  {:<60} {:>7.1}   stream {:.0} GB/s{}",
             c.case,
             c.ns,
@@ -256,28 +366,30 @@ fn coresidency(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> 
             })
             .collect();
         let summary = serde_json::json!({
-            "gpu": gpu.name, "pairs": rows, "model_agrees": by_model,
+            "schema": super::schema("probe.coresidency"), "gpu": gpu.name, "pairs": rows,
+            "model_agrees": by_model,
             "whole_sm_agrees": by_whole, "total": probes.len(),
         });
-        println!("{summary}");
+        outln!("{summary}");
         return Ok(());
     }
-    println!(
+    outln!(
         "co-residency on {} (resident: one CTA per SM, {} B dynamic shared memory; visitor: none)",
-        gpu.name, RESIDENT_SMEM
+        gpu.name,
+        RESIDENT_SMEM
     );
-    println!(
+    outln!(
         "  {} pairs; those where a rule and the GPU disagree, or the GPU admitted only some:",
         probes.len()
     );
-    println!("  resident thr x regs   visitor thr x regs   admitted   model   whole-SM rule");
+    outln!("  resident thr x regs   visitor thr x regs   admitted   model   whole-SM rule");
     let yes_no = |b: bool| if b { "yes" } else { "no" };
     let odd = |p: &&PairProbe| {
         let v = verdict(p);
         v != Some(model(p)) || v != Some(whole_sm(p))
     };
     for p in probes.iter().filter(odd) {
-        println!(
+        outln!(
             "  {:>12} x {:<4}  {:>12} x {:<4}  {:>4}/{:<4}  {:>5}   {}",
             p.resident.threads,
             p.resident.registers,
@@ -289,7 +401,7 @@ fn coresidency(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> 
             yes_no(whole_sm(p))
         );
     }
-    println!(
+    outln!(
         "  the simulator's rule (each warp to the sub-partition with the fewest) agrees on \
          {by_model} of {} pairs; registers shared by the whole SM on {by_whole}",
         probes.len()

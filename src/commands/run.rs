@@ -9,7 +9,7 @@ use crate::cli::RunArgs;
 /// Runs `mkc run`.
 pub fn run(args: RunArgs) -> Result<(), CommandError> {
     let target = target(args.target)?;
-    let s = Session::open(&args.common)?;
+    let s = Session::open(&args.common, &[target])?;
     let sms = mkc_backend::gpu::sm_count(&s.runner);
     let schedule = s.schedule(target, sms)?;
     let graph = s.runner.capture(&schedule)?;
@@ -34,7 +34,7 @@ pub fn run(args: RunArgs) -> Result<(), CommandError> {
             watchdog: s.watchdog,
         },
     )?;
-    println!(
+    outln!(
         "mkc run: {} on {} ({}), prompt {} tokens, {} generated",
         s.model.name,
         s.gpu_name,
@@ -43,9 +43,9 @@ pub fn run(args: RunArgs) -> Result<(), CommandError> {
         out.tokens.len()
     );
     let ids: Vec<String> = out.tokens.iter().map(u32::to_string).collect();
-    println!("  tokens: {}", ids.join(","));
+    outln!("  tokens: {}", ids.join(","));
     let (med, p10, p90) = percentiles(&out.step_us);
-    println!(
+    outln!(
         "  decode step: median {med:.1} us, p10 {p10:.1}, p90 {p90:.1} ({} steps)",
         out.step_us.len()
     );
@@ -53,7 +53,7 @@ pub fn run(args: RunArgs) -> Result<(), CommandError> {
         let rows: Vec<&Vec<f32>> = out.logits.iter().map(|(_, l)| l).collect();
         write_npy(path, &rows)
             .map_err(|e| CommandError::Input(format!("cannot write `{}`: {e}.", path.display())))?;
-        println!(
+        outln!(
             "  logits of {} decode steps written to {}",
             rows.len(),
             path.display()

@@ -1,6 +1,6 @@
 //! `mkc simulate`: compile, then predict the step timeline of one or all targets, or sweep.
 
-use mkc_scheduler::{compile, CompileOptions, Target};
+use mkc_scheduler::{compile, CompileOptions, Grids, Policy, Target, Trigger};
 use mkc_simulator::sweep::{self, SweepSpec};
 use mkc_simulator::{simulate, trace, SimOptions, SimReport};
 
@@ -9,32 +9,8 @@ use crate::cli::{SimTargetArg, SimulateArgs};
 
 /// Runs `mkc simulate`.
 pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
-    let (model, mut device) = args.setup.resolve()?;
-    if let Some(bw) = args.bandwidth {
-        if !(bw.is_finite() && bw > 0.0) {
-            return Err(CommandError::Input(format!(
-                "--bandwidth: {bw} is not a positive GB/s figure. Fix: pass e.g. 4480."
-            )));
-        }
-        device.read_bandwidth_gbps = bw;
-    }
     if let Some(spec_path) = &args.sweep {
-        let file = spec_path.display().to_string();
-        let text = std::fs::read_to_string(spec_path).map_err(|e| {
-            CommandError::Input(format!("cannot read `{file}`: {e}. Check the path."))
-        })?;
-        let spec = SweepSpec::parse(&file, &text)?;
-        let rows = sweep::run(&model, &device, &spec, &file)?;
-        let csv = sweep::to_csv(&rows);
-        return match &args.csv {
-            Some(path) => std::fs::write(path, csv).map_err(|e| {
-                CommandError::Input(format!("cannot write `{}`: {e}.", path.display()))
-            }),
-            None => {
-                print!("{csv}");
-                Ok(())
-            }
-        };
+        return run_sweep(&args, spec_path);
     }
     let targets = match args.target {
         SimTargetArg::Persistent => vec![Target::Persistent],
@@ -42,12 +18,31 @@ pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
         SimTargetArg::Graph => vec![Target::Graph],
         SimTargetArg::All => vec![Target::Persistent, Target::Pdl, Target::Graph],
     };
+    args.setup.refuse_ignored(&targets)?;
+    if (args.coresidency || args.phase_release) && targets == [Target::Persistent] {
+        return Err(CommandError::Input(
+            "--coresidency and --phase-release apply to the chain targets (pdl, graph) only. \
+             Fix: drop them or choose --target pdl, graph or all."
+                .into(),
+        ));
+    }
     if args.trace.is_some() && targets.len() > 1 {
         return Err(CommandError::Input(
             "--trace needs a single target. Fix: add --target persistent|pdl|graph.".into(),
         ));
     }
-    let trigger = args.setup.trigger.into();
+    let (model, mut device) = args.setup.resolve(&targets)?;
+    apply_bandwidth(&args, &mut device)?;
+    let generate = model.workload.generate as u64;
+    if args.trajectory && generate > args.max_steps {
+        return Err(CommandError::Input(format!(
+            "--trajectory: the workload has {generate} decode steps, more than the cap of {} \
+             (each step is a whole simulation). Fix: raise the cap with --max-steps {generate}, \
+             or shorten workload.generate.",
+            args.max_steps
+        )));
+    }
+    let trigger = args.setup.trigger.map_or(Trigger::Early, Trigger::from);
     let sim = SimOptions {
         trigger: Some(trigger),
         coresidency: args.coresidency,
@@ -67,9 +62,9 @@ pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
     for target in targets {
         let opts = CompileOptions {
             target,
-            policy: args.setup.policy.into(),
+            policy: args.setup.policy.map_or(Policy::RoundRobin, Policy::from),
             trigger,
-            grids: args.setup.grids.into(),
+            grids: args.setup.grids.map_or(Grids::PerOp, Grids::from),
             ..CompileOptions::default()
         };
         let mut s = compile(&model, &device, &opts).schedule;
@@ -78,26 +73,116 @@ pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
         }
         let (report, timeline) = simulate(&s, &device, &sim, workload)
             .map_err(|e| CommandError::Input(format!("{e}.")))?;
+        check_sane(&report)?;
         if let Some(path) = &args.trace {
             let json = trace::chrome_trace(&s, &timeline).to_string();
             std::fs::write(path, json).map_err(|e| {
-                CommandError::Input(format!("cannot write `{}`: {e}.", path.display()))
+                CommandError::Input(format!(
+                    "cannot write `{}`: {e}. Fix: choose a writable path for --trace.",
+                    path.display()
+                ))
             })?;
+            eprintln!(
+                "mkc: wrote the {} trace to {} (open it in ui.perfetto.dev)",
+                target.name(),
+                path.display()
+            );
         }
         reports.push(report);
     }
     if args.json {
-        let value = if reports.len() == 1 {
-            serde_json::to_value(&reports[0])
-        } else {
-            serde_json::to_value(&reports)
+        let mut by_target = serde_json::Map::new();
+        for r in &reports {
+            let v = serde_json::to_value(r)
+                .map_err(|e| CommandError::Internal(format!("cannot serialise the report: {e}")))?;
+            by_target.insert(r.target.clone(), v);
         }
-        .map_err(|e| CommandError::Internal(format!("cannot serialise the report: {e}")))?;
-        println!("{value}");
+        let value = serde_json::json!({
+            "schema": super::schema("simulate"),
+            "model": model.name,
+            "targets": by_target,
+        });
+        outln!("{value}");
     } else {
-        print!("{}", table(&model.name, &reports));
+        out!("{}", table(&model.name, &reports));
     }
     Ok(())
+}
+
+/// Applies `--bandwidth`, within the device profile's range.
+fn apply_bandwidth(
+    args: &SimulateArgs,
+    device: &mut mkc_ir::device::DeviceProfile,
+) -> Result<(), CommandError> {
+    if let Some(bw) = args.bandwidth {
+        mkc_ir::device::check_bandwidth(
+            "<command line>",
+            "--bandwidth",
+            bw,
+            "pass the read bandwidth in GB/s, e.g. 4480",
+        )?;
+        device.read_bandwidth_gbps = bw;
+    }
+    Ok(())
+}
+
+/// A report whose figures are not finite, below the floor or outside 0-1 is a bug in mkc: say
+/// so instead of printing it.
+fn check_sane(r: &SimReport) -> Result<(), CommandError> {
+    let s = &r.step;
+    let fractions = [s.bandwidth_fraction, s.sm_busy_fraction];
+    let sane = s.step_us.is_finite()
+        && s.floor_us.is_finite()
+        && s.floor_us > 0.0
+        && s.step_us >= s.floor_us * (1.0 - 1e-9)
+        && fractions.iter().all(|f| (0.0..=1.0 + 1e-9).contains(f));
+    if sane {
+        return Ok(());
+    }
+    Err(CommandError::Internal(format!(
+        "the {} simulation produced impossible figures (step {} us, floor {} us, bandwidth \
+         {}, SM busy {}); this is a bug in mkc, please report it with the model file",
+        r.target, s.step_us, s.floor_us, s.bandwidth_fraction, s.sm_busy_fraction
+    )))
+}
+
+/// `mkc simulate --sweep`: the spec's knob lists replace the target and what-if flags (clap
+/// refuses those); `--bandwidth` and `--sms` set the base device unless the spec lists them.
+fn run_sweep(args: &SimulateArgs, spec_path: &std::path::Path) -> Result<(), CommandError> {
+    let file = spec_path.display().to_string();
+    let text = mkc_ir::input::read_text(spec_path, mkc_ir::FileKind::Sweep)?;
+    let spec = SweepSpec::parse(&file, &text)?;
+    if args.bandwidth.is_some() && !spec.bandwidth_gbps.is_empty() {
+        return Err(CommandError::Input(format!(
+            "--bandwidth would be ignored: `{file}` lists bandwidth_gbps. Fix: drop one of them."
+        )));
+    }
+    if args.setup.sms.is_some() && !spec.sms.is_empty() {
+        return Err(CommandError::Input(format!(
+            "--sms would be ignored: `{file}` lists sms. Fix: drop one of them."
+        )));
+    }
+    let targets = if spec.targets.is_empty() {
+        vec![Target::Persistent, Target::Pdl, Target::Graph]
+    } else {
+        spec.targets.clone()
+    };
+    let (model, mut device) = args.setup.resolve(&targets)?;
+    apply_bandwidth(args, &mut device)?;
+    let rows = sweep::run(&model, &device, &spec, &file, args.max_points)?;
+    let csv = sweep::to_csv(&rows);
+    match &args.csv {
+        Some(path) => std::fs::write(path, csv).map_err(|e| {
+            CommandError::Input(format!(
+                "cannot write `{}`: {e}. Fix: choose a writable path for --csv.",
+                path.display()
+            ))
+        }),
+        None => {
+            out!("{csv}");
+            Ok(())
+        }
+    }
 }
 
 /// The side-by-side table.

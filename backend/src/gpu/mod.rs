@@ -29,10 +29,10 @@ pub use device::Gpu;
 pub use info::loaded_kernel_info;
 pub use launch::StepGraph;
 pub use probe::{
-    chase_cycle, probe_coresidency, probe_l2, probe_latency, probe_matvec, L2Probe, L2Row,
-    L2Warmed, LatencyProbe, LoadedLatency, MatvecRow, PairProbe, ProbeSide, L2_MIXED_MIB,
-    L2_REPEATS, L2_WARMERS, LOADED_CASES, MATVEC_REPEATS, MATVEC_SHAPES, PROBE_REGISTERS,
-    RESIDENT_SMEM,
+    chase_cycle, occupancy_kernels, probe_coresidency, probe_l2, probe_latency, probe_matvec,
+    probe_occupancy, KernelShape, L2Probe, L2Row, L2Warmed, LatencyProbe, LoadedLatency, MatvecRow,
+    OccupancyQuery, PairProbe, ProbeSide, L2_MIXED_MIB, L2_REPEATS, L2_WARMERS, LOADED_CASES,
+    MATVEC_REPEATS, MATVEC_SHAPES, OCCUPANCY_KERNELS, PROBE_REGISTERS, RESIDENT_SMEM,
 };
 pub use run::{RunOptions, RunOutput};
 pub use setup::WeightSource;

@@ -7,6 +7,7 @@ mod coresidency;
 mod l2;
 mod latency;
 mod matvec;
+mod occupancy;
 
 use std::ffi::c_void;
 
@@ -21,6 +22,9 @@ pub use coresidency::{probe_coresidency, PairProbe, ProbeSide, PROBE_REGISTERS};
 pub use l2::{probe_l2, L2Probe, L2Row, L2Warmed, L2_MIXED_MIB, L2_REPEATS, L2_WARMERS};
 pub use latency::{chase_cycle, probe_latency, LatencyProbe, LoadedLatency, LOADED_CASES};
 pub use matvec::{probe_matvec, MatvecRow, MATVEC_REPEATS, MATVEC_SHAPES};
+pub use occupancy::{
+    occupancy_kernels, probe_occupancy, KernelShape, OccupancyQuery, OCCUPANCY_KERNELS,
+};
 
 /// Dynamic shared memory of a CTA that must have an SM to itself: more than half an SM.
 pub const RESIDENT_SMEM: u32 = 120 * 1024;

@@ -1,0 +1,274 @@
+//! The Hugging Face checkpoint loader on checkpoints these tests write themselves: a valid one
+//! loads (q/k rows interleaved for mkc's RoPE), and every way a checkpoint could make mkc
+//! compute a silently wrong number is refused with the key or tensor named.
+
+use std::path::{Path, PathBuf};
+
+use mkc_backend::weights::{self, bf2f, f2bf, LayerTensor};
+use mkc_ir::embedded::resolve_model;
+use mkc_ir::Model;
+use safetensors::tensor::{serialize_to_file, Dtype, TensorView};
+use serde_json::{json, Value};
+
+/// A tensor: name, shape, bf16 little-endian bytes.
+type Tensor = (String, Vec<usize>, Vec<u8>);
+
+/// A scratch checkpoint directory, removed on drop.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(tag: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("mkc-ckpt-{tag}-{}", std::process::id()));
+        std::fs::remove_dir_all(&d).ok();
+        std::fs::create_dir_all(&d).unwrap();
+        Dir(d)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        std::fs::remove_dir_all(&self.0).ok();
+    }
+}
+
+/// Every tensor of `m`; each element holds its own row index (as bf16), so permutations show.
+fn tensors(m: &Model) -> Vec<Tensor> {
+    let g = &m.geometry;
+    let (h, i, hd) = (
+        g.hidden as usize,
+        g.intermediate as usize,
+        g.head_dim as usize,
+    );
+    let (heads, kvh) = (g.heads as usize, g.kv_heads as usize);
+    let rows = |name: String, r: usize, c: usize| -> Tensor {
+        let data = (0..r * c)
+            .flat_map(|e| f2bf((e / c) as f32).to_le_bytes())
+            .collect();
+        let shape = if r == 1 { vec![c] } else { vec![r, c] };
+        (name, shape, data)
+    };
+    let mut t = Vec::new();
+    for l in 0..g.layers as usize {
+        let p = format!("model.layers.{l}.");
+        t.push(rows(format!("{p}self_attn.q_proj.weight"), heads * hd, h));
+        t.push(rows(format!("{p}self_attn.k_proj.weight"), kvh * hd, h));
+        t.push(rows(format!("{p}self_attn.v_proj.weight"), kvh * hd, h));
+        t.push(rows(format!("{p}self_attn.o_proj.weight"), h, heads * hd));
+        t.push(rows(format!("{p}mlp.gate_proj.weight"), i, h));
+        t.push(rows(format!("{p}mlp.up_proj.weight"), i, h));
+        t.push(rows(format!("{p}mlp.down_proj.weight"), h, i));
+        t.push(rows(format!("{p}input_layernorm.weight"), 1, h));
+        t.push(rows(format!("{p}post_attention_layernorm.weight"), 1, h));
+    }
+    t.push(rows(
+        "model.embed_tokens.weight".into(),
+        g.vocab as usize,
+        h,
+    ));
+    t.push(rows("model.norm.weight".into(), 1, h));
+    t
+}
+
+/// config.json of `m` as Hugging Face writes it for Llama.
+fn config(m: &Model) -> Value {
+    let g = &m.geometry;
+    json!({
+        "model_type": "llama", "hidden_act": "silu", "hidden_size": g.hidden,
+        "intermediate_size": g.intermediate, "num_hidden_layers": g.layers,
+        "num_attention_heads": g.heads, "num_key_value_heads": g.kv_heads,
+        "head_dim": g.head_dim, "vocab_size": g.vocab, "tie_word_embeddings": true,
+        "rope_theta": g.rope_theta, "rms_norm_eps": g.norm_eps, "rope_scaling": null,
+        "attention_bias": false, "mlp_bias": false,
+    })
+}
+
+/// Writes `shards` (one safetensors file each) and `config` into `dir`.
+fn write(dir: &Path, config: &Value, shards: &[Vec<Tensor>]) {
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    for (n, shard) in shards.iter().enumerate() {
+        let views: Vec<(String, TensorView)> = shard
+            .iter()
+            .map(|(name, shape, data)| {
+                (
+                    name.clone(),
+                    TensorView::new(Dtype::BF16, shape.clone(), data).unwrap(),
+                )
+            })
+            .collect();
+        serialize_to_file(views, None, &dir.join(format!("model-{n}.safetensors"))).unwrap();
+    }
+}
+
+/// The loader's error for `config` and `shards`, which must name every one of `needles`.
+fn refused(tag: &str, config: &Value, shards: &[Vec<Tensor>], needles: &[&str]) {
+    let m = resolve_model("tiny").unwrap();
+    let dir = Dir::new(tag);
+    write(&dir.0, config, shards);
+    let err = match weights::load_checkpoint(&dir.0, &m) {
+        Ok(_) => panic!("{tag}: the checkpoint was accepted"),
+        Err(e) => e.to_string(),
+    };
+    for n in needles {
+        assert!(err.contains(n), "{tag}: `{n}` not in: {err}");
+    }
+}
+
+#[test]
+fn a_valid_checkpoint_loads_with_q_and_k_rows_interleaved() {
+    let m = resolve_model("tiny").unwrap();
+    let g = &m.geometry;
+    let (h, hd) = (g.hidden as usize, g.head_dim as usize);
+    let (heads, kvh) = (g.heads as usize, g.kv_heads as usize);
+    let dir = Dir::new("valid");
+    let mut t = tensors(&m);
+    // Split over two shards, as large checkpoints are.
+    let second = t.split_off(t.len() / 2);
+    write(&dir.0, &config(&m), &[t, second]);
+    let w = weights::load_checkpoint(&dir.0, &m).expect("loads");
+    let qkv = w.layer(0, LayerTensor::Qkv);
+    let row = |r: usize| bf2f(qkv[r * h]) as usize;
+    // Head 0 of q: rows 0, hd/2, 1, hd/2 + 1, ... (rotate-half pairs side by side).
+    assert_eq!((row(0), row(1), row(2), row(3)), (0, hd / 2, 1, hd / 2 + 1));
+    // k starts after q, with its own interleaving; v is copied as is.
+    assert_eq!((row(heads * hd), row(heads * hd + 1)), (0, hd / 2));
+    assert_eq!(row((heads + kvh) * hd + 3), 3);
+}
+
+#[test]
+fn config_values_mkc_would_not_honour_are_refused_by_key() {
+    let m = resolve_model("tiny").unwrap();
+    let t = vec![tensors(&m)];
+    let with = |key: &str, v: Value| {
+        let mut c = config(&m);
+        c[key] = v;
+        c
+    };
+    let llama3 = json!({"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 8192});
+    let cases: Vec<(&str, Value, Vec<&str>)> = vec![
+        (
+            "scaling",
+            with("rope_scaling", llama3),
+            vec!["rope_scaling", "llama3"],
+        ),
+        (
+            "theta",
+            with("rope_theta", json!(500000.0)),
+            vec!["rope_theta", "geometry.rope_theta"],
+        ),
+        (
+            "eps",
+            with("rms_norm_eps", json!(1e-6)),
+            vec!["rms_norm_eps", "geometry.norm_eps"],
+        ),
+        (
+            "act",
+            with("hidden_act", json!("gelu")),
+            vec!["hidden_act", "gelu"],
+        ),
+        (
+            "type",
+            with("model_type", json!("qwen2")),
+            vec!["model_type", "qwen2"],
+        ),
+        (
+            "attn_bias",
+            with("attention_bias", json!(true)),
+            vec!["attention_bias"],
+        ),
+        ("mlp_bias", with("mlp_bias", json!(true)), vec!["mlp_bias"]),
+        (
+            "string",
+            with("hidden_size", json!("64")),
+            vec!["hidden_size", "\"64\"", "not a whole number"],
+        ),
+        (
+            "float",
+            with("hidden_size", json!(64.0)),
+            vec!["hidden_size", "64.0", "not a whole number"],
+        ),
+        (
+            "layers",
+            with("num_hidden_layers", json!(3)),
+            vec!["num_hidden_layers = 3"],
+        ),
+        (
+            "tied",
+            with("tie_word_embeddings", json!(false)),
+            vec!["tie_word_embeddings"],
+        ),
+    ];
+    for (tag, c, needles) in &cases {
+        refused(tag, c, &t, needles);
+    }
+    // No head count and no head_dim: head_dim cannot be derived (it divided by zero once).
+    let mut c = with("num_attention_heads", json!(0));
+    c.as_object_mut().unwrap().remove("head_dim");
+    refused("zero_heads", &c, &t, &["num_attention_heads", "is 0"]);
+    let mut c = config(&m);
+    c.as_object_mut().unwrap().remove("model_type");
+    refused("no_type", &c, &t, &["model_type", "missing"]);
+}
+
+#[test]
+fn tensors_mkc_would_drop_or_misread_are_refused_by_name() {
+    let m = resolve_model("tiny").unwrap();
+    let c = config(&m);
+    let h = m.geometry.hidden as usize;
+    let bias = (
+        "model.layers.0.self_attn.q_proj.bias".to_string(),
+        vec![h],
+        vec![0u8; 2 * h],
+    );
+    let mut t = tensors(&m);
+    t.push(bias);
+    refused("bias", &c, &[t], &["q_proj.bias"]);
+
+    let mut t = tensors(&m);
+    let mut extra_layer: Vec<Tensor> = t
+        .iter()
+        .filter(|(n, _, _)| n.starts_with("model.layers.0."))
+        .map(|(n, s, d)| (n.replace("layers.0.", "layers.9."), s.clone(), d.clone()))
+        .collect();
+    t.append(&mut extra_layer);
+    refused("layer", &c, &[t], &["model.layers.9."]);
+
+    // A tied checkpoint that also stores a different head.
+    let mut t = tensors(&m);
+    let embed = t
+        .iter()
+        .find(|x| x.0 == "model.embed_tokens.weight")
+        .unwrap()
+        .clone();
+    let mut head = embed.clone();
+    head.0 = "lm_head.weight".into();
+    head.2[0] ^= 1;
+    t.push(head);
+    refused("head", &c, &[t], &["lm_head.weight", "tie_word_embeddings"]);
+    // The same head, bit for bit, is the tie itself and loads.
+    let mut t = tensors(&m);
+    let mut same = embed;
+    same.0 = "lm_head.weight".into();
+    t.push(same);
+    let dir = Dir::new("same_head");
+    write(&dir.0, &c, &[t]);
+    weights::load_checkpoint(&dir.0, &m).expect("an identical tied head loads");
+
+    // One tensor in two shards.
+    let t = tensors(&m);
+    let dup = vec![t[0].clone()];
+    refused("dup", &c, &[t, dup], &["in both", "q_proj.weight"]);
+
+    // NaN and infinity.
+    for (tag, bits) in [("nan", 0x7FC0u16), ("inf", 0xFF80u16)] {
+        let mut t = tensors(&m);
+        let norm = t.iter_mut().find(|x| x.0 == "model.norm.weight").unwrap();
+        norm.2[6..8].copy_from_slice(&bits.to_le_bytes());
+        refused(
+            tag,
+            &c,
+            &[t],
+            &["model.norm.weight", "NaN or infinity", "element 3"],
+        );
+    }
+}

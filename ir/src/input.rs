@@ -1,0 +1,119 @@
+//! Reading input files safely: only regular files, never more than a bound, UTF-8 checked with
+//! a position, so that a FIFO, `/dev/zero` or a binary file is refused instead of hanging,
+//! exhausting memory or failing without saying where.
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::error::InputError;
+
+/// What kind of file a text is: it decides which README section an error points at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    /// A model file (`models/*.ron`).
+    Model,
+    /// A device profile (`devices/*.ron`).
+    Device,
+    /// A sweep spec (`sweeps/*.ron`).
+    Sweep,
+    /// A compiled schedule (`mkc compile -o`).
+    Schedule,
+    /// A checkpoint's `config.json`.
+    CheckpointConfig,
+}
+
+impl FileKind {
+    /// The README section that documents this kind of file.
+    pub fn readme_section(self) -> &'static str {
+        match self {
+            FileKind::Model => "Model file format",
+            FileKind::Device => "Device profile format",
+            FileKind::Sweep => "Sweep spec format",
+            FileKind::Schedule => "Schedule file format",
+            FileKind::CheckpointConfig => "Checkpoints",
+        }
+    }
+
+    /// The largest file of this kind mkc reads (a schedule embeds its whole task graph).
+    pub fn max_bytes(self) -> u64 {
+        match self {
+            FileKind::Schedule => 1 << 30,
+            _ => 1 << 20,
+        }
+    }
+}
+
+/// Reads `path` as UTF-8 text of kind `kind`, refusing anything but a regular file of at most
+/// [`FileKind::max_bytes`].
+pub fn read_text(path: &Path, kind: FileKind) -> Result<String, InputError> {
+    let file = path.display().to_string();
+    let io = |reason: String| InputError::Io {
+        file: file.clone(),
+        reason,
+    };
+    // `metadata` does not open the file, so a FIFO cannot block us here.
+    let meta = std::fs::metadata(path).map_err(|e| io(e.to_string()))?;
+    if !meta.is_file() {
+        let what = if meta.is_dir() {
+            "a directory"
+        } else {
+            "not a regular file (a FIFO, socket or device)"
+        };
+        return Err(io(format!("it is {what}; mkc reads regular files only")));
+    }
+    let max = kind.max_bytes();
+    if meta.len() > max {
+        return Err(io(format!(
+            "it holds {} bytes, more than the {max} a {} may have",
+            meta.len(),
+            kind.readme_section().to_lowercase()
+        )));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(max + 1).read_to_end(&mut bytes))
+        .map_err(|e| io(e.to_string()))?;
+    if bytes.len() as u64 > max {
+        return Err(io(format!("it grew past {max} bytes while being read")));
+    }
+    utf8(&file, bytes)
+}
+
+/// `bytes` as a string, or an error naming the line and column of the first invalid byte.
+pub fn utf8(file: &str, bytes: Vec<u8>) -> Result<String, InputError> {
+    String::from_utf8(bytes).map_err(|e| {
+        let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line = good.iter().filter(|&&b| b == b'\n').count() + 1;
+        let line_start = good.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+        let column = String::from_utf8_lossy(&good[line_start..]).chars().count() + 1;
+        InputError::Io {
+            file: format!("{file}:{line}:{column}"),
+            reason: format!(
+                "byte 0x{:02x} there is not UTF-8 text; save the file as UTF-8",
+                e.as_bytes()[good.len()]
+            ),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_utf8_names_line_and_column() {
+        let err = utf8("m.ron", b"Model(\n  na\xffme".to_vec()).unwrap_err();
+        assert!(err.to_string().contains("m.ron:2:5"), "{err}");
+    }
+
+    #[test]
+    fn devices_and_directories_are_refused_without_reading() {
+        for path in ["/dev/zero", "/"] {
+            let err = read_text(Path::new(path), FileKind::Model).unwrap_err();
+            assert!(
+                err.to_string().contains("regular file") || err.to_string().contains("directory"),
+                "{err}"
+            );
+        }
+    }
+}
