@@ -251,10 +251,6 @@ pub struct SimulateArgs {
     /// Also simulate every decode step of the workload (KV length growing).
     #[arg(long)]
     pub trajectory: bool,
-    /// With --trajectory: the most decode steps simulated; a longer workload is refused
-    /// (raise this to run it).
-    #[arg(long, requires = "trajectory", default_value_t = 8192, allow_negative_numbers = true, value_parser = count)]
-    pub max_steps: u64,
     /// Use the CUDA backend's compiled kernel resources (NVRTC; no GPU needed) instead of the
     /// model file's declared ones for the pdl and graph grids.
     #[arg(long)]
@@ -273,11 +269,12 @@ pub struct SimulateArgs {
     /// Where the sweep's CSV goes (default: stdout).
     #[arg(long, requires = "sweep")]
     pub csv: Option<PathBuf>,
-    /// With --sweep: the most configurations run; a larger spec is refused (raise this to
-    /// run it).
-    #[arg(long, requires = "sweep", default_value_t = mkc_simulator::sweep::DEFAULT_MAX_POINTS,
+    /// The most work --trajectory or --sweep may do, in simulated task-steps (tasks per step
+    /// x steps, or x configurations): a larger run is refused before it starts (raise this to
+    /// run it). The default, 3e8, is ~10,000 steps or configurations of Llama-3.2-1B.
+    #[arg(long, default_value_t = mkc_simulator::sweep::DEFAULT_MAX_TASK_STEPS,
         allow_negative_numbers = true, value_parser = count)]
-    pub max_points: u64,
+    pub max_task_steps: u64,
 }
 
 /// Arguments of `mkc occupancy`.

@@ -162,7 +162,8 @@ impl DeviceProfile {
         Ok(d)
     }
 
-    fn validate(&self, file: &str) -> Result<(), InputError> {
+    /// Checks every field (a profile file's, or one embedded in a schedule); `file` names it.
+    pub fn validate(&self, file: &str) -> Result<(), InputError> {
         if !(SMS_RANGE.0..=SMS_RANGE.1).contains(&self.sms) {
             return Err(InputError::invalid(
                 file,

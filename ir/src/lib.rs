@@ -15,6 +15,11 @@ pub mod model;
 mod ron_error;
 mod validate;
 
+/// The bounds model validation keeps every derived size within.
+pub mod validate_bounds {
+    pub use crate::validate::{MAX_DIM, MAX_TASKS, NORM_EPS_RANGE, ROPE_THETA_RANGE};
+}
+
 pub use error::InputError;
 pub use graph::{Access, Counter, Edge, OpKind, Operator, Rows, Task, TaskCost, TaskGraph, Tensor};
 pub use ids::{CounterId, EdgeId, KernelId, OpId, SmId, TaskId, TensorId};

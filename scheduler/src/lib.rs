@@ -13,6 +13,7 @@ pub mod cost;
 pub mod exec;
 pub mod policy;
 pub mod schedule;
+mod structure;
 pub mod summary;
 
 use mkc_ir::device::DeviceProfile;

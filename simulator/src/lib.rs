@@ -15,6 +15,7 @@ pub mod sweep;
 pub mod timeline;
 pub mod trace;
 
+use indicatif::ParallelProgressIterator;
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -228,8 +229,18 @@ pub fn simulate(
     let timeline = simulate_step(s, device, options, kv_len);
     let step = report::summarize(s, device, &timeline, kv_len);
     let trajectory = workload.map(|(prompt, generate)| {
+        // A progress bar with an estimate (drawn only on a terminal): a long workload of a
+        // large model takes minutes.
+        let bar = indicatif::ProgressBar::new(generate as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:40} {pos}/{len} decode steps simulated, {eta} left",
+            )
+            .expect("a valid template"),
+        );
         let steps: Vec<f64> = (prompt..prompt + generate)
             .into_par_iter()
+            .progress_with(bar)
             .map(|pos| simulate_step(s, device, options, pos + 1).step_ns / 1e3)
             .collect();
         let total: f64 = steps.iter().sum();

@@ -380,33 +380,45 @@ fn simulate_point(model: &Model, p: &Point) -> SweepRow {
     }
 }
 
-/// Configurations a sweep runs unless the caller lifts the cap (`--max-points`): the example
-/// spec has 1,080; 10,000 points of Llama-3.2-1B take minutes on two cores.
-pub const DEFAULT_MAX_POINTS: u64 = 10_000;
+/// Work a sweep or a trajectory does unless the caller lifts the cap (`--max-task-steps`), in
+/// simulated task-steps: ~10,000 configurations or steps of Llama-3.2-1B (25,640 tasks), a
+/// minute or two on two cores.
+pub const DEFAULT_MAX_TASK_STEPS: u64 = 300_000_000;
 
 /// Runs every configuration (in parallel, with a progress bar and an estimate on a terminal),
-/// refusing a spec of more than `max_points` configurations before allocating them.
+/// refusing a spec whose configurations times the model's tasks exceed `max_task_steps` before
+/// allocating them.
 pub fn run(
     model: &Model,
     device: &DeviceProfile,
     spec: &SweepSpec,
     spec_file: &str,
-    max_points: u64,
+    max_task_steps: u64,
 ) -> Result<Vec<SweepRow>, InputError> {
     let count = spec.point_count();
-    if count > max_points {
+    let tasks = mkc_ir::lower::task_count(model);
+    let work = count.saturating_mul(tasks);
+    if work > max_task_steps {
         return Err(InputError::invalid(
             spec_file,
             "the knob lists",
             format!(
-                "the spec expands to {} configurations, more than the cap of {max_points}",
+                "the spec expands to {} configurations of {tasks} tasks each, more than the cap \
+                 of {max_task_steps} task-steps",
                 if count == u64::MAX {
                     "more than 2^64".to_string()
                 } else {
                     count.to_string()
                 }
             ),
-            "shorten the lists, or raise the cap with --max-points N",
+            format!(
+                "shorten the lists, or raise the cap with --max-task-steps {}",
+                if work == u64::MAX {
+                    "N".to_string()
+                } else {
+                    work.to_string()
+                }
+            ),
         ));
     }
     validate(model, spec, spec_file)?;
@@ -482,7 +494,7 @@ mod tests {
             .iter()
             .any(|p| p.vtp.qkv_attention == 2 && p.vtp.up_gate_down == 4 && p.vtp.down_qkv == 1));
         let bad = SweepSpec::parse("spec", "Sweep(sms: [0])").unwrap();
-        let err = run(&model, &device, &bad, "spec", DEFAULT_MAX_POINTS)
+        let err = run(&model, &device, &bad, "spec", DEFAULT_MAX_TASK_STEPS)
             .unwrap_err()
             .to_string();
         assert!(err.contains("field `sms[0]`"), "{err}");

@@ -92,15 +92,63 @@ fn warps_bind_on_consumer_parts() {
 #[test]
 fn carveout_rounds_up_to_a_supported_size() {
     // 40 KiB + 1 KiB reserved = 41,984 B per CTA. Full 228 KiB: 5 CTAs. A 50% preference
-    // (116,736 B) rounds up to 132 KiB: 3 CTAs. 0%: cannot launch.
+    // (116,736 B) rounds up to 132 KiB: 3 CTAs.
     let r = k(128, 32, 40 * 1024);
     assert_eq!(blocks(Arch::Sm90, r, None).0, 5);
     assert_eq!(blocks(Arch::Sm90, r, Some(50)).0, 3);
     assert_eq!(blocks(Arch::Sm90, r, Some(100)).0, 5);
-    let err = occupancy(&ArchRules::of(Arch::Sm90), &r, Some(0)).unwrap_err();
-    assert!(matches!(err, CannotLaunch::Carveout { .. }));
+    // The preference is a hint: 0% with a CTA that needs more takes the smallest carveout
+    // holding one CTA (64 KiB here), not a refusal.
+    assert_eq!(blocks(Arch::Sm90, r, Some(0)), (1, Limiter::SharedMemory));
+    // A CTA of 2 KiB (1 KiB dynamic + 1 KiB reserved) under 0%: 8 KiB, 4 CTAs.
+    assert_eq!(blocks(Arch::Sm90, k(128, 32, 1024), Some(0)).0, 4);
     // sm_80: 164 KiB per SM.
     assert_eq!(blocks(Arch::Sm80, r, None).0, 4);
+}
+
+/// Configurations where the driver (`mkc probe occupancy` on our H200) answered what a rule
+/// that ignored the 1 KiB reserved for a CTA without shared memory did not.
+#[test]
+fn the_reserved_kilobyte_counts_under_a_small_carveout() {
+    // (threads, registers, carveout %, CTAs per SM the driver answered)
+    for (threads, regs, pct, driver) in [
+        (63, 40, 6, 16),
+        (86, 56, 2, 8),
+        (14, 48, 3, 8),
+        (55, 24, 1, 8),
+        (8, 120, 1, 8),
+        (89, 72, 0, 8),
+        (12, 80, 0, 8),
+        (11, 56, 7, 16),
+    ] {
+        assert_eq!(
+            blocks(Arch::Sm90, k(threads, regs, 0), Some(pct)).0,
+            driver,
+            "{threads} threads x {regs} registers at {pct}%"
+        );
+    }
+}
+
+#[test]
+fn device_profiles_supply_the_limits() {
+    let h200 = mkc_ir::embedded::resolve_device("h200").unwrap();
+    assert_eq!(ArchRules::for_device(&h200), ArchRules::of(Arch::Sm90));
+    // A profile whose SM holds 100 KiB of shared memory and 16 CTAs: both limits bind.
+    let mut small = h200.clone();
+    small.limits.smem_per_sm = 100 * 1024;
+    small.limits.ctas_per_sm = 16;
+    let rules = ArchRules::for_device(&small);
+    let o = occupancy(&rules, &k(128, 32, 40 * 1024), None).unwrap();
+    assert_eq!(o.blocks_per_sm, 2);
+    assert_eq!(
+        occupancy(&rules, &k(32, 16, 0), None)
+            .unwrap()
+            .blocks_per_sm,
+        16
+    );
+    // A CTA larger than the profile's SM cannot launch.
+    let e = occupancy(&rules, &k(128, 32, 120 * 1024), None).unwrap_err();
+    assert!(matches!(e, CannotLaunch::Carveout { .. }), "{e}");
 }
 
 #[test]

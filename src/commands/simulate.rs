@@ -34,12 +34,17 @@ pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
     let (model, mut device) = args.setup.resolve(&targets)?;
     apply_bandwidth(&args, &mut device)?;
     let generate = model.workload.generate as u64;
-    if args.trajectory && generate > args.max_steps {
+    let work = generate
+        .saturating_mul(mkc_ir::lower::task_count(&model))
+        .saturating_mul(targets.len() as u64);
+    if args.trajectory && work > args.max_task_steps {
         return Err(CommandError::Input(format!(
-            "--trajectory: the workload has {generate} decode steps, more than the cap of {} \
-             (each step is a whole simulation). Fix: raise the cap with --max-steps {generate}, \
-             or shorten workload.generate.",
-            args.max_steps
+            "--trajectory: {generate} decode steps of {} tasks on {} target(s) are {work} \
+             simulated task-steps, more than the cap of {}. Fix: raise the cap with \
+             --max-task-steps {work}, or shorten workload.generate.",
+            mkc_ir::lower::task_count(&model),
+            targets.len(),
+            args.max_task_steps
         )));
     }
     let trigger = args.setup.trigger.map_or(Trigger::Early, Trigger::from);
@@ -169,7 +174,7 @@ fn run_sweep(args: &SimulateArgs, spec_path: &std::path::Path) -> Result<(), Com
     };
     let (model, mut device) = args.setup.resolve(&targets)?;
     apply_bandwidth(args, &mut device)?;
-    let rows = sweep::run(&model, &device, &spec, &file, args.max_points)?;
+    let rows = sweep::run(&model, &device, &spec, &file, args.max_task_steps)?;
     let csv = sweep::to_csv(&rows);
     match &args.csv {
         Some(path) => std::fs::write(path, csv).map_err(|e| {

@@ -1,0 +1,205 @@
+//! The fuzz targets and their seed corpora.
+
+use mkc_ir::device::DeviceProfile;
+use mkc_ir::{InputError, Model};
+use mkc_scheduler::{check, compile, CompileOptions, Schedule, Target as Sched};
+use mkc_simulator::sweep::SweepSpec;
+use mkc_simulator::{simulate, SimOptions};
+
+/// Largest lowering the model target schedules and simulates (bigger ones are only parsed and
+/// validated), so that a fuzzing run tries many inputs per second.
+const DEEP_TASKS: u64 = 60_000;
+
+/// What a fuzz target reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Model files: parse, validate, then lower, schedule, check and simulate every target.
+    Model,
+    /// Device profiles: parse and validate, then simulate the tiny model on the device.
+    Device,
+    /// Sweep specs: parse, count, validate (on the tiny model).
+    Sweep,
+    /// Schedule files: read back and check structurally, then the independent checker.
+    Schedule,
+}
+
+/// Every target, by the name the driver takes.
+pub const TARGETS: &[(&str, Target)] = &[
+    ("model", Target::Model),
+    ("device", Target::Device),
+    ("sweep", Target::Sweep),
+    ("schedule", Target::Schedule),
+];
+
+impl Target {
+    /// The target named `name`.
+    pub fn named(name: &str) -> Option<Target> {
+        TARGETS.iter().find(|(n, _)| *n == name).map(|&(_, t)| t)
+    }
+
+    /// Runs the target on `data`: returns whether mkc accepted it (else it was refused with
+    /// a helpful error), and panics on a finding (a panic inside mkc, or figures that are not
+    /// sane).
+    pub fn run(self, data: &[u8]) -> bool {
+        let Ok(text) = std::str::from_utf8(data) else {
+            // Files are read through mkc_ir::input, which refuses invalid UTF-8 by position.
+            let err = mkc_ir::input::utf8("fuzz", data.to_vec()).unwrap_err();
+            assert!(err.to_string().contains("UTF-8"), "{err}");
+            return false;
+        };
+        match self {
+            Target::Model => model(text),
+            Target::Device => device(text),
+            Target::Sweep => sweep(text),
+            Target::Schedule => schedule(text),
+        }
+    }
+
+    /// Texts the mutator starts from: the project's own files of this kind.
+    pub fn seeds(self) -> Vec<String> {
+        match self {
+            Target::Model => {
+                let mut v: Vec<String> = mkc_ir::embedded::MODELS
+                    .iter()
+                    .map(|(_, t)| t.to_string())
+                    .collect();
+                v.push(include_str!("../../models/llama1b_tuned.ron").into());
+                v.push(include_str!("../../models/llama1b_folded.ron").into());
+                v
+            }
+            Target::Device => mkc_ir::embedded::DEVICES
+                .iter()
+                .map(|(_, t)| t.to_string())
+                .collect(),
+            Target::Sweep => vec![
+                include_str!("../../sweeps/example.ron").into(),
+                "Sweep(targets: [pdl], sms: [4, 8], trigger: [early, late], \
+                 vtp_shards: [(up_gate_down: 2)], signal_ns: [100.0])"
+                    .into(),
+            ],
+            Target::Schedule => {
+                let m = tiny();
+                let d = h200();
+                let mut v = Vec::new();
+                for target in [Sched::Persistent, Sched::Pdl, Sched::Graph] {
+                    let opts = CompileOptions {
+                        target,
+                        ..CompileOptions::default()
+                    };
+                    let s = compile(&m, &d, &opts).schedule;
+                    v.push(serde_json::to_string(&s).expect("serialises"));
+                    v.push(ron::to_string(&s).expect("serialises"));
+                }
+                v
+            }
+        }
+    }
+}
+
+fn tiny() -> Model {
+    mkc_ir::embedded::resolve_model("tiny").expect("embedded")
+}
+
+fn h200() -> DeviceProfile {
+    mkc_ir::embedded::resolve_device("h200").expect("embedded")
+}
+
+/// A refusal must be a whole paragraph saying how to fix it, never empty.
+fn refused(e: &InputError) -> bool {
+    let s = e.to_string();
+    assert!(s.contains("Fix") || s.contains("README"), "unhelpful: {s}");
+    false
+}
+
+/// Schedules, checks and simulates `m` on `d` for every target the pair can run.
+fn deep(m: &Model, d: &DeviceProfile) {
+    for target in [Sched::Persistent, Sched::Pdl, Sched::Graph] {
+        if let Err(e) = mkc_simulator::check_setup(m, "fuzz", d, &[target]) {
+            refused(&e);
+            continue;
+        }
+        let opts = CompileOptions {
+            target,
+            ..CompileOptions::default()
+        };
+        let s = compile(m, d, &opts).schedule;
+        let v = check::check(&s);
+        assert!(
+            v.is_empty(),
+            "a valid model compiled to a broken schedule:\n{v}"
+        );
+        match simulate(&s, d, &SimOptions::default(), None) {
+            Ok((r, _)) => {
+                let st = &r.step;
+                assert!(
+                    st.step_us.is_finite()
+                        && st.floor_us > 0.0
+                        && st.step_us >= st.floor_us * (1.0 - 1e-9)
+                        && (0.0..=1.0 + 1e-9).contains(&st.bandwidth_fraction)
+                        && (0.0..=1.0 + 1e-9).contains(&st.sm_busy_fraction),
+                    "insane figures for {}: step {} floor {} bw {} busy {}",
+                    target.name(),
+                    st.step_us,
+                    st.floor_us,
+                    st.bandwidth_fraction,
+                    st.sm_busy_fraction
+                );
+            }
+            Err(e) => panic!("check_setup passed but simulate refused: {e}"),
+        }
+    }
+}
+
+fn model(text: &str) -> bool {
+    match Model::parse("fuzz", text) {
+        Err(e) => refused(&e),
+        Ok(m) => {
+            if mkc_ir::lower::task_count(&m) <= DEEP_TASKS {
+                deep(&m, &h200());
+            }
+            true
+        }
+    }
+}
+
+fn device(text: &str) -> bool {
+    match DeviceProfile::parse("fuzz", text) {
+        Err(e) => refused(&e),
+        Ok(d) => {
+            deep(&tiny(), &d);
+            true
+        }
+    }
+}
+
+fn sweep(text: &str) -> bool {
+    match SweepSpec::parse("fuzz", text) {
+        Err(e) => refused(&e),
+        Ok(spec) => {
+            let _ = spec.point_count();
+            // Every check runs; at most eight configurations of the tiny model are simulated.
+            let tiny = tiny();
+            let cap = 8 * mkc_ir::lower::task_count(&tiny);
+            match mkc_simulator::sweep::run(&tiny, &h200(), &spec, "fuzz", cap) {
+                Err(e) => refused(&e),
+                Ok(rows) => {
+                    for r in rows {
+                        assert!(r.step_us.is_finite() && r.step_us >= r.floor_us * (1.0 - 1e-9));
+                    }
+                    true
+                }
+            }
+        }
+    }
+}
+
+fn schedule(text: &str) -> bool {
+    match Schedule::parse("fuzz", text) {
+        Err(e) => refused(&e),
+        Ok(s) => {
+            // Any structurally sound schedule, however wrong, gets violations, never a panic.
+            let _ = check::check(&s);
+            true
+        }
+    }
+}

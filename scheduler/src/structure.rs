@@ -1,0 +1,191 @@
+//! Reading a schedule file back, and the structural check that must pass before anything
+//! indexes into it: every id in range and equal to its position, every row range inside its
+//! tensor, the plan of the schedule's target. A schedule file may come from anywhere (an
+//! edited file, another version, a fuzzer), so the checker and the simulator never meet an id
+//! they cannot look up.
+
+use mkc_ir::{Access, FileKind, InputError};
+
+use crate::schedule::{Plan, Schedule, Target};
+
+/// Most rows a tensor of a schedule may have: 3 x 2^20 is the widest that validation lets a
+/// model lower to (QKV rows), so anything beyond is not a schedule mkc wrote.
+const MAX_ROWS: u32 = 1 << 24;
+
+impl Schedule {
+    /// Parses a schedule file's text (JSON when it starts with `{`, else RON; `file` names it
+    /// in errors) and checks its structure.
+    pub fn parse(file: &str, text: &str) -> Result<Schedule, InputError> {
+        let s: Schedule = if text.trim_start().starts_with('{') {
+            serde_json::from_str(text).map_err(|e| InputError::Syntax {
+                file: file.to_string(),
+                kind: FileKind::Schedule,
+                field: None,
+                line: e.line(),
+                column: e.column(),
+                message: mkc_ir::error::shorten(&e.to_string()),
+            })?
+        } else {
+            ron::from_str(text)
+                .map_err(|e| InputError::from_ron(FileKind::Schedule, file, text, &e))?
+        };
+        s.check_structure(file)?;
+        Ok(s)
+    }
+
+    /// Reads and parses a schedule file from disk.
+    pub fn load(path: &std::path::Path) -> Result<Schedule, InputError> {
+        let text = mkc_ir::input::read_text(path, FileKind::Schedule)?;
+        Schedule::parse(&path.display().to_string(), &text)
+    }
+
+    /// The structural check: the first id out of range, id out of place or row range outside
+    /// its tensor, named by its field path.
+    pub fn check_structure(&self, file: &str) -> Result<(), InputError> {
+        self.device.validate(file)?;
+        let g = &self.graph;
+        let bad = |field: String, problem: String| {
+            Err(InputError::invalid(
+                file,
+                field,
+                problem,
+                "use a schedule written by `mkc compile -o`",
+            ))
+        };
+        let (n_ops, n_tensors, n_tasks) = (g.ops.len(), g.tensors.len(), g.tasks.len());
+        let (n_edges, n_counters) = (g.edges.len(), g.counters.len());
+        if n_tasks as u64 > mkc_ir::validate_bounds::MAX_TASKS {
+            return bad(
+                "graph.tasks".into(),
+                format!(
+                    "{n_tasks} tasks, more than the {} a model lowers to",
+                    mkc_ir::validate_bounds::MAX_TASKS
+                ),
+            );
+        }
+        let access = |field: String, a: &Access| {
+            let Some(t) = g.tensors.get(a.tensor.index()) else {
+                return bad(field, format!("{} does not exist", a.tensor));
+            };
+            if a.rows.start >= a.rows.end || a.rows.end > t.rows {
+                return bad(
+                    field,
+                    format!(
+                        "rows {}..{} are not a non-empty range of {} ({} rows)",
+                        a.rows.start, a.rows.end, t.name, t.rows
+                    ),
+                );
+            }
+            Ok(())
+        };
+        for (i, o) in g.ops.iter().enumerate() {
+            let end = o.first_task.0 as u64 + o.tasks as u64;
+            if o.id.index() != i || end > n_tasks as u64 || o.k_split == 0 {
+                return bad(
+                    format!("graph.ops[{i}]"),
+                    format!(
+                        "id {}, tasks {}..{end}, k_split {}",
+                        o.id, o.first_task, o.k_split
+                    ),
+                );
+            }
+        }
+        for (i, t) in g.tensors.iter().enumerate() {
+            if t.id.index() != i || t.rows == 0 || t.rows > MAX_ROWS {
+                return bad(
+                    format!("graph.tensors[{i}]"),
+                    format!("id {} with {} rows", t.id, t.rows),
+                );
+            }
+            if t.producer.is_some_and(|p| p.index() >= n_ops) {
+                return bad(
+                    format!("graph.tensors[{i}].producer"),
+                    "no such operator".into(),
+                );
+            }
+        }
+        for (i, t) in g.tasks.iter().enumerate() {
+            if t.id.index() != i || t.op.index() >= n_ops {
+                return bad(
+                    format!("graph.tasks[{i}]"),
+                    format!("id {} of {}", t.id, t.op),
+                );
+            }
+            for (j, a) in t.reads.iter().enumerate() {
+                access(format!("graph.tasks[{i}].reads[{j}]"), a)?;
+            }
+            for (j, a) in t.writes.iter().enumerate() {
+                access(format!("graph.tasks[{i}].writes[{j}]"), a)?;
+            }
+            if let Some(c) = t
+                .waits
+                .iter()
+                .chain(&t.signals)
+                .find(|c| c.index() >= n_counters)
+            {
+                return bad(format!("graph.tasks[{i}]"), format!("{c} does not exist"));
+            }
+        }
+        for (i, e) in g.edges.iter().enumerate() {
+            let ops_ok = e.producer.index() < n_ops && e.consumer.index() < n_ops;
+            let counters_ok = e.counters.iter().all(|c| c.index() < n_counters);
+            if e.id.index() != i || !ops_ok || e.tensor.index() >= n_tensors || !counters_ok {
+                return bad(
+                    format!("graph.edges[{i}]"),
+                    "an id is out of range or out of place".into(),
+                );
+            }
+        }
+        for (i, c) in g.counters.iter().enumerate() {
+            if c.id.index() != i || c.edge.index() >= n_edges {
+                return bad(
+                    format!("graph.counters[{i}]"),
+                    format!("id {} of edge {}", c.id, c.edge),
+                );
+            }
+            access(format!("graph.counters[{i}].access"), &c.access)?;
+        }
+        match (&self.plan, self.target) {
+            (Plan::Persistent(p), Target::Persistent) => {
+                for (sm, stream) in p.streams.iter().enumerate() {
+                    for (j, ins) in stream.iter().enumerate() {
+                        let counters_ok = ins
+                            .waits
+                            .iter()
+                            .map(|w| w.counter)
+                            .chain(ins.signals.iter().copied())
+                            .all(|c| c.index() < n_counters);
+                        if ins.task.index() >= n_tasks || !counters_ok {
+                            return bad(
+                                format!("plan.streams[{sm}][{j}]"),
+                                "a task or counter id is out of range".into(),
+                            );
+                        }
+                    }
+                }
+            }
+            (Plan::Chain(c), Target::Pdl | Target::Graph) => {
+                for (i, k) in c.kernels.iter().enumerate() {
+                    let ops_ok = k.op.index() < n_ops && k.then.is_none_or(|o| o.index() < n_ops);
+                    let reads_ok = k
+                        .wait
+                        .as_ref()
+                        .is_none_or(|w| w.dependent_reads.iter().all(|t| t.index() < n_tensors));
+                    if !ops_ok || !reads_ok {
+                        return bad(
+                            format!("plan.kernels[{i}]"),
+                            "an operator or tensor id is out of range".into(),
+                        );
+                    }
+                }
+            }
+            _ => {
+                return bad(
+                    "plan".into(),
+                    format!("the plan is not one of target {}", self.target.name()),
+                )
+            }
+        }
+        Ok(())
+    }
+}
