@@ -5,7 +5,7 @@
 use mkc_backend::ablation::Ablation;
 use mkc_backend::kernels;
 use mkc_backend::reference::{argmax_margin, rel_l2, Reference};
-use mkc_backend::weights::{self, bf2f, f2bf, layout, value, Fill, LayerTensor};
+use mkc_backend::weights::{self, bf2f, f2bf, layout, value, Fill};
 use mkc_ir::embedded::resolve_model;
 
 #[test]

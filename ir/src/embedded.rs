@@ -44,7 +44,8 @@ pub fn resolve_model_named(arg: &str) -> Result<(Model, String), InputError> {
         None => Err(InputError::Io {
             file: arg.to_string(),
             reason: format!(
-                "no such file, and not an embedded model (embedded: {})",
+                "no such file, and not an embedded model. Fix: give a model file's path or one \
+                 of {}",
                 names(MODELS)
             ),
         }),

@@ -15,7 +15,7 @@ pub enum InputError {
     Io {
         /// Path (or embedded name) of the file.
         file: String,
-        /// The operating system's reason.
+        /// Why, and how to fix it.
         reason: String,
     },
     /// The file is not valid RON for the expected structure.
@@ -50,11 +50,7 @@ impl fmt::Display for InputError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             InputError::Io { file, reason } => {
-                write!(
-                    f,
-                    "cannot read `{}`: {reason}. Check the path and permissions.",
-                    shorten(file)
-                )
+                write!(f, "cannot read `{}`: {reason}.", shorten(file))
             }
             InputError::Syntax {
                 file,

@@ -34,6 +34,17 @@ impl FileKind {
         }
     }
 
+    /// What the file is called in messages.
+    pub fn noun(self) -> &'static str {
+        match self {
+            FileKind::Model => "model file",
+            FileKind::Device => "device profile",
+            FileKind::Sweep => "sweep spec",
+            FileKind::Schedule => "schedule",
+            FileKind::CheckpointConfig => "checkpoint config",
+        }
+    }
+
     /// The largest file of this kind mkc reads (a schedule embeds its whole task graph).
     pub fn max_bytes(self) -> u64 {
         match self {
@@ -51,30 +62,40 @@ pub fn read_text(path: &Path, kind: FileKind) -> Result<String, InputError> {
         file: file.clone(),
         reason,
     };
+    let os = |e: std::io::Error| io(format!("{e}. Fix: check the path and permissions"));
     // `metadata` does not open the file, so a FIFO cannot block us here.
-    let meta = std::fs::metadata(path).map_err(|e| io(e.to_string()))?;
+    let meta = std::fs::metadata(path).map_err(os)?;
     if !meta.is_file() {
         let what = if meta.is_dir() {
             "a directory"
         } else {
             "not a regular file (a FIFO, socket or device)"
         };
-        return Err(io(format!("it is {what}; mkc reads regular files only")));
+        return Err(io(format!(
+            "it is {what}; mkc reads regular files only. Fix: save the {} to a file and pass \
+             its path",
+            kind.noun()
+        )));
     }
     let max = kind.max_bytes();
     if meta.len() > max {
         return Err(io(format!(
-            "it holds {} bytes, more than the {max} a {} may have",
+            "it holds {} bytes, more than the {max} a {} may have. Fix: pass the right \
+             file (README.md, section \"{}\")",
             meta.len(),
-            kind.readme_section().to_lowercase()
+            kind.noun(),
+            kind.readme_section()
         )));
     }
     let mut bytes = Vec::new();
     std::fs::File::open(path)
         .and_then(|f| f.take(max + 1).read_to_end(&mut bytes))
-        .map_err(|e| io(e.to_string()))?;
+        .map_err(os)?;
     if bytes.len() as u64 > max {
-        return Err(io(format!("it grew past {max} bytes while being read")));
+        return Err(io(format!(
+            "it grew past {max} bytes while being read. Fix: pass a file that is not being \
+             written"
+        )));
     }
     utf8(&file, bytes)
 }
@@ -89,7 +110,7 @@ pub fn utf8(file: &str, bytes: Vec<u8>) -> Result<String, InputError> {
         InputError::Io {
             file: format!("{file}:{line}:{column}"),
             reason: format!(
-                "byte 0x{:02x} there is not UTF-8 text; save the file as UTF-8",
+                "byte 0x{:02x} there is not UTF-8 text. Fix: save the file as UTF-8",
                 e.as_bytes()[good.len()]
             ),
         }

@@ -509,11 +509,11 @@ mod tests {
             ),
         )
         .unwrap();
-        let err = run(&model, &device, &huge, "spec", DEFAULT_MAX_POINTS)
+        let err = run(&model, &device, &huge, "spec", DEFAULT_MAX_TASK_STEPS)
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("3000000000 configurations") && err.contains("--max-points"),
+            err.contains("3000000000 configurations") && err.contains("--max-task-steps"),
             "{err}"
         );
     }

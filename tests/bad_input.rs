@@ -1,0 +1,636 @@
+//! Every bad-input reproducer from the adversarial review, each answered as promised: exit 2
+//! with one paragraph naming the file or flag, the field and the fix; a cap with the flag that
+//! lifts it for legal but large work; never a panic, a hang or a silently wrong number.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs mkc with `args`, killing it after `limit` (a hang is a failure).
+fn mkc_within(args: &[&str], limit: Duration) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mkc"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mkc starts");
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let readers = (
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            out.read_to_end(&mut b).ok();
+            b
+        }),
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            err.read_to_end(&mut b).ok();
+            b
+        }),
+    );
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > limit {
+            child.kill().ok();
+            panic!("mkc {args:?} ran past {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Output {
+        status,
+        stdout: readers.0.join().unwrap(),
+        stderr: readers.1.join().unwrap(),
+    }
+}
+
+fn mkc(args: &[&str]) -> Output {
+    mkc_within(args, Duration::from_secs(60))
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Asserts exit 2 with one error paragraph and no panic, containing every needle; returns it.
+fn refused(args: &[&str], needles: &[&str]) -> String {
+    let o = mkc(args);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    for n in needles {
+        assert!(err.contains(n), "{args:?}: `{n}` not in: {err}");
+    }
+    err
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mkc-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// Writes `text` as `name` in the scratch directory and returns its path.
+fn file(name: &str, text: &str) -> String {
+    let p = scratch(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+/// `base` (a file under models/ or devices/) with each `(from, to)` replaced once.
+fn edited(base: &str, edits: &[(&str, &str)]) -> String {
+    let mut t = std::fs::read_to_string(base).unwrap();
+    for (from, to) in edits {
+        assert!(t.contains(from), "{base} lacks {from}");
+        t = t.replacen(from, to, 1);
+    }
+    t
+}
+
+fn tiny_with(name: &str, edits: &[(&str, &str)]) -> String {
+    file(name, &edited("models/tiny.ron", edits))
+}
+
+#[test]
+fn products_of_fields_cannot_overflow() {
+    let m = tiny_with(
+        "overflow.ron",
+        &[
+            ("hidden: 64", "hidden: 4096"),
+            ("heads: 4", "heads: 4096"),
+            ("kv_heads: 2", "kv_heads: 4096"),
+            ("head_dim: 16", "head_dim: 1048576"),
+            ("intermediate: 128", "intermediate: 4096"),
+        ],
+    );
+    for cmd in [vec!["compile", &m, "--verify"], vec!["simulate", &m]] {
+        refused(&cmd, &[&m, "geometry.head_dim", "heads x head_dim"]);
+    }
+}
+
+#[test]
+fn time_limits_beyond_a_day_are_refused_before_converting() {
+    refused(
+        &[
+            "compile",
+            "tiny",
+            "--policy",
+            "ilp",
+            "--ilp-time-limit",
+            "1e21",
+        ],
+        &["--ilp-time-limit", "at most 86400"],
+    );
+    // Refused by the flag's parser, on any machine, before a GPU is looked for.
+    refused(
+        &["run", "--watchdog", "1e300"],
+        &["--watchdog", "at most 86400"],
+    );
+    refused(&["bench", "--watchdog", "-1"], &["--watchdog"]);
+}
+
+#[test]
+fn closed_or_full_stdout_never_panics() {
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["simulate", "tiny", "--json"],
+        vec!["simulate", "tiny"],
+        vec!["simulate", "tiny", "--sweep", "sweeps/example.ron"],
+        vec![
+            "occupancy",
+            "--arch",
+            "sm_90",
+            "--threads",
+            "128",
+            "--regs",
+            "32",
+        ],
+        vec!["compile", "tiny"],
+        vec!["completions", "bash"],
+    ];
+    for args in &cases {
+        // A reader that stops at once (`| head -c0`): quiet success.
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mkc"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let o = child.wait_with_output().unwrap();
+        let err = stderr(&o);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+        // A full device: one line saying so, exit 2.
+        if std::path::Path::new("/dev/full").exists() {
+            let full = std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .unwrap();
+            let o = Command::new(env!("CARGO_BIN_EXE_mkc"))
+                .args(args)
+                .stdout(full)
+                .output()
+                .unwrap();
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+            assert!(err.contains("cannot write to standard output"), "{err}");
+            assert!(!err.contains("panicked"), "{err}");
+        }
+    }
+}
+
+#[test]
+fn a_checkpoint_config_without_heads_is_refused_before_any_gpu_work() {
+    let dir = scratch("ckpt-zero-heads");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.json"),
+        r#"{"model_type": "llama", "hidden_size": 64, "num_attention_heads": 0}"#,
+    )
+    .unwrap();
+    let d = dir.to_str().unwrap();
+    refused(
+        &["run", "tiny", "--weights", d],
+        &["num_attention_heads", "is 0"],
+    );
+    std::fs::write(
+        dir.join("config.json"),
+        r#"{"model_type": "llama", "hidden_size": "64"}"#,
+    )
+    .unwrap();
+    refused(
+        &["run", "tiny", "--weights", d],
+        &["hidden_size", "not a whole number"],
+    );
+}
+
+#[test]
+fn legal_but_large_work_is_capped_with_the_flag_that_lifts_it() {
+    let long = file(
+        "long.ron",
+        &edited(
+            "models/llama1b.ron",
+            &[
+                ("generate: 128", "generate: 1000000"),
+                ("max_seq_len: 2048", "max_seq_len: 1048576"),
+            ],
+        ),
+    );
+    let o = mkc_within(
+        &["simulate", &long, "--trajectory"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--max-task-steps"), "{}", stderr(&o));
+    // 10^9 configurations are refused before they are allocated.
+    let list = |n: usize, v: &str| vec![v; n].join(", ");
+    let spec = file(
+        "huge.ron",
+        &format!(
+            "Sweep(sms: [{}], signal_ns: [{}], launch_gap_ns: [{}])",
+            list(1000, "66"),
+            list(1000, "100.0"),
+            list(1000, "100.0")
+        ),
+    );
+    let o = mkc_within(
+        &["simulate", "tiny", "--sweep", &spec],
+        Duration::from_secs(20),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("3000000000 configurations"),
+        "{}",
+        stderr(&o)
+    );
+    // 10^6 configurations of Llama-3.2-1B: refused; a small spec with a raised cap runs.
+    let spec = file(
+        "million.ron",
+        &format!(
+            "Sweep(targets: [graph], sms: [{}], signal_ns: [{}])",
+            list(1000, "66"),
+            list(1000, "1.0")
+        ),
+    );
+    refused(
+        &["simulate", "llama1b", "--sweep", &spec],
+        &["--max-task-steps"],
+    );
+    let small = file("small.ron", "Sweep(targets: [graph], sms: [66, 132])");
+    refused(
+        &[
+            "simulate",
+            "llama1b",
+            "--sweep",
+            &small,
+            "--max-task-steps",
+            "1000",
+        ],
+        &["--max-task-steps"],
+    );
+    // The largest lowering is bounded (it once took 7.8 GB): 4,096 layers of Llama-3.2-1B.
+    let big = file(
+        "big.ron",
+        &edited("models/llama1b.ron", &[("layers: 16", "layers: 4096")]),
+    );
+    refused(
+        &["compile", &big, "--verify"],
+        &["lowering.matvec_tile_rows", "1000000"],
+    );
+}
+
+#[test]
+fn files_that_are_not_regular_files_are_refused_without_reading() {
+    #[cfg(unix)]
+    {
+        let fifo = scratch("model.fifo");
+        std::fs::remove_file(&fifo).ok();
+        let made = Command::new("mkfifo").arg(&fifo).status();
+        if made.is_ok_and(|s| s.success()) {
+            let f = fifo.to_str().unwrap();
+            let o = mkc_within(&["compile", f], Duration::from_secs(10));
+            assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+            assert!(stderr(&o).contains("not a regular file"), "{}", stderr(&o));
+            let o = mkc_within(&["compile", "tiny", "--device", f], Duration::from_secs(10));
+            assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        }
+    }
+    if std::path::Path::new("/dev/zero").exists() {
+        refused(
+            &["compile", "/dev/zero"],
+            &["/dev/zero", "not a regular file"],
+        );
+        refused(
+            &["simulate", "tiny", "--sweep", "/dev/zero"],
+            &["not a regular file"],
+        );
+    }
+}
+
+#[test]
+fn kernels_that_cannot_launch_are_refused_by_every_command() {
+    for (name, edit) in [
+        (
+            "smem.ron",
+            "kernel: (threads: 256, registers: 64, dynamic_smem_bytes: 4294967295)",
+        ),
+        (
+            "regs.ron",
+            "kernel: (threads: 1024, registers: 255, dynamic_smem_bytes: 0)",
+        ),
+    ] {
+        let m = tiny_with(
+            name,
+            &[(
+                "kernel: (threads: 256, registers: 64, dynamic_smem_bytes: 65536)",
+                edit,
+            )],
+        );
+        for cmd in [
+            vec!["compile", m.as_str()],
+            vec!["compile", m.as_str(), "--target", "pdl"],
+            vec!["simulate", m.as_str()],
+            vec!["simulate", m.as_str(), "--sweep", "sweeps/example.ron"],
+        ] {
+            refused(&cmd, &[&m, "lowering.kernel", "cannot launch"]);
+        }
+    }
+}
+
+#[test]
+fn pdl_on_a_device_without_it_is_refused_everywhere() {
+    refused(
+        &["compile", "--device", "a100", "--target", "pdl"],
+        &["a100", "pdl"],
+    );
+    let spec = file("pdl.ron", "Sweep(targets: [pdl])");
+    refused(
+        &["simulate", "tiny", "--device", "a100", "--sweep", &spec],
+        &["a100"],
+    );
+    refused(
+        &["simulate", "tiny", "--device", "a100", "--target", "pdl"],
+        &["a100"],
+    );
+}
+
+#[test]
+fn every_field_of_a_device_profile_is_used_or_refused() {
+    let zero_limits = file(
+        "zero.ron",
+        &edited(
+            "devices/h200.ron",
+            &[
+                ("registers_per_sm: 65536", "registers_per_sm: 0"),
+                ("threads_per_sm: 2048", "threads_per_sm: 0"),
+            ],
+        ),
+    );
+    refused(
+        &["compile", "tiny", "--device", &zero_limits],
+        &["limits.registers_per_sm"],
+    );
+    // The profile's limits decide occupancy: fewer CTAs per SM shows in the report.
+    let few = file(
+        "few.ron",
+        &edited("devices/h200.ron", &[("ctas_per_sm: 32", "ctas_per_sm: 1")]),
+    );
+    let o = mkc(&[
+        "simulate", "tiny", "--device", &few, "--target", "pdl", "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["targets"]["pdl"]["occupancy"][0]["blocks_per_sm"], 1);
+    assert_eq!(v["targets"]["pdl"]["occupancy"][0]["limiter"], "blocks");
+    let clock = file(
+        "clock.ron",
+        &edited(
+            "devices/h200.ron",
+            &[("sms: 132,", "sms: 132, sm_clock_mhz: 1980,")],
+        ),
+    );
+    refused(
+        &["compile", "tiny", "--device", &clock],
+        &["sm_clock_mhz", "Device profile format"],
+    );
+    let slow = file(
+        "slow.ron",
+        &edited(
+            "devices/h200.ron",
+            &[("launch_gap_ns: 1660.0", "launch_gap_ns: 1e308")],
+        ),
+    );
+    refused(
+        &["simulate", "tiny", "--device", &slow],
+        &["latencies.launch_gap_ns"],
+    );
+    refused(
+        &["simulate", "tiny", "--bandwidth", "1e-300"],
+        &["--bandwidth"],
+    );
+}
+
+#[test]
+fn rope_theta_and_norm_eps_must_fit_f32() {
+    let m = tiny_with("theta.ron", &[("rope_theta: 10000.0", "rope_theta: 1e39")]);
+    refused(&["compile", &m], &["geometry.rope_theta"]);
+    let m = tiny_with("eps.ron", &[("norm_eps: 1e-5", "norm_eps: 1e39")]);
+    refused(&["compile", &m], &["geometry.norm_eps"]);
+}
+
+#[test]
+fn occupancy_neither_wraps_nor_misreads_the_architecture() {
+    let base = [
+        "occupancy",
+        "--arch",
+        "sm_90",
+        "--threads",
+        "128",
+        "--regs",
+        "32",
+    ];
+    let mut args = base.to_vec();
+    args.extend(["--static-smem", "4294967295", "--dyn-smem", "1"]);
+    refused(&args, &["4294967296 bytes"]);
+    refused(
+        &[
+            "occupancy",
+            "--arch",
+            "sm_90aaaa",
+            "--threads",
+            "128",
+            "--regs",
+            "32",
+        ],
+        &["sm_90aaaa"],
+    );
+    // The carveout is a hint: 0% with a CTA of 2 KiB takes the 8 KiB carveout.
+    let mut args = base.to_vec();
+    args.extend(["--dyn-smem", "1024", "--carveout", "0", "--json"]);
+    let o = mkc(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        (v["blocks_per_sm"].as_u64(), v["schema"].as_str()),
+        (Some(4), Some("mkc.occupancy/1"))
+    );
+}
+
+#[test]
+fn flags_that_would_be_ignored_are_refused_by_name() {
+    let sweep = "sweeps/example.ron";
+    for extra in [
+        vec!["--target", "pdl"],
+        vec!["--grids", "fused"],
+        vec!["--trigger", "late"],
+        vec!["--coresidency"],
+        vec!["--phase-release"],
+        vec!["--policy", "list"],
+        vec!["--json"],
+        vec!["--trace", "t.json"],
+        vec!["--trajectory"],
+    ] {
+        let mut args = vec!["simulate", "tiny", "--sweep", sweep];
+        args.extend(&extra);
+        refused(&args, &[extra[0]]);
+    }
+    refused(
+        &["simulate", "tiny", "--csv", "x.csv"],
+        &["--csv", "--sweep"],
+    );
+    refused(
+        &["compile", "tiny", "--target", "pdl", "--policy", "list"],
+        &["--policy"],
+    );
+    refused(&["compile", "tiny", "--trigger", "late"], &["--trigger"]);
+    refused(
+        &["compile", "tiny", "--target", "graph", "--trigger", "late"],
+        &["--trigger"],
+    );
+    refused(&["compile", "tiny", "--grids", "fused"], &["--grids"]);
+    refused(
+        &["compile", "tiny", "--ilp-time-limit", "5"],
+        &["--ilp-time-limit"],
+    );
+    refused(&["compile", "tiny", "--format", "json"], &["--format"]);
+    refused(
+        &[
+            "simulate",
+            "tiny",
+            "--target",
+            "persistent",
+            "--coresidency",
+        ],
+        &["--coresidency"],
+    );
+    refused(
+        &["simulate", "tiny", "--target", "graph", "--trigger", "late"],
+        &["--trigger"],
+    );
+    refused(
+        &["run", "--target", "graph", "--trigger", "late"],
+        &["--trigger"],
+    );
+    refused(
+        &["bench", "--targets", "graph", "--trigger", "late"],
+        &["--trigger"],
+    );
+    // --summary-json keeps the verify result.
+    let o = mkc(&["compile", "tiny", "--verify", "--summary-json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        (v["verified"].as_bool(), v["schema"].as_str()),
+        (Some(true), Some("mkc.compile/1"))
+    );
+    // --trace says where it wrote.
+    let trace = scratch("said.json");
+    let o = mkc(&[
+        "simulate",
+        "tiny",
+        "--target",
+        "pdl",
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(trace.to_str().unwrap()),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn kernels_for_another_architecture_are_refused_in_one_line() {
+    for arch in ["sm_80", "sm_91", "sm_90"] {
+        let err = refused(&["kernels", "--arch", arch], &["sm_90a"]);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+}
+
+#[test]
+fn parse_errors_name_the_field_its_range_and_the_right_readme_section() {
+    let m = file("utf8.ron", "Model(\n  name: \"x\",\n  geo\u{0}");
+    let mut bytes = std::fs::read(&m).unwrap();
+    bytes.pop();
+    bytes.push(0xff);
+    std::fs::write(&m, bytes).unwrap();
+    refused(&["compile", &m], &[":3:6", "UTF-8"]);
+    for (name, value, needles) in [
+        (
+            "neg.ron",
+            "hidden: -64",
+            vec!["geometry.hidden", "-64", "from 1 to 1048576"],
+        ),
+        (
+            "wide.ron",
+            "hidden: 4294967296",
+            vec!["geometry.hidden", "from 1 to 1048576"],
+        ),
+        (
+            "float.ron",
+            "hidden: 64.0",
+            vec!["geometry.hidden", "64.0", "whole number"],
+        ),
+        (
+            "string.ron",
+            "hidden: \"64\"",
+            vec!["geometry.hidden", "whole number"],
+        ),
+    ] {
+        let m = tiny_with(name, &[("hidden: 64", value)]);
+        let mut n = needles.clone();
+        n.push("Model file format");
+        refused(&["compile", &m], &n);
+    }
+    let m = tiny_with("dtype.ron", &[("dtype: Bf16", "dtype: 1")]);
+    let err = refused(&["compile", &m], &["geometry.dtype", "Bf16"]);
+    assert!(!err.contains("r#"), "{err}");
+    let d = file(
+        "dev.ron",
+        &edited("devices/h200.ron", &[("sms: 132", "sms: -1")]),
+    );
+    refused(
+        &["compile", "tiny", "--device", &d],
+        &["field `sms`", "Device profile format"],
+    );
+    let spec = file("spec.ron", "Sweep(sms: [8, -2])");
+    refused(
+        &["simulate", "tiny", "--sweep", &spec],
+        &["Sweep spec format"],
+    );
+    let spec = file("lat.ron", "Sweep(signal_ns: [100.0, -1.0])");
+    refused(
+        &["simulate", "tiny", "--sweep", &spec],
+        &[&spec, "signal_ns[1]"],
+    );
+    // A long unknown field is echoed cut; a file of 10^7 characters is not read at all.
+    let long = "x".repeat(500_000);
+    let m = tiny_with("long.ron", &[("layers: 2", &format!("{long}: 2"))]);
+    let err = refused(&["compile", &m], &["500000 characters"]);
+    assert!(err.len() < 2000, "{} characters", err.len());
+    let huge = "x".repeat(10_000_000);
+    let m = tiny_with("huge.ron", &[("layers: 2", &format!("{huge}: 2"))]);
+    let err = refused(&["compile", &m], &["more than the 1048576", "model file"]);
+    assert!(err.len() < 2000, "{} characters", err.len());
+    let a = refused(&["compile", "--sms", "-5"], &["--sms", "from 1 to 4096"]);
+    let b = refused(&["compile", "--sms=-5"], &["--sms", "from 1 to 4096"]);
+    assert_eq!(a, b);
+}
+
+#[test]
+fn completions_are_generated_for_each_shell() {
+    for shell in ["bash", "zsh", "fish"] {
+        let o = mkc(&["completions", shell]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(stdout(&o).contains("simulate"), "{shell}");
+    }
+}
