@@ -634,3 +634,79 @@ fn completions_are_generated_for_each_shell() {
         assert!(stdout(&o).contains("simulate"), "{shell}");
     }
 }
+
+/// Each field of a device profile decides something: changed to a value that binds, it
+/// changes what `simulate` prints for Llama-3.2-1B, or it is refused. A field parsed and
+/// never used would leave the output byte-identical.
+#[test]
+fn every_device_field_changes_the_prediction_or_is_refused() {
+    // Two models, since a limit may bind for one only (tiny fits 3 CTAs per SM, Llama-3.2-1B's
+    // declared CTA one).
+    let run = |model: &str, device: &str| {
+        mkc(&[
+            "simulate", model, "--target", "all", "--json", "--device", device,
+        ])
+    };
+    let models = ["tiny", "llama1b"];
+    let base: Vec<Output> = models.iter().map(|m| run(m, "devices/h200.ron")).collect();
+    assert!(base.iter().all(|o| o.status.success()));
+    for (from, to) in [
+        ("sms: 132,", "sms: 8,"),
+        ("read_bandwidth_gbps: 4480.0", "read_bandwidth_gbps: 100.0"),
+        (
+            "sm_read_bandwidth_gbps: 68.0",
+            "sm_read_bandwidth_gbps: 1.0",
+        ),
+        ("registers_per_sm: 65536", "registers_per_sm: 16384"),
+        ("threads_per_sm: 2048", "threads_per_sm: 256"),
+        ("ctas_per_sm: 32", "ctas_per_sm: 1"),
+        ("smem_per_sm: 233472", "smem_per_sm: 102400"),
+        (
+            "smem_per_block_optin: 232448",
+            "smem_per_block_optin: 32768",
+        ),
+        (
+            "smem_reserved_per_cta: 1024",
+            "smem_reserved_per_cta: 60000",
+        ),
+        ("threads_per_block: 1024", "threads_per_block: 128"),
+        ("registers_per_thread: 255", "registers_per_thread: 32"),
+        ("launch_gap_ns: 1660.0", "launch_gap_ns: 16600.0"),
+        ("pdl_wait_release_ns: 500.0", "pdl_wait_release_ns: 5000.0"),
+        ("cta_admission_ns: 200.0", "cta_admission_ns: 2000.0"),
+        ("signal_visible_ns: 500.0", "signal_visible_ns: 5000.0"),
+        (
+            "instruction_overhead_ns: 300.0",
+            "instruction_overhead_ns: 3000.0",
+        ),
+    ] {
+        let d = file(
+            &format!("field-{}.ron", &from[..from.find(':').unwrap()]),
+            &edited("devices/h200.ron", &[(from, to)]),
+        );
+        let mut decided = false;
+        for (m, b) in models.iter().zip(&base) {
+            let o = run(m, &d);
+            match o.status.code() {
+                Some(0) => decided |= stdout(&o) != stdout(b),
+                Some(2) => {
+                    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+                    decided = true;
+                }
+                other => panic!("{to}: exit {other:?}: {}", stderr(&o)),
+            }
+        }
+        assert!(decided, "{to} changed nothing for {models:?}");
+    }
+    let barrier = file(
+        "barrier.ron",
+        &edited(
+            "devices/h200.ron",
+            &[(
+                "launch_gap_ns: 1660.0,",
+                "launch_gap_ns: 1660.0, barrier_ns: 60.0,",
+            )],
+        ),
+    );
+    refused(&["compile", "tiny", "--device", &barrier], &["barrier_ns"]);
+}

@@ -127,8 +127,6 @@ pub struct Latencies {
     pub cta_admission_ns: f64,
     /// From a producer's counter signal to a spinning consumer seeing it.
     pub signal_visible_ns: f64,
-    /// One intra-CTA barrier.
-    pub barrier_ns: f64,
     /// Fixed cost of one persistent instruction (decode, setup, first-load latency).
     pub instruction_overhead_ns: f64,
 }
@@ -193,7 +191,6 @@ impl DeviceProfile {
             ("latencies.pdl_wait_release_ns", l.pdl_wait_release_ns),
             ("latencies.cta_admission_ns", l.cta_admission_ns),
             ("latencies.signal_visible_ns", l.signal_visible_ns),
-            ("latencies.barrier_ns", l.barrier_ns),
             (
                 "latencies.instruction_overhead_ns",
                 l.instruction_overhead_ns,

@@ -1,0 +1,81 @@
+//! Schedule files read back: what `mkc compile -o` writes parses to the same schedule, and a
+//! corrupted file is refused by field before anything indexes into it.
+
+use mkc_ir::embedded::{resolve_device, resolve_model};
+use mkc_scheduler::{check, compile, CompileOptions, Schedule, Target};
+use serde_json::Value;
+
+fn compiled(target: Target) -> Schedule {
+    let opts = CompileOptions {
+        target,
+        ..CompileOptions::default()
+    };
+    compile(
+        &resolve_model("tiny").unwrap(),
+        &resolve_device("h200").unwrap(),
+        &opts,
+    )
+    .schedule
+}
+
+/// The error for `v` (a schedule as JSON), which must name `field`.
+fn refused(v: &Value, field: &str) {
+    let err = Schedule::parse("s.json", &v.to_string())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(field), "`{field}` not in: {err}");
+}
+
+#[test]
+fn written_schedules_read_back_unchanged() {
+    for target in [Target::Persistent, Target::Pdl, Target::Graph] {
+        let s = compiled(target);
+        let json = serde_json::to_string(&s).unwrap();
+        let ron = ron::to_string(&s).unwrap();
+        assert_eq!(Schedule::parse("s.json", &json).unwrap(), s);
+        assert_eq!(Schedule::parse("s.ron", &ron).unwrap(), s);
+    }
+}
+
+#[test]
+fn corrupted_schedules_are_refused_by_field() {
+    let s = compiled(Target::Persistent);
+    let base: Value = serde_json::to_value(&s).unwrap();
+    let mut v = base.clone();
+    v["plan"]["persistent"]["streams"][0][0]["task"] = 1_000_000.into();
+    refused(&v, "plan.streams[0][0]");
+    let mut v = base.clone();
+    v["graph"]["tasks"][3]["reads"][0]["tensor"] = 9999.into();
+    refused(&v, "graph.tasks[3].reads[0]");
+    let mut v = base.clone();
+    v["graph"]["tasks"][3]["reads"][0]["rows"]["end"] = 1_000_000.into();
+    refused(&v, "graph.tasks[3].reads[0]");
+    let mut v = base.clone();
+    v["graph"]["counters"][0]["edge"] = 4242.into();
+    refused(&v, "graph.counters[0]");
+    let mut v = base.clone();
+    v["target"] = "pdl".into();
+    refused(&v, "plan");
+    let mut v = base.clone();
+    v["device"]["sms"] = 0.into();
+    refused(&v, "sms");
+    let text = serde_json::to_string(&s).unwrap();
+    let err = Schedule::parse("s.json", &text[..text.len() / 2])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("s.json:1:"), "{err}");
+}
+
+#[test]
+fn a_sound_but_wrong_schedule_gets_violations_not_a_panic() {
+    let s = compiled(Target::Persistent);
+    let mut v: Value = serde_json::to_value(&s).unwrap();
+    // The last instruction of SM 0 moved to the front of its stream: out of global order.
+    let stream = v["plan"]["persistent"]["streams"][0]
+        .as_array_mut()
+        .unwrap();
+    let last = stream.pop().unwrap();
+    stream.insert(0, last);
+    let s = Schedule::parse("s.json", &v.to_string()).expect("structurally sound");
+    assert!(!check::check(&s).is_empty());
+}
