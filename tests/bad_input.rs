@@ -2,50 +2,13 @@
 //! with one paragraph naming the file or flag, the field and the fix; a cap with the flag that
 //! lifts it for legal but large work; never a panic, a hang or a silently wrong number.
 
-use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Runs mkc with `args`, killing it after `limit` (a hang is a failure).
-fn mkc_within(args: &[&str], limit: Duration) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mkc"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("mkc starts");
-    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-    let readers = (
-        std::thread::spawn(move || {
-            let mut b = Vec::new();
-            out.read_to_end(&mut b).ok();
-            b
-        }),
-        std::thread::spawn(move || {
-            let mut b = Vec::new();
-            err.read_to_end(&mut b).ok();
-            b
-        }),
-    );
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > limit {
-            child.kill().ok();
-            panic!("mkc {args:?} ran past {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Output {
-        status,
-        stdout: readers.0.join().unwrap(),
-        stderr: readers.1.join().unwrap(),
-    }
-}
+mod common;
+
+use common::mkc_within;
 
 fn mkc(args: &[&str]) -> Output {
     mkc_within(args, Duration::from_secs(60))
@@ -529,22 +492,6 @@ fn flags_that_would_be_ignored_are_refused_by_name() {
     assert_eq!(
         (v["verified"].as_bool(), v["schema"].as_str()),
         (Some(true), Some("mkc.compile/1"))
-    );
-    // --trace says where it wrote.
-    let trace = scratch("said.json");
-    let o = mkc(&[
-        "simulate",
-        "tiny",
-        "--target",
-        "pdl",
-        "--trace",
-        trace.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains(trace.to_str().unwrap()),
-        "{}",
-        stderr(&o)
     );
 }
 

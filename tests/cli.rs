@@ -283,6 +283,12 @@ fn simulate_writes_a_perfetto_trace_and_a_sweep_csv() {
         trace.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
+    // It says where it wrote.
+    assert!(
+        stderr(&o).contains(trace.to_str().unwrap()),
+        "{}",
+        stderr(&o)
+    );
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
     let events = v["traceEvents"].as_array().unwrap();

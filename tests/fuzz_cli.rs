@@ -3,38 +3,20 @@
 //! exit 0 with sane figures (finite, step at or above the floor, fractions within 0-1) or exit
 //! 2 with an error paragraph; never a panic, an internal error or a run past the time limit.
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use proptest::prelude::*;
 
 /// A run past this is a hang (the largest legal model compiles and simulates in ~10 s).
 const LIMIT: Duration = Duration::from_secs(90);
 
+mod common;
+
 /// Runs mkc on `args`: (exit code, stdout, stderr), panicking past [`LIMIT`].
 fn mkc(args: &[&str]) -> (Option<i32>, String, String) {
-    let dir = std::env::temp_dir().join(format!("mkc-fuzz-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (out, err) = (dir.join("out"), dir.join("err"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mkc"))
-        .args(args)
-        .stdout(Stdio::from(std::fs::File::create(&out).unwrap()))
-        .stderr(Stdio::from(std::fs::File::create(&err).unwrap()))
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > LIMIT {
-            child.kill().ok();
-            panic!("mkc {args:?} ran past {LIMIT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    let read = |p| String::from_utf8_lossy(&std::fs::read(p).unwrap()).into_owned();
-    (status.code(), read(&out), read(&err))
+    let o = common::mkc_within(args, LIMIT);
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (o.status.code(), text(&o.stdout), text(&o.stderr))
 }
 
 const SEEDS: &[&str] = &[

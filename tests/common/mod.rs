@@ -87,3 +87,42 @@ pub fn device(sms: u32) -> mkc_ir::device::DeviceProfile {
         .expect("embedded h200 profile parses")
         .with_sms(sms)
 }
+
+/// Runs the `mkc` binary on `args` with no stdin, killing it and failing the test after
+/// `limit` (a hang is a failure, not a slow test).
+pub fn mkc_within(args: &[&str], limit: std::time::Duration) -> std::process::Output {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mkc"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mkc starts");
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            r.read_to_end(&mut b).ok();
+            b
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("piped")));
+    let err = drain(Box::new(child.stderr.take().expect("piped")));
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("waits") {
+            break s;
+        }
+        if start.elapsed() > limit {
+            child.kill().ok();
+            panic!("mkc {args:?} ran past {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    std::process::Output {
+        status,
+        stdout: out.join().expect("drained"),
+        stderr: err.join().expect("drained"),
+    }
+}

@@ -76,8 +76,18 @@ pub fn assign(
     let mut report = IlpReport::default();
     let per_op_limit = (options.time_limit_s / graph.ops.len().max(1) as f64).max(0.05);
     let started = Instant::now();
+    // The solves may take up to the whole budget: a progress bar with an estimate, drawn only
+    // on a terminal.
+    let bar = indicatif::ProgressBar::new(graph.ops.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} operator programs solved, {eta} left",
+        )
+        .expect("a valid template"),
+    );
 
     for op in &graph.ops {
+        bar.inc(1);
         let ready: Vec<f64> = op
             .task_ids()
             .map(|t| {
@@ -122,6 +132,7 @@ pub fn assign(
             }
         }
     }
+    bar.finish_and_clear();
     report.solve_ms = started.elapsed().as_secs_f64() * 1e3;
     let order = graph.tasks.iter().map(|t| t.id).collect();
     (Assignment { order, sm: sm_of }, report)
