@@ -124,7 +124,10 @@ pub struct KernelsArgs {
     /// GPU architecture to compile for.
     #[arg(long, default_value = "sm_90a")]
     pub arch: String,
-    /// Print one JSON array.
+    /// Tuning knobs (a `Tuning(...)` RON file) replacing the model file's `tuning` section.
+    #[arg(long, value_name = "FILE")]
+    pub tune: Option<PathBuf>,
+    /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
 }
@@ -161,6 +164,9 @@ pub struct GpuRunArgs {
     /// Skip the CPU-reference correctness check.
     #[arg(long)]
     pub no_check: bool,
+    /// Tuning knobs (a `Tuning(...)` RON file) replacing the model file's `tuning` section.
+    #[arg(long, value_name = "FILE")]
+    pub tune: Option<PathBuf>,
     /// Seconds a decode step may take before the watchdog stops the run (at most a day).
     #[arg(long, default_value_t = 10.0, allow_negative_numbers = true, value_parser = seconds)]
     pub watchdog: f64,
@@ -378,6 +384,10 @@ pub struct SetupArgs {
     /// Device profile: an embedded name (h200, h100, a100, b200) or a profile RON file.
     #[arg(long, default_value = "h200")]
     pub device: String,
+    /// Tuning knobs of the CUDA backend (a `Tuning(...)` RON file) replacing the model file's
+    /// `tuning` section.
+    #[arg(long, value_name = "FILE")]
+    pub tune: Option<PathBuf>,
     /// Override the device's SM count (1 to 4096).
     #[arg(long, allow_negative_numbers = true, value_parser = sms)]
     pub sms: Option<u32>,

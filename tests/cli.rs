@@ -457,3 +457,72 @@ fn a_trace_file_that_cannot_be_created_fails_before_any_gpu_work() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--cta-phases"), "{}", stderr(&o));
 }
+
+/// The backend's tuning knobs are data (the model file's `tuning` section or `--tune FILE`),
+/// written into the schedule; the environment changes nothing.
+#[test]
+fn tuning_is_data_and_the_environment_changes_nothing() {
+    let knobs = scratch("knobs.ron");
+    std::fs::write(&knobs, "Tuning(consumer_warps: 4, o_ctas: 100)").unwrap();
+    let k = knobs.to_str().unwrap();
+    let out = scratch("tuned.json");
+    let o = mkc(&[
+        "compile",
+        "tiny",
+        "--target",
+        "pdl",
+        "--tune",
+        k,
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(s["tuning"]["consumer_warps"], 4);
+    assert_eq!(s["tuning"]["o_ctas"], 100);
+    let bad = scratch("bad_knobs.ron");
+    std::fs::write(&bad, "Tuning(consumer_warps: 9)").unwrap();
+    let o = mkc(&["compile", "tiny", "--tune", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("tuning.consumer_warps") && stderr(&o).contains("between 1 and 8"),
+        "{}",
+        stderr(&o)
+    );
+    let kernels = |env: &[(&str, &str)], extra: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_mkc"));
+        c.args(["kernels", "--model", "tiny", "--json"]).args(extra);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().expect("mkc runs")
+    };
+    let plain = kernels(&[], &[]);
+    if !plain.status.success() {
+        assert!(stderr(&plain).contains("NVRTC"), "{}", stderr(&plain));
+        eprintln!("SKIPPED: no NVRTC (the environment check needs compiled kernels)");
+        return;
+    }
+    let env = [
+        ("MKC_CONSUMER_WARPS", "4"),
+        ("MKC_ATT_THREADS", "256"),
+        ("MKC_STREAM_SMEM", "100000"),
+        ("MKC_WARM_DEPTH", "0"),
+    ];
+    assert_eq!(
+        stdout(&kernels(&env, &[])),
+        stdout(&plain),
+        "the environment changed the kernels"
+    );
+    let tuned: serde_json::Value =
+        serde_json::from_str(&stdout(&kernels(&[], &["--tune", k]))).unwrap();
+    let down = tuned["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == "k_down")
+        .unwrap()
+        .clone();
+    assert_eq!(down["threads"], 5 * 32, "4 consumer warps and the producer");
+}

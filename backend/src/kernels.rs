@@ -6,7 +6,7 @@
 use std::ffi::{c_char, CString};
 
 use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys};
-use mkc_ir::{Model, OpKind};
+use mkc_ir::{Model, OpKind, Tuning};
 use serde::Serialize;
 
 use crate::error::BackendError;
@@ -21,19 +21,11 @@ pub const THREADS: u32 = (CONSUMER_WARPS + 1) * 32;
 /// Threads per CTA of the attention kernel (the source's `ATT_THREADS` default).
 pub const ATT_THREADS: u32 = 512;
 
-/// Threads per attention CTA as built: [`ATT_THREADS`], or `MKC_ATT_THREADS` (128-1024, a
-/// multiple of 128; developers' A/B runs: a smaller CTA, capped at 72 registers, fits beside a
-/// QKV or O-projection CTA).
-pub fn att_threads() -> u32 {
-    env_u32("MKC_ATT_THREADS")
-        .filter(|t| (128..=1024).contains(t) && t % 128 == 0)
-        .unwrap_or(ATT_THREADS)
-}
-
-/// A developers' A/B knob: the environment variable `name` as a number (None when unset or
-/// not a number, so the default applies).
-fn env_u32(name: &str) -> Option<u32> {
-    std::env::var(name).ok().and_then(|v| v.parse::<u32>().ok())
+/// Threads per attention CTA as built: [`ATT_THREADS`], or `tuning.att_threads` (validated:
+/// 128-1024, a multiple of 128; a smaller CTA, capped at 72 registers, fits beside a QKV or
+/// O-projection CTA).
+pub fn att_threads(t: &Tuning) -> u32 {
+    t.att_threads.unwrap_or(ATT_THREADS)
 }
 
 /// Bytes of one weight page (passed to the source as `-DPAGE_BYTES`). 8 KiB pages measured
@@ -49,24 +41,22 @@ const STREAM_X_OFFSET: u32 = 2 * MAX_SLOTS * 8 + 16;
 
 /// Shared memory a streaming CTA budgets for itself: the whole SM. Halving it so that a
 /// successor grid's CTA could be resident early measured 25% slower on the H200
-/// (docs/perf.md). `MKC_STREAM_SMEM` overrides it (developers' A/B runs).
+/// (docs/perf.md). `tuning.stream_smem` overrides it.
 const STREAM_SMEM_BUDGET: u32 = SMEM_PER_CTA;
 
 /// Consumer warps of a streaming kernel (the source's `CONSUMER_WARPS` default).
 pub const CONSUMER_WARPS: u32 = 8;
 
 /// Consumer warps the streaming kernels are built with: [`CONSUMER_WARPS`], or
-/// `MKC_CONSUMER_WARPS` (1-8; developers' A/B runs: with fewer warps and a smaller ring,
-/// `MKC_STREAM_SMEM`, two streaming CTAs can share an SM).
-pub fn consumer_warps() -> u32 {
-    env_u32("MKC_CONSUMER_WARPS")
-        .filter(|w| (1..=CONSUMER_WARPS).contains(w))
-        .unwrap_or(CONSUMER_WARPS)
+/// `tuning.consumer_warps` (validated: 1-8; with fewer warps and a smaller ring,
+/// `tuning.stream_smem`, two streaming CTAs can share an SM).
+pub fn consumer_warps(t: &Tuning) -> u32 {
+    t.consumer_warps.unwrap_or(CONSUMER_WARPS)
 }
 
 /// Threads per CTA of the streaming kernels as built: the consumer warps and the producer.
-pub fn stream_threads() -> u32 {
-    consumer_warps() * 32 + 32
+pub fn stream_threads(t: &Tuning) -> u32 {
+    consumer_warps(t) * 32 + 32
 }
 
 /// Shared memory one CTA may use on sm_90 with the opt-in (bytes).
@@ -85,12 +75,12 @@ const MIN_ATT_CHUNK: u32 = 128;
 /// (8 CTAs of 4 heads; docs/perf.md). Its registers already keep it off the SMs of QKV and the
 /// O-projection. The chunk is what that shared memory holds, a multiple of 32 and at least
 /// 128; every chunk after the first costs two more dependent L2 round trips (K and V loaded
-/// after a barrier). `MKC_ATT_CHUNK` sets it instead (developers: the multi-chunk path on
-/// short prompts, or other sizes), within what one CTA may use.
+/// after a barrier). `tuning.att_chunk` sets it instead (the multi-chunk path on short
+/// prompts, or other sizes), within what one CTA may use.
 pub fn attention_chunk(model: &Model) -> u32 {
     let per_position = attention_position_smem(model);
     let vectors = attention_vectors_smem(model);
-    if let Some(c) = env_u32("MKC_ATT_CHUNK").filter(|&c| c >= 1) {
+    if let Some(c) = model.tuning.att_chunk {
         // 1 KiB of slack for a traced build's static shared memory.
         let alone = SMEM_PER_CTA.saturating_sub(vectors + 1024) / per_position;
         return c.min(alone).max(1);
@@ -112,28 +102,28 @@ fn attention_vectors_smem(model: &Model) -> u32 {
 }
 
 /// Threads per CTA of the kernel for `kind`.
-pub fn threads(kind: OpKind) -> u32 {
+pub fn threads(t: &Tuning, kind: OpKind) -> u32 {
     if kind == OpKind::Attention {
-        att_threads()
+        att_threads(t)
     } else {
-        stream_threads()
+        stream_threads(t)
     }
 }
 
 /// Threads per CTA of a grid of `ops`: a grid of two operators is a streaming kernel.
-pub fn grid_threads(ops: GridOps) -> u32 {
+pub fn grid_threads(t: &Tuning, ops: GridOps) -> u32 {
     if ops.1.is_some() {
-        stream_threads()
+        stream_threads(t)
     } else {
-        threads(ops.0)
+        threads(t, ops.0)
     }
 }
 
 /// Threads per CTA of the kernel named `name` (the helper kernels run 256).
-pub fn threads_of(name: &str) -> u32 {
+pub fn threads_of(t: &Tuning, name: &str) -> u32 {
     grid_entry_points()
         .find(|(n, _)| *n == name)
-        .map_or(256, |(_, ops)| grid_threads(ops))
+        .map_or(256, |(_, ops)| grid_threads(t, ops))
 }
 
 /// Kernel entry names, in operator order.
@@ -240,20 +230,21 @@ pub fn fold_layout(model: &Model, sms: u32) -> Result<FoldLayout, BackendError> 
             ),
         );
     }
+    let warps = consumer_warps(&model.tuning);
     let heads = o.k / g.head_dim;
-    if heads * g.head_dim > 2 * consumer_warps() * 32 {
+    if heads * g.head_dim > 2 * warps * 32 {
         return fail(
             "lowering.vtp_shards.attention_o_proj",
             format!(
                 "a K chunk holds {heads} query heads, more outputs than the grid's {} threads \
                  compute; raise the shard count",
-                consumer_warps() * 32
+                warps * 32
             ),
         );
     }
     let ctas_per_chunk = (sms / o.splits).max(1);
     let chunk_pages = o.pages() / o.splits;
-    let ring_slots = chunk_pages.div_ceil(ctas_per_chunk).min(consumer_warps());
+    let ring_slots = chunk_pages.div_ceil(ctas_per_chunk).min(warps);
     let kv_heads = heads / (g.heads / g.kv_heads);
     // Shared memory: [stream header | K and V chunks | q | scores | page ring] (the source's
     // attention_o_proj_body); the KV chunks take what the rest leaves (128: rounding slack).
@@ -266,8 +257,8 @@ pub fn fold_layout(model: &Model, sms: u32) -> Result<FoldLayout, BackendError> 
     let ring = ring_slots * PAGE_BYTES;
     let q_and_scores = heads * g.head_dim * 4 + heads * model.workload.max_seq_len * 4;
     let per_position = kv_heads * (2 * g.head_dim + 8) * 2;
-    // MKC_FOLD_CHUNK caps it (developers: exercises the multi-chunk path on short prompts).
-    let cap = env_u32("MKC_FOLD_CHUNK").unwrap_or(u32::MAX);
+    // tuning.fold_chunk caps it (exercises the multi-chunk path on short prompts).
+    let cap = model.tuning.fold_chunk.unwrap_or(u32::MAX);
     let room = SMEM_PER_CTA.saturating_sub(header + ring + q_and_scores + 128);
     let kv_chunk = (room / per_position)
         .min(model.workload.max_seq_len)
@@ -328,59 +319,80 @@ pub struct Compiled {
     pub log: String,
 }
 
-/// Compiles the kernels for `arch` (e.g. `sm_90a`) to a cubin.
-pub fn compile(arch: &str) -> Result<Compiled, BackendError> {
-    compile_with(arch, false, &[])
+/// Compiles the kernels for `arch` (e.g. `sm_90a`) to a cubin, built as `tuning` says.
+pub fn compile(arch: &str, tuning: &Tuning) -> Result<Compiled, BackendError> {
+    compile_with(arch, tuning, false, &[])
 }
 
 /// Compiles the kernels with preprocessor `defines` (name, value) added, e.g. `("WARM_DEPTH",
 /// 0)`: a variant of the source's tunables, to compare its code with the default build's.
-pub fn compile_with_defines(arch: &str, defines: &[(&str, u32)]) -> Result<Compiled, BackendError> {
-    compile_with(arch, false, defines)
+pub fn compile_with_defines(
+    arch: &str,
+    tuning: &Tuning,
+    defines: &[(&str, u32)],
+) -> Result<Compiled, BackendError> {
+    compile_with(arch, tuning, false, defines)
 }
 
 /// Compiles the kernels with CTA phase tracing compiled in (`-DMKC_TRACE`), for
 /// `mkc bench --cta-phases` only: the marks slow every kernel down.
-pub fn compile_traced(arch: &str) -> Result<Compiled, BackendError> {
-    compile_with(arch, true, &[])
+pub fn compile_traced(arch: &str, tuning: &Tuning) -> Result<Compiled, BackendError> {
+    compile_with(arch, tuning, true, &[])
+}
+
+/// The preprocessor and compiler options `tuning` adds to the default build (none for the
+/// default tuning, so that its machine code is the default's).
+pub fn tuning_options(t: &Tuning) -> Vec<String> {
+    let mut options = Vec::new();
+    if let Some(a) = t.att_threads.filter(|&a| a != ATT_THREADS) {
+        options.push(format!("-DATT_THREADS={a}"));
+        // 72 registers: beside a 9-warp QKV CTA of 120 (docs/perf.md's rule).
+        options.push("-DATT_MAXNREG=72".into());
+    }
+    // How the O-projection and QKV warm L2 with up/gate's pages (the source's WARM_*;
+    // warm_depth 0 turns warming off; docs/perf.md, L2 as a weight source).
+    for (name, v) in [
+        ("DEPTH", t.warm_depth),
+        ("SKIP", t.warm_skip),
+        ("QKV", t.warm_qkv),
+        ("QKV_SKIP", t.warm_qkv_skip),
+        ("O", t.warm_o),
+    ] {
+        if let Some(v) = v {
+            options.push(format!("-DWARM_{name}={v}"));
+        }
+    }
+    if let Some(w) = t.consumer_warps.filter(|&w| w != CONSUMER_WARPS) {
+        // Two streaming CTAs of 7 warps share an SM only with <= 128 registers each
+        // (docs/perf.md: each warp goes to the sub-partition holding the fewest).
+        options.push(format!("-DCONSUMER_WARPS={w}"));
+        options.push("--maxrregcount=128".into());
+    }
+    options
 }
 
 fn compile_with(
     arch: &str,
+    tuning: &Tuning,
     traced: bool,
     defines: &[(&str, u32)],
 ) -> Result<Compiled, BackendError> {
-    // Developers may point MKC_KERNELS_CU at an edited copy of the source to try a change
-    // without rebuilding (the figures printed then belong to that source).
-    let text = match std::env::var("MKC_KERNELS_CU") {
-        Ok(path) => std::fs::read_to_string(&path)
-            .map_err(|e| BackendError::Compile(format!("MKC_KERNELS_CU={path}: {e}")))?,
-        Err(_) => SOURCE.to_string(),
+    // An edited copy of the source, to try a change without rebuilding (the figures printed
+    // then belong to that source).
+    let text = match &tuning.kernels_cu {
+        Some(path) => {
+            mkc_ir::input::read_text(std::path::Path::new(path), mkc_ir::FileKind::Tuning)
+                .map_err(|e| BackendError::Compile(format!("tuning.kernels_cu: {e}")))?
+        }
+        None => SOURCE.to_string(),
     };
     let mut options = vec![format!("-DPAGE_BYTES={PAGE_BYTES}")];
-    if att_threads() != ATT_THREADS {
-        options.push(format!("-DATT_THREADS={}", att_threads()));
-        // 72 registers: beside a 9-warp QKV CTA of 120 (docs/perf.md's rule).
-        options.push("-DATT_MAXNREG=72".into());
-    }
-    // Developers' A/B knobs: how the O-projection and QKV warm L2 with up/gate's pages (the
-    // source's WARM_*; MKC_WARM_DEPTH=0 turns warming off; docs/perf.md, L2 as a weight source).
-    for knob in ["DEPTH", "SKIP", "QKV", "QKV_SKIP", "O"] {
-        if let Some(v) = env_u32(&format!("MKC_WARM_{knob}")) {
-            options.push(format!("-DWARM_{knob}={v}"));
-        }
-    }
-    if consumer_warps() != CONSUMER_WARPS {
-        // Two streaming CTAs of 7 warps share an SM only with <= 128 registers each
-        // (docs/perf.md: each warp goes to the sub-partition holding the fewest).
-        options.push(format!("-DCONSUMER_WARPS={}", consumer_warps()));
-        options.push("--maxrregcount=128".into());
-    }
+    options.extend(tuning_options(tuning));
     if traced {
         options.push("-DMKC_TRACE".to_string());
     }
     options.extend(defines.iter().map(|(name, v)| format!("-D{name}={v}")));
-    compile_text(&text, c"mkc.cu", arch, options)
+    compile_text(&text, c"mkc.cu", arch, options, tuning)
 }
 
 /// The probes' source (`mkc probe coresidency|latency|l2`).
@@ -389,7 +401,13 @@ pub const PROBE_SOURCE: &str = include_str!("../kernels/probe.cu");
 /// Compiles the probes' kernels (`k_hold_<R>`, `k_chase`, `k_stream`, `k_stream_tma`,
 /// `k_read_pages`, `k_prefetch_pages`) for `arch`.
 pub fn compile_probe(arch: &str) -> Result<Compiled, BackendError> {
-    compile_text(PROBE_SOURCE, c"probe.cu", arch, Vec::new())
+    compile_text(
+        PROBE_SOURCE,
+        c"probe.cu",
+        arch,
+        Vec::new(),
+        &Tuning::default(),
+    )
 }
 
 /// Compiles `text` (named `file` in messages) for `arch` with `options` added to mkc's own.
@@ -398,6 +416,7 @@ fn compile_text(
     file: &std::ffi::CStr,
     arch: &str,
     mut options: Vec<String>,
+    tuning: &Tuning,
 ) -> Result<Compiled, BackendError> {
     // SAFETY: probing for the library has no preconditions.
     if !unsafe { nvrtc_sys::is_culib_present() } {
@@ -437,7 +456,7 @@ fn compile_text(
             "could not read the cubin ({r:?}, {r2:?})"
         )));
     }
-    let mut kernels = parse_ptxas_log(&log);
+    let mut kernels = parse_ptxas_log(&log, tuning);
     set_code_hashes(&mut kernels, &cubin);
     Ok(Compiled {
         cubin,
@@ -519,15 +538,15 @@ fn number_before(line: &str, word: &str) -> Option<u32> {
     line[..idx].split_whitespace().last()?.parse().ok()
 }
 
-/// Extracts the per-kernel figures from ptxas's verbose log.
-pub fn parse_ptxas_log(log: &str) -> Vec<KernelInfo> {
+/// Extracts the per-kernel figures from ptxas's verbose log (threads: as `tuning` builds them).
+pub fn parse_ptxas_log(log: &str, tuning: &Tuning) -> Vec<KernelInfo> {
     let mut out: Vec<KernelInfo> = Vec::new();
     let mut current: Option<usize> = None;
     for line in log.lines() {
         if let Some(rest) = line.split("Compiling entry function '").nth(1) {
             let name = rest.split('\'').next().unwrap_or("").to_string();
             out.push(KernelInfo {
-                threads: threads_of(&name),
+                threads: threads_of(tuning, &name),
                 name,
                 ..KernelInfo::default()
             });
@@ -572,6 +591,10 @@ pub struct Stream {
     pub x_len: u32,
     /// RMSNorm weights (bf16) the producer copies into shared memory first; 0 for none.
     pub norm_len: u32,
+    /// Consumer warps of the kernel as built (`tuning.consumer_warps`).
+    pub warps: u32,
+    /// Shared memory the CTA budgets for itself (`tuning.stream_smem`, else the whole SM).
+    pub budget: u32,
 }
 
 impl Stream {
@@ -599,17 +622,14 @@ impl Stream {
     /// Ring slots per consumer warp: as many as fit the streaming budget, at least one, at
     /// most `MAX_SLOTS / CONSUMER_WARPS`.
     pub fn slots_per_warp(&self) -> u32 {
-        let budget = env_u32("MKC_STREAM_SMEM")
-            .unwrap_or(STREAM_SMEM_BUDGET)
-            .min(SMEM_PER_CTA);
-        let warps = consumer_warps();
-        let fit = budget.saturating_sub(self.ring_offset()) / (PAGE_BYTES * warps);
-        fit.clamp(1, MAX_SLOTS / warps)
+        let budget = self.budget.min(SMEM_PER_CTA);
+        let fit = budget.saturating_sub(self.ring_offset()) / (PAGE_BYTES * self.warps);
+        fit.clamp(1, MAX_SLOTS / self.warps)
     }
 
     /// Dynamic shared memory of the kernel.
     pub fn dynamic_smem(&self) -> u32 {
-        self.ring_offset() + self.slots_per_warp() * consumer_warps() * PAGE_BYTES
+        self.ring_offset() + self.slots_per_warp() * self.warps * PAGE_BYTES
     }
 
     /// CTAs to launch: one per SM, never more than there are pages.
@@ -627,11 +647,10 @@ pub fn page_range(pages: u32, b: u32, g: u32) -> (u32, u32) {
 }
 
 /// Ring slot and lap of a CTA's page `i` (the source's `ring_slot`): page i belongs to consumer
-/// warp `i % CONSUMER_WARPS`, which owns `per_warp` slots and takes its pages in order. The
-/// parity waits on a slot's barriers are sound only because each slot has one consumer whose
-/// laps come in order (tested as a property).
-pub fn ring_slot(i: u32, per_warp: u32) -> (u32, u32) {
-    let warps = consumer_warps();
+/// warp `i % warps`, which owns `per_warp` slots and takes its pages in order. The parity
+/// waits on a slot's barriers are sound only because each slot has one consumer whose laps
+/// come in order (tested as a property).
+pub fn ring_slot(i: u32, per_warp: u32, warps: u32) -> (u32, u32) {
     let (w, j) = (i % warps, i / warps);
     (w * per_warp + j % per_warp, j / per_warp)
 }
@@ -640,8 +659,7 @@ pub fn ring_slot(i: u32, per_warp: u32) -> (u32, u32) {
 /// most `depth` in flight (the source's `warm_l2`): the slots of the consumer warps that have
 /// no page here, so that warming never overwrites a page a consumer reads (tested as a
 /// property). None when every warp has a page.
-pub fn warm_slot(count: u32, per_warp: u32, depth: u32, n: u32) -> Option<(u32, u32)> {
-    let warps = consumer_warps();
+pub fn warm_slot(count: u32, per_warp: u32, depth: u32, warps: u32, n: u32) -> Option<(u32, u32)> {
     if count >= warps || depth == 0 {
         return None;
     }
@@ -675,6 +693,8 @@ pub fn stream(model: &Model, kind: OpKind) -> Option<Stream> {
         paired,
         x_len,
         norm_len,
+        warps: consumer_warps(&model.tuning),
+        budget: model.tuning.stream_smem.unwrap_or(STREAM_SMEM_BUDGET),
     })
 }
 
@@ -699,16 +719,15 @@ pub fn grid_ctas(model: &Model, ops: GridOps, tasks: u32, sms: u32) -> u32 {
         return sms;
     }
     match stream(model, ops.0) {
-        // Developers' A/B knobs: fewer O-projection (MKC_O_CTAS) or QKV (MKC_QKV_CTAS) CTAs
-        // than SMs, so that the grid fits beside attention's CTAs.
+        // Tuning knobs: fewer O-projection (o_ctas) or QKV (qkv_ctas) CTAs than SMs, so
+        // that the grid fits beside attention's CTAs.
         Some(s) => {
             let knob = match ops.0 {
-                OpKind::OProj => env_u32("MKC_O_CTAS"),
-                OpKind::QkvRope => env_u32("MKC_QKV_CTAS"),
+                OpKind::OProj => model.tuning.o_ctas,
+                OpKind::QkvRope => model.tuning.qkv_ctas,
                 _ => None,
             };
-            knob.filter(|&c| c >= 1)
-                .map_or(s.ctas(sms), |c| s.ctas(sms).min(c))
+            knob.map_or(s.ctas(sms), |c| s.ctas(sms).min(c))
         }
         None => tasks,
     }
@@ -733,14 +752,15 @@ pub fn check_model(model: &Model) -> Result<(), BackendError> {
         )))
     };
     let hp = model.heads_per_attention_task();
-    if hp * g.head_dim > 2 * att_threads() || !g.head_dim.is_multiple_of(8) {
+    let att = att_threads(&model.tuning);
+    if hp * g.head_dim > 2 * att || !g.head_dim.is_multiple_of(8) {
         return fail(
             "lowering.attention_split",
             format!(
                 "{hp} query heads of {} per attention task exceed the kernel's {} outputs \
                  (head_dim must also be a multiple of 8); raise attention_split",
                 g.head_dim,
-                2 * att_threads()
+                2 * att
             ),
         );
     }
@@ -783,7 +803,7 @@ pub fn check_model(model: &Model) -> Result<(), BackendError> {
                 ),
             );
         }
-        if s.ring_offset() + consumer_warps() * PAGE_BYTES > SMEM_PER_CTA {
+        if s.ring_offset() + s.warps * PAGE_BYTES > SMEM_PER_CTA {
             return fail(
                 "geometry",
                 format!("{} needs too much shared memory", kind.name()),

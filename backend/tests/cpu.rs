@@ -7,6 +7,7 @@ use mkc_backend::kernels;
 use mkc_backend::reference::{argmax_margin, rel_l2, Reference};
 use mkc_backend::weights::{self, bf2f, f2bf, layout, value, Fill};
 use mkc_ir::embedded::resolve_model;
+use mkc_ir::Tuning;
 
 #[test]
 fn bf16_rounding_is_round_to_nearest_even() {
@@ -83,7 +84,7 @@ fn ptxas_log_is_parsed_per_kernel() {
         ptxas info    : Used 48 registers, used 1 barriers, 16 bytes smem, 400 bytes cmem[0]\n\
         ptxas info    : Compiling entry function 'k_up_gate' for 'sm_90a'\n\
         ptxas info    : Used 40 registers, used 1 barriers, 400 bytes cmem[0]\n";
-    let k = kernels::parse_ptxas_log(log);
+    let k = kernels::parse_ptxas_log(log, &Tuning::default());
     assert_eq!(k.len(), 2);
     assert_eq!(
         (k[0].name.as_str(), k[0].registers, k[0].static_smem),
@@ -158,13 +159,13 @@ fn changed_kernels<'a>(base: &kernels::Compiled, other: &kernels::Compiled) -> V
 
 /// L2 warming lives in the O-projection and QKV only: turning it off changes those two kernels'
 /// code and no other's (every other kernel keeps the code measured without it), and turning off
-/// the O-projection's alone (`MKC_WARM_O=0`) changes the O-projection only.
+/// the O-projection's alone (`warm_o: 0`) changes the O-projection only.
 #[test]
 fn l2_warming_changes_only_the_o_projection_and_qkv() {
     let compiled = (
-        kernels::compile("sm_90a"),
-        kernels::compile_with_defines("sm_90a", &[("WARM_DEPTH", 0)]),
-        kernels::compile_with_defines("sm_90a", &[("WARM_O", 0)]),
+        kernels::compile("sm_90a", &Tuning::default()),
+        kernels::compile_with_defines("sm_90a", &Tuning::default(), &[("WARM_DEPTH", 0)]),
+        kernels::compile_with_defines("sm_90a", &Tuning::default(), &[("WARM_O", 0)]),
     );
     let (on, off, o_off) = match compiled {
         (Err(mkc_backend::BackendError::NoNvrtc), _, _) => {
@@ -182,7 +183,7 @@ fn l2_warming_changes_only_the_o_projection_and_qkv() {
 /// streaming operators, and the grid waits every per-op kernel (each one waits).
 #[test]
 fn ablation_builds_change_only_the_kernels_whose_work_they_remove() {
-    let base = match kernels::compile("sm_90a") {
+    let base = match kernels::compile("sm_90a", &Tuning::default()) {
         Err(mkc_backend::BackendError::NoNvrtc) => {
             eprintln!("SKIPPED: no NVRTC library found (set LD_LIBRARY_PATH to an NVRTC 13 lib directory)");
             return;
@@ -193,7 +194,8 @@ fn ablation_builds_change_only_the_kernels_whose_work_they_remove() {
     let mut every: Vec<&str> = kernels::ENTRY_POINTS.iter().map(|(n, _)| *n).collect();
     every.sort();
     for a in Ablation::LADDER {
-        let build = kernels::compile_with_defines("sm_90a", &a.defines()).unwrap();
+        let build =
+            kernels::compile_with_defines("sm_90a", &Tuning::default(), &a.defines()).unwrap();
         let changed = changed_kernels(&base, &build);
         let per_op: Vec<&str> = changed
             .iter()
@@ -219,18 +221,19 @@ fn ablation_builds_change_only_the_kernels_whose_work_they_remove() {
 
 #[test]
 fn kernels_compile_with_nvrtc_when_installed() {
-    match kernels::compile("sm_90a") {
+    match kernels::compile("sm_90a", &Tuning::default()) {
         Err(mkc_backend::BackendError::NoNvrtc) => {
             eprintln!("SKIPPED: no NVRTC library found (set LD_LIBRARY_PATH to an NVRTC 13 lib directory)");
         }
         Err(e) => panic!("{e}"),
         Ok(c) => {
-            let traced = kernels::compile_traced("sm_90a").expect("the traced build compiles");
+            let traced = kernels::compile_traced("sm_90a", &Tuning::default())
+                .expect("the traced build compiles");
             assert!(!traced.cubin.is_empty() && traced.cubin != c.cubin);
             assert!(!c.cubin.is_empty());
             // Code hashes: known for every kernel, distinct, reproducible, and moved by the
             // traced build's marks in every operator that has marks.
-            let again = kernels::compile("sm_90a").expect("compiles twice");
+            let again = kernels::compile("sm_90a", &Tuning::default()).expect("compiles twice");
             let hash = |k: &[kernels::KernelInfo], name: &str| {
                 k.iter().find(|k| k.name == name).map(|k| k.code_hash)
             };
@@ -327,7 +330,10 @@ fn every_fusable_pair_has_a_kernel() {
             assert_eq!(folded, (a, Some(b)) == kernels::FOLDED);
             if let Some(entry) = entry {
                 pairs += 1;
-                assert_eq!(kernels::threads_of(entry), kernels::THREADS);
+                assert_eq!(
+                    kernels::threads_of(&Tuning::default(), entry),
+                    kernels::THREADS
+                );
                 if barrier {
                     assert_eq!(kernels::grid_ctas(&m, (a, Some(b)), 7, 132), 132);
                     assert_eq!(
@@ -568,13 +574,15 @@ proptest::proptest! {
     /// page's slot was last used by an earlier page of the same warp (so the producer, which
     /// issues in page order, never waits on a consumer that waits on it).
     #[test]
-    fn ring_slots_have_one_in_order_consumer(count in 0u32..2_000, per_warp in 1u32..3) {
-        let slots = (kernels::CONSUMER_WARPS * per_warp) as usize;
+    fn ring_slots_have_one_in_order_consumer(
+        count in 0u32..2_000, per_warp in 1u32..3, warps in 1u32..=kernels::CONSUMER_WARPS,
+    ) {
+        let slots = (warps * per_warp) as usize;
         let mut owner = vec![None; slots];
         let mut last: Vec<Option<(u32, u32)>> = vec![None; slots];
         for i in 0..count {
-            let (slot, lap) = kernels::ring_slot(i, per_warp);
-            let warp = i % kernels::CONSUMER_WARPS;
+            let (slot, lap) = kernels::ring_slot(i, per_warp, warps);
+            let warp = i % warps;
             let s = slot as usize;
             proptest::prop_assert!(s < slots);
             proptest::prop_assert_eq!(*owner[s].get_or_insert(warp), warp);
@@ -582,7 +590,7 @@ proptest::proptest! {
                 None => proptest::prop_assert_eq!(lap, 0),
                 Some((prev_page, prev_lap)) => {
                     proptest::prop_assert_eq!(lap, prev_lap + 1);
-                    proptest::prop_assert!(prev_page < i && prev_page % kernels::CONSUMER_WARPS == warp);
+                    proptest::prop_assert!(prev_page < i && prev_page % warps == warp);
                 }
             }
             last[s] = Some((i, lap));
@@ -594,12 +602,12 @@ proptest::proptest! {
     #[test]
     fn warming_never_touches_a_slot_the_consumers_read(
         count in 1u32..12, per_warp in 1u32..3, depth in 1u32..8, pages in 1u32..64,
+        warps in 1u32..=kernels::CONSUMER_WARPS,
     ) {
-        let warps = kernels::CONSUMER_WARPS;
-        let own: Vec<u32> = (0..count).map(|i| kernels::ring_slot(i, per_warp).0).collect();
+        let own: Vec<u32> = (0..count).map(|i| kernels::ring_slot(i, per_warp, warps).0).collect();
         let mut used = std::collections::BTreeMap::new();
         for n in 0..pages {
-            match kernels::warm_slot(count, per_warp, depth, n) {
+            match kernels::warm_slot(count, per_warp, depth, warps, n) {
                 None => {
                     proptest::prop_assert!(count >= warps);
                     return Ok(());

@@ -20,6 +20,8 @@ pub enum FileKind {
     Schedule,
     /// A checkpoint's `config.json`.
     CheckpointConfig,
+    /// A tuning file (`--tune FILE`).
+    Tuning,
 }
 
 impl FileKind {
@@ -31,6 +33,7 @@ impl FileKind {
             FileKind::Sweep => "Sweep spec format",
             FileKind::Schedule => "Schedule file format",
             FileKind::CheckpointConfig => "Checkpoints",
+            FileKind::Tuning => "Tuning knobs",
         }
     }
 
@@ -42,6 +45,7 @@ impl FileKind {
             FileKind::Sweep => "sweep spec",
             FileKind::Schedule => "schedule",
             FileKind::CheckpointConfig => "checkpoint config",
+            FileKind::Tuning => "tuning file",
         }
     }
 

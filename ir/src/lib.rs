@@ -24,4 +24,4 @@ pub use error::InputError;
 pub use graph::{Access, Counter, Edge, OpKind, Operator, Rows, Task, TaskCost, TaskGraph, Tensor};
 pub use ids::{CounterId, EdgeId, KernelId, OpId, SmId, TaskId, TensorId};
 pub use input::FileKind;
-pub use model::Model;
+pub use model::{Model, Tuning};

@@ -7,6 +7,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::InputError;
 
+/// RON as model and tuning files are written: optional knobs take a bare value
+/// (`consumer_warps: 4`, not `Some(4)`).
+fn ron_options() -> ron::Options {
+    ron::Options::default().with_default_extension(ron::extensions::Extensions::IMPLICIT_SOME)
+}
+
 /// A whole model file: what to lower, for which workload, with which options.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -21,6 +27,91 @@ pub struct Model {
     /// How operators are split into tiles and edges into shards.
     #[serde(default)]
     pub lowering: Lowering,
+    /// The CUDA backend's tuning knobs (developers' A/B runs); every knob left out keeps the
+    /// kernels' measured default. Replaced as a whole by `--tune FILE`.
+    #[serde(default, skip_serializing_if = "Tuning::is_default")]
+    pub tuning: Tuning,
+}
+
+/// The CUDA backend's tuning knobs: how the kernels are built and how many CTAs and how much
+/// shared memory their grids get. Data passed with the model to every function that sizes a
+/// grid (no environment variable is read), written into schedules and printed by `mkc bench`.
+/// Each was measured slower than the default for pdl on the H200 (docs/perf.md); they are
+/// here to reproduce those comparisons and to try new ones.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Tuning {
+    /// Consumer warps of the streaming kernels (1-8; default 8). Fewer warps with a smaller
+    /// ring (`stream_smem`) let two streaming CTAs share an SM.
+    pub consumer_warps: Option<u32>,
+    /// Shared memory a streaming CTA budgets for its ring, bytes (default: the whole SM).
+    pub stream_smem: Option<u32>,
+    /// Threads per attention CTA (128-1024, a multiple of 128; default 512); another value
+    /// caps attention at 72 registers so that it fits beside a streaming CTA.
+    pub att_threads: Option<u32>,
+    /// KV positions attention stages per chunk (default: what half an SM holds); small values
+    /// exercise the multi-chunk path on short prompts.
+    pub att_chunk: Option<u32>,
+    /// KV positions the folded attention + O-projection grid stages per chunk, at most.
+    pub fold_chunk: Option<u32>,
+    /// The O-projection runs on at most this many CTAs (default: one per SM).
+    pub o_ctas: Option<u32>,
+    /// QKV runs on at most this many CTAs (default: one per SM).
+    pub qkv_ctas: Option<u32>,
+    /// Pages of up/gate the O-projection's producer warms L2 with while it waits (default 2;
+    /// 0 turns warming off).
+    pub warm_depth: Option<u32>,
+    /// First page of each CTA's share that warming starts from (default 16).
+    pub warm_skip: Option<u32>,
+    /// Pages QKV warms once its own have landed (default 2).
+    pub warm_qkv: Option<u32>,
+    /// First page QKV's warming starts from (default 24).
+    pub warm_qkv_skip: Option<u32>,
+    /// 0: the O-projection does not warm (QKV still does); default 1.
+    pub warm_o: Option<u32>,
+    /// A CUDA source to compile instead of the embedded `backend/kernels/mkc.cu`: an edited
+    /// copy, to try a change without rebuilding mkc (the figures printed then are that
+    /// source's).
+    pub kernels_cu: Option<String>,
+}
+
+impl Tuning {
+    /// Whether every knob keeps its default (then the section is not written out).
+    pub fn is_default(&self) -> bool {
+        *self == Tuning::default()
+    }
+
+    /// Parses a tuning file (`--tune FILE`: the section's fields, as `Tuning(...)`).
+    pub fn parse(file: &str, text: &str) -> Result<Tuning, InputError> {
+        let t: Tuning = ron_options()
+            .from_str(text)
+            .map_err(|e| InputError::from_ron(crate::FileKind::Tuning, file, text, &e))?;
+        crate::validate::check_tuning(&t, file)?;
+        Ok(t)
+    }
+
+    /// The knobs that are set, as `name=value`, for reports.
+    pub fn describe(&self) -> Vec<String> {
+        let knobs = [
+            ("consumer_warps", self.consumer_warps),
+            ("stream_smem", self.stream_smem),
+            ("att_threads", self.att_threads),
+            ("att_chunk", self.att_chunk),
+            ("fold_chunk", self.fold_chunk),
+            ("o_ctas", self.o_ctas),
+            ("qkv_ctas", self.qkv_ctas),
+            ("warm_depth", self.warm_depth),
+            ("warm_skip", self.warm_skip),
+            ("warm_qkv", self.warm_qkv),
+            ("warm_qkv_skip", self.warm_qkv_skip),
+            ("warm_o", self.warm_o),
+        ];
+        knobs
+            .iter()
+            .filter_map(|(n, v)| v.map(|v| format!("{n}={v}")))
+            .chain(self.kernels_cu.iter().map(|f| format!("kernels_cu={f}")))
+            .collect()
+    }
 }
 
 /// Element type of weights and activations. Only bf16 is supported today.
@@ -177,7 +268,8 @@ impl Default for KernelResources {
 impl Model {
     /// Parses and validates a model file's text; `file` names it in errors.
     pub fn parse(file: &str, text: &str) -> Result<Model, InputError> {
-        let model: Model = ron::from_str(text)
+        let model: Model = ron_options()
+            .from_str(text)
             .map_err(|e| InputError::from_ron(crate::FileKind::Model, file, text, &e))?;
         model.validate(file)?;
         Ok(model)

@@ -35,6 +35,14 @@ pub fn model_range(field: &str) -> Option<(u64, u64)> {
         "lowering.kernel.threads" => (32, 1024),
         "lowering.kernel.registers" => (1, 255),
         "lowering.kernel.dynamic_smem_bytes" => (0, u32::MAX as u64),
+        "tuning.consumer_warps" => (1, 8),
+        "tuning.stream_smem" => (1, 232_448),
+        "tuning.att_threads" => (128, 1024),
+        "tuning.att_chunk" | "tuning.fold_chunk" => (1, MAX_DIM as u64),
+        "tuning.o_ctas" | "tuning.qkv_ctas" => (1, 4096),
+        "tuning.warm_depth" | "tuning.warm_qkv" => (0, 16),
+        "tuning.warm_skip" | "tuning.warm_qkv_skip" => (0, MAX_DIM as u64),
+        "tuning.warm_o" => (0, 1),
         _ => return None,
     })
 }
@@ -51,6 +59,8 @@ pub fn expects(kind: FileKind, field: &str) -> Option<String> {
             "name" => Some("a string in double quotes".into()),
             f => model_range(f).map(|(lo, hi)| format!("a whole number from {lo} to {hi}")),
         },
+        FileKind::Tuning => model_range(&format!("tuning.{field}"))
+            .map(|(lo, hi)| format!("a whole number from {lo} to {hi}")),
         FileKind::Device | FileKind::Sweep => crate::device::expects(field),
         FileKind::Schedule | FileKind::CheckpointConfig => None,
     }
@@ -62,7 +72,51 @@ pub fn validate(model: &Model, file: &str) -> Result<(), InputError> {
     check_workload(model, file)?;
     check_lowering(model, file)?;
     check_shards(model, file)?;
-    check_kernel(model, file)
+    check_kernel(model, file)?;
+    check_tuning(&model.tuning, file)
+}
+
+/// Checks every tuning knob that is set against its range in [`model_range`]; a tuning file
+/// names its fields without the `tuning.` prefix.
+pub fn check_tuning(t: &crate::model::Tuning, file: &str) -> Result<(), InputError> {
+    let knobs = [
+        ("tuning.consumer_warps", t.consumer_warps),
+        ("tuning.stream_smem", t.stream_smem),
+        ("tuning.att_threads", t.att_threads),
+        ("tuning.att_chunk", t.att_chunk),
+        ("tuning.fold_chunk", t.fold_chunk),
+        ("tuning.o_ctas", t.o_ctas),
+        ("tuning.qkv_ctas", t.qkv_ctas),
+        ("tuning.warm_depth", t.warm_depth),
+        ("tuning.warm_skip", t.warm_skip),
+        ("tuning.warm_qkv", t.warm_qkv),
+        ("tuning.warm_qkv_skip", t.warm_qkv_skip),
+        ("tuning.warm_o", t.warm_o),
+    ];
+    for (field, value) in knobs {
+        if let Some(v) = value {
+            let (lo, hi) = model_range(field).expect("every knob has a range");
+            if (v as u64) < lo || v as u64 > hi {
+                return Err(InputError::invalid(
+                    file,
+                    field,
+                    format!("{v} is out of range"),
+                    format!("use a value between {lo} and {hi}, or leave it out for the default"),
+                ));
+            }
+        }
+    }
+    if let Some(a) = t.att_threads {
+        if !a.is_multiple_of(128) {
+            return Err(InputError::invalid(
+                file,
+                "tuning.att_threads",
+                format!("{a} is not a multiple of 128"),
+                "use 128, 256, 384, ... 1024",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Checks `value` against the field's range in [`model_range`].

@@ -216,6 +216,10 @@ pub struct Schedule {
     pub policy: Option<Policy>,
     /// The device profile it was built for (after any `--sms` override).
     pub device: DeviceProfile,
+    /// The CUDA backend's tuning knobs the schedule was compiled with (the model file's
+    /// `tuning` section, or `--tune`): what the backend builds and launches it with.
+    #[serde(default, skip_serializing_if = "mkc_ir::Tuning::is_default")]
+    pub tuning: mkc_ir::Tuning,
     /// The task DAG of one decode step.
     pub graph: TaskGraph,
     /// The plan.

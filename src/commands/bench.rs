@@ -73,6 +73,8 @@ struct PhaseRow {
 /// The whole report.
 #[derive(Serialize)]
 struct Report {
+    /// The tuning knobs the kernels were built and launched with.
+    tuning: mkc_ir::Tuning,
     per_kernel: Vec<KernelRow>,
     cta_phases: Vec<PhaseRow>,
     ablation: Vec<AblationRow>,
@@ -272,6 +274,7 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
         }
     }
     let report = Report {
+        tuning: s.model.tuning.clone(),
         per_kernel,
         cta_phases,
         ablation,
@@ -302,6 +305,7 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
             report.measured_read_tb_s,
             report.floor_us
         );
+        outln!("  tuning: {}", super::kernels::tuning_label(&report.tuning));
         outln!("  same tokens across targets: {}", report.same_tokens);
         for k in &report.per_kernel {
             outln!(

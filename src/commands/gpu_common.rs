@@ -56,7 +56,8 @@ impl Session {
     /// refused on any machine), opens the GPU and prepares the model, weights and prompt;
     /// `targets` are the targets the command runs (a `--trigger` they would ignore is refused).
     pub fn open(args: &GpuRunArgs, targets: &[Target]) -> Result<Session, CommandError> {
-        let model = mkc_ir::embedded::resolve_model(&args.model)?;
+        let mut model = mkc_ir::embedded::resolve_model(&args.model)?;
+        super::apply_tune(&mut model, args.tune.as_deref())?;
         if args.trigger.is_some() && !targets.contains(&Target::Pdl) {
             return Err(CommandError::Input(
                 "--trigger applies to the pdl target only, which this run does not include. \

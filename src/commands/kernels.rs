@@ -12,6 +12,7 @@ use crate::cli::KernelsArgs;
 /// figures for the loaded cubin. With neither, an error rather than figures that are not there.
 pub fn kernel_figures(
     compiled: kernels::Compiled,
+    tuning: &mkc_ir::Tuning,
 ) -> Result<(Vec<kernels::KernelInfo>, &'static str), CommandError> {
     if !compiled.kernels.is_empty() {
         return Ok((compiled.kernels, "ptxas log"));
@@ -23,7 +24,7 @@ pub fn kernel_figures(
             compiled.log
         ))
     })?;
-    let found = mkc_backend::gpu::loaded_kernel_info(&gpu, &compiled.cubin)?;
+    let found = mkc_backend::gpu::loaded_kernel_info(&gpu, &compiled.cubin, tuning)?;
     Ok((
         found,
         "driver (cuFuncGetAttribute; local bytes shown as stack)",
@@ -32,7 +33,8 @@ pub fn kernel_figures(
 
 /// Runs `mkc kernels`.
 pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
-    let model = mkc_ir::embedded::resolve_model(&args.model)?;
+    let mut model = mkc_ir::embedded::resolve_model(&args.model)?;
+    super::apply_tune(&mut model, args.tune.as_deref())?;
     // The kernels use Hopper-only PTX (bulk copies, mbarriers, griddepcontrol): anything but
     // sm_90a would fail in ptxas, which is not the user's fault to read.
     let arch = match Arch::parse(&args.arch) {
@@ -45,8 +47,8 @@ pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
             )))
         }
     };
-    let compiled = kernels::compile(&args.arch)?;
-    let (found, source) = kernel_figures(compiled)?;
+    let compiled = kernels::compile(&args.arch, &model.tuning)?;
+    let (found, source) = kernel_figures(compiled, &model.tuning)?;
     // Dynamic shared memory can depend on the SM count (the folded grid's pages per CTA): the
     // default device's.
     let sms = mkc_ir::embedded::resolve_device("h200").map_or(132, |d| d.sms);
@@ -70,15 +72,17 @@ pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
             .collect();
         let v = serde_json::json!({
             "schema": super::schema("kernels"), "arch": args.arch, "model": model.name,
+            "tuning": model.tuning,
             "kernels": rows,
         });
         outln!("{v}");
     } else {
         outln!(
-            "mkc kernels: {} for {} ({} kernels; figures from the {source})",
+            "mkc kernels: {} for {} ({} kernels; figures from the {source}; tuning: {})",
             args.arch,
             model.name,
-            infos.len()
+            infos.len(),
+            tuning_label(&model.tuning)
         );
         outln!(
             "  kernel              threads  regs  static B  dynamic B  stack B  spill st/ld B  code          CTA/SM"
@@ -111,5 +115,15 @@ fn resources(k: &kernels::KernelInfo) -> CtaResources {
         registers: k.registers.max(1),
         static_smem: k.static_smem,
         dynamic_smem: k.dynamic_smem,
+    }
+}
+
+/// The tuning knobs that are set, or `default`.
+pub fn tuning_label(t: &mkc_ir::Tuning) -> String {
+    let set = t.describe();
+    if set.is_empty() {
+        "default".into()
+    } else {
+        set.join(", ")
     }
 }

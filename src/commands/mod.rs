@@ -69,7 +69,8 @@ impl crate::cli::SetupArgs {
         &self,
         targets: &[mkc_scheduler::Target],
     ) -> Result<(mkc_ir::Model, mkc_ir::device::DeviceProfile), CommandError> {
-        let (model, file) = mkc_ir::embedded::resolve_model_named(&self.model)?;
+        let (mut model, file) = mkc_ir::embedded::resolve_model_named(&self.model)?;
+        apply_tune(&mut model, self.tune.as_deref())?;
         let mut device = mkc_ir::embedded::resolve_device(&self.device)?;
         if let Some(n) = self.sms {
             // The range is enforced by the flag's parser.
@@ -103,6 +104,18 @@ impl crate::cli::SetupArgs {
         }
         Ok(())
     }
+}
+
+/// Replaces the model file's `tuning` section with the knobs of `--tune FILE`, when given.
+pub fn apply_tune(
+    model: &mut mkc_ir::Model,
+    tune: Option<&std::path::Path>,
+) -> Result<(), CommandError> {
+    if let Some(path) = tune {
+        let text = mkc_ir::input::read_text(path, mkc_ir::FileKind::Tuning)?;
+        model.tuning = mkc_ir::Tuning::parse(&path.display().to_string(), &text)?;
+    }
+    Ok(())
 }
 
 /// Runs the parsed command line.

@@ -76,6 +76,7 @@ pub fn arb_model() -> impl Strategy<Value = Model> {
                         vtp_shards: vtp,
                         kernel: KernelResources::default(),
                     },
+                    tuning: Default::default(),
                 }
             },
         )

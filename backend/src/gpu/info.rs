@@ -10,7 +10,11 @@ use crate::BackendError;
 /// Registers, static shared memory and local (spill/stack) bytes of every kernel as the driver
 /// reports them after loading `cubin` on `gpu`: the authoritative figures, used when the
 /// compiler log carries none.
-pub fn loaded_kernel_info(gpu: &Gpu, cubin: &[u8]) -> Result<Vec<KernelInfo>, BackendError> {
+pub fn loaded_kernel_info(
+    gpu: &Gpu,
+    cubin: &[u8],
+    tuning: &mkc_ir::Tuning,
+) -> Result<Vec<KernelInfo>, BackendError> {
     let _ = gpu;
     let module = load_module(cubin, "mkc.cu")?;
     let mut out = Vec::new();
@@ -26,7 +30,7 @@ pub fn loaded_kernel_info(gpu: &Gpu, cubin: &[u8]) -> Result<Vec<KernelInfo>, Ba
         let local = attr(A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)? as u32;
         out.push(KernelInfo {
             name: name.to_string(),
-            threads: kernels::threads_of(name),
+            threads: kernels::threads_of(tuning, name),
             registers: attr(A::CU_FUNC_ATTRIBUTE_NUM_REGS)? as u32,
             static_smem: attr(A::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)? as u32,
             dynamic_smem: 0,

@@ -132,7 +132,7 @@ impl Runner {
             gridDimX: ctas,
             gridDimY: 1,
             gridDimZ: 1,
-            blockDimX: kernels::grid_threads(ops),
+            blockDimX: kernels::grid_threads(&self.model.tuning, ops),
             blockDimY: 1,
             blockDimZ: 1,
             sharedMemBytes: smem,
