@@ -135,7 +135,8 @@ pub struct KernelsArgs {
 /// Options shared by `mkc run` and `mkc bench`.
 #[derive(Parser, Debug)]
 pub struct GpuRunArgs {
-    /// Model file (RON) or embedded model name.
+    /// Model file (RON), embedded model name, or a schedule written by `mkc compile -o` (its
+    /// model, target, trigger, grids and tuning are then the schedule's).
     #[arg(default_value = "llama1b")]
     pub model: String,
     /// Weights: `random:SEED` (generated on the GPU, reproduced on the CPU) or a Hugging Face
@@ -158,9 +159,10 @@ pub struct GpuRunArgs {
     /// `fused` runs each split-K matvec (O-projection, down) in one grid with the operator that
     /// normalises its sum, meeting at a grid-wide barrier; `folded` computes attention inside
     /// the O-projection's grid (needs the O-projection split by whole KV-head groups, e.g.
-    /// models/llama1b_folded.ron). Both measured slower on the H200 (docs/perf.md).
-    #[arg(long, value_enum, default_value_t = GridsArg::PerOp)]
-    pub grids: GridsArg,
+    /// models/llama1b_folded.ron). Both measured slower on the H200 (docs/perf.md). Default:
+    /// per-op.
+    #[arg(long, value_enum)]
+    pub grids: Option<GridsArg>,
     /// Skip the CPU-reference correctness check.
     #[arg(long)]
     pub no_check: bool,
@@ -178,9 +180,9 @@ pub struct RunArgs {
     /// Shared options.
     #[command(flatten)]
     pub common: GpuRunArgs,
-    /// Target: pdl or graph.
-    #[arg(long, value_enum, default_value_t = TargetArg::Pdl)]
-    pub target: TargetArg,
+    /// Target: pdl or graph (default: pdl, or a schedule's own).
+    #[arg(long, value_enum)]
+    pub target: Option<TargetArg>,
     /// Write every decode step's logits (f32) to this .npy file.
     #[arg(long)]
     pub logits_out: Option<PathBuf>,
@@ -192,9 +194,9 @@ pub struct BenchArgs {
     /// Shared options.
     #[command(flatten)]
     pub common: GpuRunArgs,
-    /// Targets, comma separated.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "graph,pdl")]
-    pub targets: Vec<TargetArg>,
+    /// Targets, comma separated (default: graph,pdl, or a schedule's own).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub targets: Option<Vec<TargetArg>>,
     /// Timed trials per target (after one warm-up each).
     #[arg(long, default_value_t = 3, allow_negative_numbers = true, value_parser = positive_u32)]
     pub trials: u32,
@@ -375,15 +377,17 @@ pub enum FormatArg {
 /// What `compile` and `simulate` share: the model, the device and the scheduling choices.
 #[derive(Parser, Debug)]
 pub struct SetupArgs {
-    /// Model file (RON), or the name of an embedded model (llama1b, llama3b, llama8b, tiny).
+    /// Model file (RON), the name of an embedded model (llama1b, llama3b, llama8b, tiny), or,
+    /// for `simulate`, a schedule written by `mkc compile -o`.
     #[arg(default_value = "llama1b")]
     pub model: String,
     /// Assignment policy of the persistent target (default: round-robin).
     #[arg(long, value_enum)]
     pub policy: Option<PolicyArg>,
-    /// Device profile: an embedded name (h200, h100, a100, b200) or a profile RON file.
-    #[arg(long, default_value = "h200")]
-    pub device: String,
+    /// Device profile: an embedded name (h200, h100, a100, b200) or a profile RON file
+    /// (default: h200).
+    #[arg(long)]
+    pub device: Option<String>,
     /// Tuning knobs of the CUDA backend (a `Tuning(...)` RON file) replacing the model file's
     /// `tuning` section.
     #[arg(long, value_name = "FILE")]

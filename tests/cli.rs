@@ -526,3 +526,56 @@ fn tuning_is_data_and_the_environment_changes_nothing() {
         .clone();
     assert_eq!(down["threads"], 5 * 32, "4 consumer warps and the producer");
 }
+
+/// A compiled schedule is read back by `simulate`, `run` and `bench`: it is timed as written,
+/// and each flag the schedule fixes is refused rather than ignored.
+#[test]
+fn compiled_schedules_are_read_back() {
+    for (target, ext) in [("pdl", "json"), ("persistent", "ron"), ("graph", "ron")] {
+        let path = scratch(&format!("readback-{target}.{ext}"));
+        let p = path.to_str().unwrap();
+        let o = mkc(&["compile", "tiny", "--target", target, "-o", p]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let from_file = summary(&["simulate", p, "--json"]);
+        let from_model = summary(&["simulate", "tiny", "--target", target, "--json"]);
+        assert_eq!(from_file["targets"], from_model["targets"], "{target}");
+        for flag in [
+            vec!["--policy", "list"],
+            vec!["--device", "h100"],
+            vec!["--sms", "8"],
+            vec!["--trajectory"],
+        ] {
+            let mut args = vec!["simulate", p];
+            args.extend(&flag);
+            let o = mkc(&args);
+            assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+            assert!(stderr(&o).contains(flag[0]) && stderr(&o).contains("compiled schedule"));
+        }
+    }
+    let pdl = scratch("readback-pdl.json");
+    let p = pdl.to_str().unwrap();
+    for (args, needle) in [
+        (
+            vec!["run", p, "--grids", "fused"],
+            "--grids would be ignored",
+        ),
+        (vec!["run", p, "--target", "graph"], "pdl schedule"),
+        (
+            vec!["bench", p, "--trigger", "late"],
+            "--trigger would be ignored",
+        ),
+        (vec!["run", p], "CUDA"),
+    ] {
+        let o = mkc(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+    }
+    let persistent = scratch("readback-persistent.ron");
+    let o = mkc(&["run", persistent.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("persistent megakernel"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -139,6 +139,7 @@ pub fn schedule_graph(
         target: options.target,
         policy,
         device: device.clone(),
+        model: Some(model.clone()),
         tuning: model.tuning.clone(),
         graph,
         plan,

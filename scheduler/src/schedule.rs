@@ -216,6 +216,11 @@ pub struct Schedule {
     pub policy: Option<Policy>,
     /// The device profile it was built for (after any `--sms` override).
     pub device: DeviceProfile,
+    /// The model file it was compiled from (geometry, workload, lowering), so that `mkc
+    /// simulate|run|bench` can take the schedule alone; `None` in files written before it was
+    /// embedded.
+    #[serde(default)]
+    pub model: Option<mkc_ir::Model>,
     /// The CUDA backend's tuning knobs the schedule was compiled with (the model file's
     /// `tuning` section, or `--tune`): what the backend builds and launches it with.
     #[serde(default, skip_serializing_if = "mkc_ir::Tuning::is_default")]

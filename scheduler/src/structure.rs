@@ -13,6 +13,23 @@ use crate::schedule::{Plan, Schedule, Target};
 const MAX_ROWS: u32 = 1 << 24;
 
 impl Schedule {
+    /// Whether `path` looks like a schedule file rather than a model file: a JSON object, or
+    /// RON that starts with the schedule's first field. Reads only the first bytes, and only of
+    /// a regular file.
+    pub fn sniff(path: &std::path::Path) -> bool {
+        use std::io::Read;
+        if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+            return false;
+        }
+        let mut head = [0u8; 64];
+        let n = std::fs::File::open(path)
+            .and_then(|mut f| f.read(&mut head))
+            .unwrap_or(0);
+        let text = String::from_utf8_lossy(&head[..n]);
+        let t = text.trim_start();
+        t.starts_with('{') || t.starts_with("(mkc_version") || t.starts_with("Schedule(")
+    }
+
     /// Parses a schedule file's text (JSON when it starts with `{`, else RON; `file` names it
     /// in errors) and checks its structure.
     pub fn parse(file: &str, text: &str) -> Result<Schedule, InputError> {
@@ -43,6 +60,17 @@ impl Schedule {
     /// its tensor, named by its field path.
     pub fn check_structure(&self, file: &str) -> Result<(), InputError> {
         self.device.validate(file)?;
+        if let Some(m) = &self.model {
+            m.validate(file)?;
+            if m.tuning != self.tuning {
+                return Err(InputError::invalid(
+                    file,
+                    "tuning",
+                    "the schedule's tuning differs from its model's",
+                    "use a schedule written by `mkc compile -o`",
+                ));
+            }
+        }
         let g = &self.graph;
         let bad = |field: String, problem: String| {
             Err(InputError::invalid(

@@ -6,7 +6,9 @@ use mkc_backend::ablation::Ablation;
 use mkc_backend::gpu::RunOptions;
 use serde::Serialize;
 
-use super::gpu_common::{check_many, mean, percentiles, print_check, target, Check, Session};
+use mkc_scheduler::Target;
+
+use super::gpu_common::{check_many, mean, percentiles, print_check, Check, Session, Source};
 use super::CommandError;
 use crate::cli::BenchArgs;
 
@@ -90,12 +92,14 @@ struct Report {
 
 /// Runs `mkc bench`.
 pub fn run(args: BenchArgs) -> Result<(), CommandError> {
-    let targets = args
-        .targets
-        .iter()
-        .map(|&t| target(t))
-        .collect::<Result<Vec<_>, _>>()?;
-    if args.ablate && args.common.grids != crate::cli::GridsArg::PerOp {
+    let source = Source::resolve(&args.common)?;
+    let targets = source.targets(args.targets.as_deref(), &[Target::Graph, Target::Pdl])?;
+    if args.ablate
+        && args
+            .common
+            .grids
+            .is_some_and(|g| g != crate::cli::GridsArg::PerOp)
+    {
         return Err(CommandError::Input(
             "--ablate measures the per-op chain only. Fix: drop --grids (or use --grids per-op)."
                 .into(),
@@ -112,7 +116,7 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
         })?),
         None => None,
     };
-    let mut s = Session::open(&args.common, &targets)?;
+    let mut s = Session::open(&args.common, source, &targets)?;
     let sms = mkc_backend::gpu::sm_count(&s.runner);
     let measured_gbs = s.runner.read_bandwidth(2 << 30, 5)?;
     // One schedule per target, compiled once: the graphs, the ablation builds, the per-kernel

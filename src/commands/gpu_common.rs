@@ -35,14 +35,15 @@ pub struct Session {
     pub trigger: Trigger,
     /// Grouping of operators into grids.
     pub grids: Grids,
+    /// The schedule file's schedule, when one was given.
+    loaded: Option<Schedule>,
 }
 
-/// Converts the CLI target.
-pub fn target(t: TargetArg) -> Result<Target, CommandError> {
+/// The target if the CUDA backend runs it.
+pub fn runnable(t: Target) -> Result<Target, CommandError> {
     match t {
-        TargetArg::Pdl => Ok(Target::Pdl),
-        TargetArg::Graph => Ok(Target::Graph),
-        TargetArg::Persistent => Err(CommandError::Input(
+        Target::Pdl | Target::Graph => Ok(t),
+        Target::Persistent => Err(CommandError::Input(
             "--target persistent: the persistent megakernel is not implemented in the CUDA \
              backend yet. Fix: use --target pdl or --target graph (mkc simulate predicts \
              persistent)."
@@ -51,13 +52,88 @@ pub fn target(t: TargetArg) -> Result<Target, CommandError> {
     }
 }
 
+/// What a GPU command runs: a model, and the compiled schedule it came from when the command
+/// was given a schedule file (whose target, trigger, grids and tuning are then fixed).
+pub struct Source {
+    /// The model (a schedule's embedded one).
+    pub model: Model,
+    /// The schedule file's schedule, if one was given.
+    pub schedule: Option<Schedule>,
+}
+
+impl Source {
+    /// Resolves the command's MODEL argument and `--tune`.
+    pub fn resolve(args: &GpuRunArgs) -> Result<Source, CommandError> {
+        if let Some(s) = super::schedule_arg(&args.model)? {
+            super::refuse_with_schedule(
+                &args.model,
+                &[
+                    ("--trigger", args.trigger.is_some()),
+                    ("--grids", args.grids.is_some()),
+                    ("--tune", args.tune.is_some()),
+                ],
+            )?;
+            let model = s.model.clone().ok_or_else(|| {
+                CommandError::Input(format!(
+                    "`{}` was written before schedules embedded their model. Fix: compile it \
+                     again with mkc compile MODEL ... -o FILE",
+                    args.model
+                ))
+            })?;
+            runnable(s.target)?;
+            return Ok(Source {
+                model,
+                schedule: Some(s),
+            });
+        }
+        let mut model = mkc_ir::embedded::resolve_model(&args.model)?;
+        super::apply_tune(&mut model, args.tune.as_deref())?;
+        Ok(Source {
+            model,
+            schedule: None,
+        })
+    }
+
+    /// The targets to run: those asked for (each runnable, and the schedule's when there is
+    /// one), else the schedule's, else `default`.
+    pub fn targets(
+        &self,
+        asked: Option<&[TargetArg]>,
+        default: &[Target],
+    ) -> Result<Vec<Target>, CommandError> {
+        let convert = |t: &TargetArg| runnable(mkc_scheduler::Target::from(*t));
+        match (asked, &self.schedule) {
+            (Some(a), Some(s)) => {
+                let ts = a.iter().map(convert).collect::<Result<Vec<_>, _>>()?;
+                if ts.iter().any(|&t| t != s.target) {
+                    return Err(CommandError::Input(format!(
+                        "the schedule file is a {} schedule; another target needs its own. Fix: \
+                         drop --target(s), or compile one with mkc compile MODEL --target T -o FILE",
+                        s.target.name()
+                    )));
+                }
+                Ok(ts)
+            }
+            (Some(a), None) => a.iter().map(convert).collect(),
+            (None, Some(s)) => Ok(vec![s.target]),
+            (None, None) => Ok(default.to_vec()),
+        }
+    }
+}
+
 impl Session {
     /// Checks the arguments, loads a checkpoint (before any GPU work, so that a bad one is
     /// refused on any machine), opens the GPU and prepares the model, weights and prompt;
     /// `targets` are the targets the command runs (a `--trigger` they would ignore is refused).
-    pub fn open(args: &GpuRunArgs, targets: &[Target]) -> Result<Session, CommandError> {
-        let mut model = mkc_ir::embedded::resolve_model(&args.model)?;
-        super::apply_tune(&mut model, args.tune.as_deref())?;
+    pub fn open(
+        args: &GpuRunArgs,
+        source: Source,
+        targets: &[Target],
+    ) -> Result<Session, CommandError> {
+        let Source {
+            model,
+            schedule: loaded,
+        } = source;
         if args.trigger.is_some() && !targets.contains(&Target::Pdl) {
             return Err(CommandError::Input(
                 "--trigger applies to the pdl target only, which this run does not include. \
@@ -117,12 +193,24 @@ impl Session {
             watchdog: Duration::try_from_secs_f64(args.watchdog)
                 .map_err(|e| CommandError::Input(format!("--watchdog: {e}.")))?,
             trigger: args.trigger.map_or(Trigger::Early, Trigger::from),
-            grids: args.grids.into(),
+            grids: args.grids.map_or(Grids::PerOp, Grids::from),
+            loaded,
         })
     }
 
-    /// The chain schedule of `target` for this GPU.
+    /// The chain schedule of `target` for this GPU: the schedule file's, when one was given
+    /// (it must have been compiled for this GPU's SM count), else compiled now.
     pub fn schedule(&self, target: Target, sms: u32) -> Result<Schedule, CommandError> {
+        if let Some(s) = &self.loaded {
+            if s.device.sms != sms {
+                return Err(CommandError::Input(format!(
+                    "the schedule was compiled for {} SMs and this GPU has {sms}. Fix: compile \
+                     it with --sms {sms}",
+                    s.device.sms
+                )));
+            }
+            return Ok(s.clone());
+        }
         let device = mkc_ir::embedded::resolve_device("h200")?.with_sms(sms);
         let opts = CompileOptions {
             target,

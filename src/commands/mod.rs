@@ -71,7 +71,8 @@ impl crate::cli::SetupArgs {
     ) -> Result<(mkc_ir::Model, mkc_ir::device::DeviceProfile), CommandError> {
         let (mut model, file) = mkc_ir::embedded::resolve_model_named(&self.model)?;
         apply_tune(&mut model, self.tune.as_deref())?;
-        let mut device = mkc_ir::embedded::resolve_device(&self.device)?;
+        let mut device =
+            mkc_ir::embedded::resolve_device(self.device.as_deref().unwrap_or("h200"))?;
         if let Some(n) = self.sms {
             // The range is enforced by the flag's parser.
             device = device.with_sms(n);
@@ -103,6 +104,26 @@ impl crate::cli::SetupArgs {
             return refuse("--grids", "the chain targets (pdl, graph)");
         }
         Ok(())
+    }
+}
+
+/// The schedule `arg` names, when it is a schedule file (`mkc compile -o`) rather than a model.
+pub fn schedule_arg(arg: &str) -> Result<Option<mkc_scheduler::Schedule>, CommandError> {
+    let path = std::path::Path::new(arg);
+    if !mkc_scheduler::Schedule::sniff(path) {
+        return Ok(None);
+    }
+    Ok(Some(mkc_scheduler::Schedule::load(path)?))
+}
+
+/// Refuses, for a command given a schedule file, each flag the schedule decides instead.
+fn refuse_with_schedule(file: &str, given: &[(&str, bool)]) -> Result<(), CommandError> {
+    match given.iter().find(|(_, set)| *set) {
+        Some((flag, _)) => Err(CommandError::Input(format!(
+            "{flag} would be ignored: `{file}` is a compiled schedule, which fixes it. Fix: drop \
+             {flag}, or compile a schedule with it (mkc compile MODEL ... -o FILE)"
+        ))),
+        None => Ok(()),
     }
 }
 

@@ -2,14 +2,18 @@
 
 use mkc_backend::gpu::RunOptions;
 
-use super::gpu_common::{check, percentiles, print_check, target, Session};
+use mkc_scheduler::Target;
+
+use super::gpu_common::{check, percentiles, print_check, Session, Source};
 use super::CommandError;
 use crate::cli::RunArgs;
 
 /// Runs `mkc run`.
 pub fn run(args: RunArgs) -> Result<(), CommandError> {
-    let target = target(args.target)?;
-    let s = Session::open(&args.common, &[target])?;
+    let source = Source::resolve(&args.common)?;
+    let asked = args.target.map(|t| vec![t]);
+    let target = source.targets(asked.as_deref(), &[Target::Pdl])?[0];
+    let s = Session::open(&args.common, source, &[target])?;
     let sms = mkc_backend::gpu::sm_count(&s.runner);
     let schedule = s.schedule(target, sms)?;
     let graph = s.runner.capture(&schedule)?;

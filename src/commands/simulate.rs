@@ -9,6 +9,9 @@ use crate::cli::{SimTargetArg, SimulateArgs};
 
 /// Runs `mkc simulate`.
 pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
+    if let Some(schedule) = super::schedule_arg(&args.setup.model)? {
+        return run_schedule(&args, schedule);
+    }
     if let Some(spec_path) = &args.sweep {
         return run_sweep(&args, spec_path);
     }
@@ -96,21 +99,86 @@ pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
         }
         reports.push(report);
     }
+    print_reports(&args, &model.name, &reports)
+}
+
+/// `mkc simulate FILE` where FILE is a compiled schedule: the schedule is timed as written,
+/// on the device it was compiled for (`--bandwidth` may override that device's bandwidth).
+fn run_schedule(args: &SimulateArgs, s: mkc_scheduler::Schedule) -> Result<(), CommandError> {
+    let file = &args.setup.model;
+    let other_target = args.target != SimTargetArg::All
+        && args.target
+            != match s.target {
+                Target::Persistent => SimTargetArg::Persistent,
+                Target::Pdl => SimTargetArg::Pdl,
+                Target::Graph => SimTargetArg::Graph,
+            };
+    super::refuse_with_schedule(
+        file,
+        &[
+            ("--target", other_target),
+            ("--policy", args.setup.policy.is_some()),
+            ("--trigger", args.setup.trigger.is_some()),
+            ("--grids", args.setup.grids.is_some()),
+            ("--device", args.setup.device.is_some()),
+            ("--sms", args.setup.sms.is_some()),
+            ("--tune", args.setup.tune.is_some()),
+            ("--sweep", args.sweep.is_some()),
+            ("--trajectory", args.trajectory),
+            ("--compiled-kernels", args.compiled_kernels),
+        ],
+    )?;
+    if (args.coresidency || args.phase_release) && s.target == Target::Persistent {
+        return Err(CommandError::Input(
+            "--coresidency and --phase-release apply to the chain targets (pdl, graph) only, \
+             and this schedule is persistent. Fix: drop them."
+                .into(),
+        ));
+    }
+    let mut device = s.device.clone();
+    apply_bandwidth(args, &mut device)?;
+    let sim = SimOptions {
+        coresidency: args.coresidency,
+        phase_release: args.phase_release,
+        ..SimOptions::default()
+    };
+    let (report, timeline) =
+        simulate(&s, &device, &sim, None).map_err(|e| CommandError::Input(format!("{e}.")))?;
+    check_sane(&report)?;
+    if let Some(path) = &args.trace {
+        let json = trace::chrome_trace(&s, &timeline).to_string();
+        std::fs::write(path, json).map_err(|e| {
+            CommandError::Input(format!(
+                "cannot write `{}`: {e}. Fix: choose a writable path for --trace.",
+                path.display()
+            ))
+        })?;
+        eprintln!("mkc: wrote the trace to {}", path.display());
+    }
+    print_reports(args, &s.graph.model, &[report])
+}
+
+/// Prints the reports as the table or the JSON object.
+fn print_reports(
+    args: &SimulateArgs,
+    model: &str,
+    reports: &[SimReport],
+) -> Result<(), CommandError> {
     if args.json {
         let mut by_target = serde_json::Map::new();
-        for r in &reports {
+        for r in reports {
             let v = serde_json::to_value(r)
                 .map_err(|e| CommandError::Internal(format!("cannot serialise the report: {e}")))?;
             by_target.insert(r.target.clone(), v);
         }
         let value = serde_json::json!({
             "schema": super::schema("simulate"),
-            "model": model.name,
+            "model": model,
             "targets": by_target,
         });
         outln!("{value}");
     } else {
-        out!("{}", table(&model.name, &reports));
+        out!("{}", table(model, reports));
     }
     Ok(())
 }
