@@ -98,21 +98,64 @@ fn check_semantics(dir: &Path, c: &Value) -> Result<(), BackendError> {
             }
         }
     }
-    match c.get("rope_scaling") {
-        None | Some(Value::Null) => Ok(()),
-        Some(v) => Err(err(
+    Ok(())
+}
+
+/// The RoPE base config.json describes, refusing any RoPE but the plain one. Newer
+/// transformers write `rope_parameters` (`rope_theta`, `rope_type` and any scaling factors),
+/// older ones `rope_theta` beside `rope_scaling`; either may say `rope_type` "default".
+fn rope_theta(dir: &Path, c: &Value) -> Result<f64, BackendError> {
+    let shown = |v: &Value| mkc_ir::error::shorten(&v.to_string());
+    for key in ["rope_parameters", "rope_scaling"] {
+        let Some(v) = c.get(key).filter(|v| !v.is_null()) else {
+            continue;
+        };
+        let kind = v.get("rope_type").or_else(|| v.get("type"));
+        let plain = match kind {
+            Some(Value::String(t)) => t == "default",
+            // rope_parameters without a type is the plain RoPE; rope_scaling always scales.
+            None => key == "rope_parameters",
+            Some(_) => false,
+        };
+        if !plain || !v.is_object() {
+            return Err(err(
+                dir,
+                format!(
+                    "config.json: `{key}` is {}{}; mkc implements plain RoPE only, and would \
+                     compute different logits. Fix: use a checkpoint without RoPE scaling (or \
+                     set `{key}` to null if the model was trained without it)",
+                    kind.map(|t| format!("(rope_type {}) ", shown(t)))
+                        .unwrap_or_default(),
+                    shown(v)
+                ),
+            ));
+        }
+    }
+    let top = float_key(dir, c, "rope_theta", f64::NAN)?;
+    let nested = match c.get("rope_parameters").and_then(|p| p.get("rope_theta")) {
+        None | Some(Value::Null) => f64::NAN,
+        Some(v) => v.as_f64().ok_or_else(|| {
+            err(
+                dir,
+                format!(
+                    "config.json: `rope_parameters.rope_theta` is {}, not a number",
+                    shown(v)
+                ),
+            )
+        })?,
+    };
+    match (top.is_nan(), nested.is_nan()) {
+        (false, false) if (top - nested).abs() > 1e-6 * nested.abs() => Err(err(
             dir,
             format!(
-                "config.json: `rope_scaling` is {}{}; mkc implements plain RoPE only, and would \
-                 compute different logits. Fix: use a checkpoint without RoPE scaling (or \
-                 set `rope_scaling` to null if the model was trained without it)",
-                v.get("rope_type")
-                    .or_else(|| v.get("type"))
-                    .map(|t| format!("(rope_type {}) ", shown(t)))
-                    .unwrap_or_default(),
-                shown(v)
+                "config.json: `rope_theta` = {top:e} and `rope_parameters.rope_theta` = \
+                 {nested:e} disagree. Fix: keep one"
             ),
         )),
+        (_, false) => Ok(nested),
+        (false, true) => Ok(top),
+        // Hugging Face's LlamaConfig default.
+        (true, true) => Ok(10_000.0),
     }
 }
 
@@ -179,7 +222,7 @@ fn check_config(dir: &Path, model: &Model) -> Result<(), BackendError> {
     for (key, got, want, field) in [
         (
             "rope_theta",
-            float_key(dir, &c, "rope_theta", 10_000.0)?,
+            rope_theta(dir, &c)?,
             g.rope_theta,
             "geometry.rope_theta",
         ),

@@ -135,6 +135,18 @@ fn a_valid_checkpoint_loads_with_q_and_k_rows_interleaved() {
 }
 
 #[test]
+fn newer_configs_with_rope_parameters_load() {
+    let m = resolve_model("tiny").unwrap();
+    let dir = Dir::new("rope_parameters");
+    let mut c = config(&m);
+    c.as_object_mut().unwrap().remove("rope_theta");
+    c.as_object_mut().unwrap().remove("rope_scaling");
+    c["rope_parameters"] = json!({"rope_theta": m.geometry.rope_theta, "rope_type": "default"});
+    write(&dir.0, &c, &[tensors(&m)]);
+    weights::load_checkpoint(&dir.0, &m).expect("plain RoPE under rope_parameters loads");
+}
+
+#[test]
 fn config_values_mkc_would_not_honour_are_refused_by_key() {
     let m = resolve_model("tiny").unwrap();
     let t = vec![tensors(&m)];
@@ -201,6 +213,22 @@ fn config_values_mkc_would_not_honour_are_refused_by_key() {
     for (tag, c, needles) in &cases {
         refused(tag, c, &t, needles);
     }
+    // Newer transformers: RoPE under rope_parameters, plain or scaled.
+    let mut c = config(&m);
+    c.as_object_mut().unwrap().remove("rope_theta");
+    c.as_object_mut().unwrap().remove("rope_scaling");
+    c["rope_parameters"] = json!({"rope_theta": 500000.0, "rope_type": "default"});
+    refused(
+        "params_theta",
+        &c,
+        &t,
+        &["rope_theta = 5e5", "geometry.rope_theta"],
+    );
+    c["rope_parameters"] = json!({"rope_theta": 10000.0, "rope_type": "llama3", "factor": 32.0});
+    refused("params_llama3", &c, &t, &["rope_parameters", "llama3"]);
+    c["rope_parameters"] = json!({"rope_theta": 10000.0, "rope_type": "default"});
+    c["rope_theta"] = json!(500000.0);
+    refused("params_disagree", &c, &t, &["disagree"]);
     // No head count and no head_dim: head_dim cannot be derived (it divided by zero once).
     let mut c = with("num_attention_heads", json!(0));
     c.as_object_mut().unwrap().remove("head_dim");
