@@ -386,6 +386,7 @@ fn compile_with(
         }
         None => SOURCE.to_string(),
     };
+    let text = crate::abi::with_header(&text)?;
     let mut options = vec![format!("-DPAGE_BYTES={PAGE_BYTES}")];
     options.extend(tuning_options(tuning));
     if traced {
@@ -411,7 +412,7 @@ pub fn compile_probe(arch: &str) -> Result<Compiled, BackendError> {
 }
 
 /// Compiles `text` (named `file` in messages) for `arch` with `options` added to mkc's own.
-fn compile_text(
+pub(crate) fn compile_text(
     text: &str,
     file: &std::ffi::CStr,
     arch: &str,

@@ -6,6 +6,7 @@
 //! Nothing here needs a GPU to build; without one, [`gpu::Gpu::open`] returns
 //! [`BackendError::NoDevice`].
 
+pub mod abi;
 pub mod ablation;
 mod checkpoint;
 pub mod error;

@@ -12,7 +12,6 @@
 //! kind of dependent work removed), `info` (driver figures), `probe` (hardware facts:
 //! co-residency, latency under load, L2 as a weight source).
 
-mod abi;
 mod ablate;
 mod device;
 mod info;
@@ -38,9 +37,9 @@ pub use run::{RunOptions, RunOutput};
 pub use setup::WeightSource;
 pub use trace::{GridTrace, TRACE_SLOTS};
 
+use crate::abi::{KGlobals, KLayer, KModel};
 use crate::ablation::Ablation;
 use crate::kernels::{GridOps, KernelInfo};
-use abi::{KGlobals, KLayer, KModel};
 use device::{stalled, DevBuf};
 
 /// A grid's kernel: the operators it runs, its function and dynamic shared memory.

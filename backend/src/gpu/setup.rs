@@ -6,10 +6,10 @@ use std::ffi::c_void;
 use cudarc::driver::{result, sys};
 use mkc_ir::Model;
 
-use super::abi::{KGlobals, KLayer, KModel};
 use super::device::{DevBuf, Gpu};
 use super::launch::arg;
 use super::{OpFn, Runner};
+use crate::abi::{KGlobals, KLayer, KModel};
 use crate::error::{check, BackendError};
 use crate::kernels::{self, GridOps};
 use crate::weights::{layout, Fill, HostWeights, PER_LAYER};
