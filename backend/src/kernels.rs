@@ -387,8 +387,7 @@ fn compile_with(
         None => SOURCE.to_string(),
     };
     let text = crate::abi::with_header(&text)?;
-    let mut options = vec![format!("-DPAGE_BYTES={PAGE_BYTES}")];
-    options.extend(tuning_options(tuning));
+    let mut options = tuning_options(tuning);
     if traced {
         options.push("-DMKC_TRACE".to_string());
     }

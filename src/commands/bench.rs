@@ -2,6 +2,7 @@
 //! whole workload trajectory, several trials; correctness checked on every target.
 
 use indicatif::{ProgressBar, ProgressStyle};
+use mkc_backend::abi::Mark;
 use mkc_backend::ablation::Ablation;
 use mkc_backend::gpu::RunOptions;
 use serde::Serialize;
@@ -377,15 +378,28 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     Ok(())
 }
 
-/// The traced step's first CTA entry (globaltimer, ns; slot 8 of a CTA's trace).
+/// The traced step's first CTA entry (globaltimer, ns).
 fn step_start(grids: &[mkc_backend::gpu::GridTrace]) -> u64 {
     grids
         .iter()
-        .flat_map(|g| g.ctas.iter().map(|c| c[8]))
+        .flat_map(|g| g.ctas.iter().map(|c| c[Mark::EntryNs.slot()]))
         .filter(|&t| t > 0)
         .min()
         .unwrap_or(0)
 }
+
+/// The clock marks `--cta-trace-out` writes after entry and exit, in its column order.
+const CSV_MARKS: [Mark; 9] = [
+    Mark::Issued,
+    Mark::Released,
+    Mark::Prepared,
+    Mark::Landed,
+    Mark::Computed,
+    Mark::Sub1,
+    Mark::Sub2,
+    Mark::Arrived,
+    Mark::Passed,
+];
 
 /// Columns of `--cta-trace-out`.
 const TRACE_CSV_HEADER: &str =
@@ -412,13 +426,15 @@ fn trace_csv(
             let _ = write!(
                 out,
                 "{target},{gi},{kind},{layer},{ci},{},{},{}",
-                c[7],
-                c[8].saturating_sub(t0),
-                c[9].saturating_sub(t0)
+                c[Mark::Sm.slot()],
+                c[Mark::EntryNs.slot()].saturating_sub(t0),
+                c[Mark::ExitNs.slot()].saturating_sub(t0)
             );
-            for slot in [1, 2, 3, 4, 5, 10, 11, 12, 13] {
-                if c[slot] > 0 && c[slot] >= c[0] {
-                    let ns = (c[slot] - c[0]) as f64 / clock_khz * 1e6;
+            let entry = c[Mark::Entry.slot()];
+            for mark in CSV_MARKS {
+                let t = c[mark.slot()];
+                if t > 0 && t >= entry {
+                    let ns = (t - entry) as f64 / clock_khz * 1e6;
                     let _ = write!(out, ",{ns:.0}");
                 } else {
                     out.push(',');
@@ -443,7 +459,7 @@ fn phase_rows(
         let exit = g
             .ctas
             .iter()
-            .map(|c| c[9])
+            .map(|c| c[Mark::ExitNs.slot()])
             .max()
             .unwrap_or(0)
             .max(last_exit);
@@ -458,7 +474,8 @@ fn phase_rows(
         if of_kind.is_empty() {
             continue;
         }
-        let phase = |a: usize, b: usize| {
+        let phase = |a: Mark, b: Mark| {
+            let (a, b) = (a.slot(), b.slot());
             let v: Vec<f64> = of_kind
                 .iter()
                 .flat_map(|&i| grids[i].ctas.iter())
@@ -467,9 +484,13 @@ fn phase_rows(
                 .collect();
             mean(&v)
         };
-        let spread = |slot: usize| {
+        let spread = |mark: Mark| {
             let per_grid = of_kind.iter().map(|&i| {
-                let t = grids[i].ctas.iter().map(|c| c[slot]).filter(|&t| t > 0);
+                let t = grids[i]
+                    .ctas
+                    .iter()
+                    .map(|c| c[mark.slot()])
+                    .filter(|&t| t > 0);
                 let (lo, hi) = t.fold((u64::MAX, 0), |(lo, hi), t| (lo.min(t), hi.max(t)));
                 hi.saturating_sub(lo) as f64 / 1e3
             });
@@ -480,16 +501,16 @@ fn phase_rows(
             kernel: name.to_string(),
             grids: of_kind.len(),
             ctas_per_grid: grids[of_kind[0]].ctas.len(),
-            issue_us: phase(0, 1),
-            wait_us: phase(1, 2),
-            prepare_us: phase(2, 3),
-            land_us: phase(3, 4),
-            compute_us: phase(4, 5),
-            epilogue_us: phase(5, 6),
-            cta_life_us: phase(0, 6),
+            issue_us: phase(Mark::Entry, Mark::Issued),
+            wait_us: phase(Mark::Issued, Mark::Released),
+            prepare_us: phase(Mark::Released, Mark::Prepared),
+            land_us: phase(Mark::Prepared, Mark::Landed),
+            compute_us: phase(Mark::Landed, Mark::Computed),
+            epilogue_us: phase(Mark::Computed, Mark::Exit),
+            cta_life_us: phase(Mark::Entry, Mark::Exit),
             marginal_us: of_kind.iter().map(|&i| marginal[i]).sum::<f64>() / of_kind.len() as f64,
-            entry_spread_us: spread(8),
-            exit_spread_us: spread(9),
+            entry_spread_us: spread(Mark::EntryNs),
+            exit_spread_us: spread(Mark::ExitNs),
         });
     }
     rows

@@ -10,13 +10,7 @@ use super::Runner;
 use crate::error::{check, BackendError};
 use crate::kernels;
 
-/// Slots per CTA in a phase trace (the kernels' `TRACE_SLOTS`): clock64 at entry, loads issued,
-/// wait released, vector prepared, weights landed, computed, exit (0-6); the SM (7);
-/// globaltimer at entry and exit (8, 9); clock64 at two marks inside a phase (10, 11: partial
-/// sums landed and normalised; attention's scores and softmax done); in a fused grid, clock64
-/// where its CTA enters and passes the grid barrier (12, 13). A mark a kernel does not record
-/// is 0.
-pub const TRACE_SLOTS: usize = 14;
+pub use crate::abi::TRACE_SLOTS;
 
 /// One grid's CTA phase marks.
 #[derive(Clone, Debug)]
