@@ -1218,48 +1218,49 @@ __device__ void attention_o_proj_body(const Model& m, const Globals& g, const La
 
 // ---- grid wrappers -------------------------------------------------------------------------
 // Streaming kernels run one CTA per SM (the host sizes the grid); attention one CTA per task.
+// OP_PARAMS and PAIR_PARAMS, the parameter lists, are generated (backend/src/abi.rs): the host
+// builds its arguments from the same list.
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1) k_qkv_rope(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) k_qkv_rope(OP_PARAMS) {
     trace_begin(trace);
     qkv_rope_body(m, g, L, pdl, early);
     trace_end_stream();
 }
 
-extern "C" __global__ void ATT_BOUNDS k_attention(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
+extern "C" __global__ void ATT_BOUNDS k_attention(OP_PARAMS) {
     trace_begin(trace);
     attention_body(m, g, L, blockIdx.x, pdl, early);
     trace_end();
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1) k_o_proj(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) k_o_proj(OP_PARAMS) {
     trace_begin(trace);
     o_proj_body(m, g, L, pdl, early);
     trace_end_stream();
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1) k_up_gate(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) k_up_gate(OP_PARAMS) {
     trace_begin(trace);
     up_gate_body(m, g, L, pdl, early);
     trace_end_stream();
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1) k_down(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) k_down(OP_PARAMS) {
     trace_begin(trace);
     down_body(m, g, L, pdl, early);
     trace_end_stream();
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1) k_lm_head(Model m, Globals g, Layer L, int pdl, int early, u64* trace) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) k_lm_head(OP_PARAMS) {
     trace_begin(trace);
     (void)L;
     lm_head_body(m, g, pdl, early);
     trace_end_stream();
 }
 
-// Fused grids (one CTA per SM, never more CTAs than SMs: see grid_barrier). `N` is the next
-// layer (down_qkv only); `barrier` the grid's counter.
-extern "C" __global__ void __launch_bounds__(THREADS, 1) k_o_up_gate(Model m, Globals g, Layer L, Layer N, int pdl, int early,
-                                                                    u64* trace, u64* barrier) {
+// Fused grids (one CTA per SM, never more CTAs than SMs: see grid_barrier), PAIR_PARAMS: `N`
+// is the next layer (down_qkv only); `barrier` the grid's counter.
+extern "C" __global__ void __launch_bounds__(THREADS, 1) k_o_up_gate(PAIR_PARAMS) {
     trace_begin(trace);
     (void)g;
     (void)N;
@@ -1267,15 +1268,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) k_o_up_gate(Model m, Gl
     trace_end_stream();
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1) k_down_qkv(Model m, Globals g, Layer L, Layer N, int pdl, int early,
-                                                                   u64* trace, u64* barrier) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) k_down_qkv(PAIR_PARAMS) {
     trace_begin(trace);
     down_qkv_body(m, g, L, N, barrier, pdl, early);
     trace_end_stream();
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1) k_down_lm_head(Model m, Globals g, Layer L, Layer N, int pdl,
-                                                                       int early, u64* trace, u64* barrier) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) k_down_lm_head(PAIR_PARAMS) {
     trace_begin(trace);
     (void)N;
     down_lm_head_body(m, g, L, barrier, pdl, early);
@@ -1283,8 +1282,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) k_down_lm_head(Model m,
 }
 
 // Attention folded into the O-projection (`--grids folded`); the fused grids' signature.
-extern "C" __global__ void __launch_bounds__(THREADS, 1) k_attention_o_proj(Model m, Globals g, Layer L, Layer N, int pdl,
-                                                                           int early, u64* trace, u64* barrier) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) k_attention_o_proj(PAIR_PARAMS) {
     trace_begin(trace);
     (void)N;
     (void)barrier;

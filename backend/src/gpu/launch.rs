@@ -9,6 +9,7 @@ use mkc_scheduler::{Schedule, Target};
 
 use super::device::stalled;
 use super::{OpFn, Runner};
+use crate::abi::Param;
 use crate::error::{check, BackendError};
 use crate::kernels::{self, GridOps};
 
@@ -115,14 +116,19 @@ impl Runner {
         // A fused grid's barrier counter: two per layer, the O-projection's grid then down's.
         let counter = 2 * layer + usize::from(ops.0 != OpKind::OProj);
         let mut barrier = self.barriers + counter as u64 * 8;
-        let mut args: Vec<*mut c_void> = vec![arg(&mut km), arg(&mut globals), arg(&mut l)];
-        let fused = ops.1.is_some();
-        if fused {
-            args.push(arg(&mut next));
-        }
-        args.extend([arg(&mut pdl), arg(&mut early), arg(&mut trace)]);
-        if fused {
-            args.push(arg(&mut barrier));
+        // The arguments in the kernels' own parameter order (generated from the same list).
+        let mut args: Vec<*mut c_void> = Vec::new();
+        for p in crate::abi::params(ops.1.is_some()) {
+            args.push(match p {
+                Param::Model => arg(&mut km),
+                Param::Globals => arg(&mut globals),
+                Param::Layer => arg(&mut l),
+                Param::NextLayer => arg(&mut next),
+                Param::Pdl => arg(&mut pdl),
+                Param::Early => arg(&mut early),
+                Param::Trace => arg(&mut trace),
+                Param::Barrier => arg(&mut barrier),
+            });
         }
         // SAFETY: zero is a valid bit pattern for the attribute union.
         let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
