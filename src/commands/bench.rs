@@ -325,12 +325,32 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
         if !report.cta_phases.is_empty() {
             outln!("  CTA phases (us, means over CTAs and grids of a kind; one traced step):");
             outln!("  target kernel         grids  CTAs   issue   wait  prepare  land  compute  epilog   life  marginal  entry±  exit±");
+            // A phase whose marks a kernel never records (attention has no weight pages) has
+            // no mean: shown as `-`, never as NaN.
+            let us = |v: f64, w: usize| {
+                if v.is_finite() {
+                    format!("{v:>w$.2}")
+                } else {
+                    format!("{:>w$}", "-")
+                }
+            };
             for r in &report.cta_phases {
                 outln!(
-                    "  {:<6} {:<13} {:>5} {:>5} {:>7.2} {:>6.2} {:>8.2} {:>5.2} {:>8.2} {:>7.2} {:>6.2} {:>9.2} {:>7.2} {:>6.2}",
-                    r.target, r.kernel, r.grids, r.ctas_per_grid, r.issue_us, r.wait_us, r.prepare_us,
-                    r.land_us, r.compute_us, r.epilogue_us, r.cta_life_us, r.marginal_us,
-                    r.entry_spread_us, r.exit_spread_us
+                    "  {:<6} {:<13} {:>5} {:>5} {} {} {} {} {} {} {} {} {} {}",
+                    r.target,
+                    r.kernel,
+                    r.grids,
+                    r.ctas_per_grid,
+                    us(r.issue_us, 7),
+                    us(r.wait_us, 6),
+                    us(r.prepare_us, 8),
+                    us(r.land_us, 5),
+                    us(r.compute_us, 8),
+                    us(r.epilogue_us, 7),
+                    us(r.cta_life_us, 6),
+                    us(r.marginal_us, 9),
+                    us(r.entry_spread_us, 7),
+                    us(r.exit_spread_us, 6)
                 );
             }
         }
