@@ -263,6 +263,23 @@ fn files_that_are_not_regular_files_are_refused_without_reading() {
             assert!(stderr(&o).contains("not a regular file"), "{}", stderr(&o));
             let o = mkc_within(&["compile", "tiny", "--device", f], Duration::from_secs(10));
             assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+            // An output FIFO that nothing reads is refused instead of blocking.
+            for args in [
+                vec!["compile", "tiny", "-o", f],
+                vec!["simulate", "tiny", "--target", "pdl", "--trace", f],
+                vec![
+                    "simulate",
+                    "tiny",
+                    "--sweep",
+                    "sweeps/example.ron",
+                    "--csv",
+                    f,
+                ],
+            ] {
+                let o = mkc_within(&args, Duration::from_secs(10));
+                assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+                assert!(stderr(&o).contains("nothing reads"), "{}", stderr(&o));
+            }
         }
     }
     if std::path::Path::new("/dev/zero").exists() {

@@ -121,6 +121,36 @@ pub fn utf8(file: &str, bytes: Vec<u8>) -> Result<String, InputError> {
     })
 }
 
+/// Opens `path` to write an output (a schedule, a trace, a CSV), refusing a FIFO that nothing
+/// reads: opening one for writing would block forever. `/dev/stdout` and a FIFO with a reader
+/// work as before.
+pub fn create_output(path: &Path) -> std::io::Result<std::fs::File> {
+    #[cfg(unix)]
+    if let Ok(meta) = std::fs::metadata(path) {
+        use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+        if meta.file_type().is_fifo() {
+            // Without a reader, a non-blocking open for writing fails (ENXIO) instead of
+            // waiting for one.
+            std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(path)
+                .map_err(|_| {
+                    std::io::Error::other(
+                        "it is a FIFO that nothing reads, so writing it would block forever",
+                    )
+                })?;
+        }
+    }
+    std::fs::File::create(path)
+}
+
+/// Writes `bytes` to the output `path` ([`create_output`]).
+pub fn write_output(path: &Path, bytes: impl AsRef<[u8]>) -> std::io::Result<()> {
+    use std::io::Write;
+    create_output(path)?.write_all(bytes.as_ref())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

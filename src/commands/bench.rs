@@ -108,7 +108,7 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     }
     // Create the trace file first, so that a bad path fails before any GPU work.
     let mut trace_file = match &args.cta_trace_out {
-        Some(path) => Some(std::fs::File::create(path).map_err(|e| {
+        Some(path) => Some(mkc_ir::input::create_output(path).map_err(|e| {
             CommandError::Input(format!(
                 "--cta-trace-out {}: cannot create it ({e}). Fix: give a path in a writable \
                  directory.",

@@ -52,7 +52,7 @@ pub fn run(args: CompileArgs) -> Result<(), CommandError> {
         } else {
             ron::to_string(&compiled.schedule).map_err(|e| internal("RON", e))?
         };
-        std::fs::write(path, text).map_err(|e| {
+        mkc_ir::input::write_output(path, text).map_err(|e| {
             CommandError::Input(format!(
                 "cannot write `{}`: {e}. Fix: choose a writable path for -o.",
                 path.display()

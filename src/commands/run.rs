@@ -95,7 +95,7 @@ pub fn write_npy(path: &std::path::Path, rows: &[&Vec<f32>]) -> std::io::Result<
         header.push(' ');
     }
     header.push('\n');
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut f = std::io::BufWriter::new(mkc_ir::input::create_output(path)?);
     f.write_all(b"\x93NUMPY\x01\x00")?;
     f.write_all(&(header.len() as u16).to_le_bytes())?;
     f.write_all(header.as_bytes())?;

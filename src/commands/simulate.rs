@@ -85,7 +85,7 @@ pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
         check_sane(&report)?;
         if let Some(path) = &args.trace {
             let json = trace::chrome_trace(&s, &timeline).to_string();
-            std::fs::write(path, json).map_err(|e| {
+            mkc_ir::input::write_output(path, json).map_err(|e| {
                 CommandError::Input(format!(
                     "cannot write `{}`: {e}. Fix: choose a writable path for --trace.",
                     path.display()
@@ -147,7 +147,7 @@ fn run_schedule(args: &SimulateArgs, s: mkc_scheduler::Schedule) -> Result<(), C
     check_sane(&report)?;
     if let Some(path) = &args.trace {
         let json = trace::chrome_trace(&s, &timeline).to_string();
-        std::fs::write(path, json).map_err(|e| {
+        mkc_ir::input::write_output(path, json).map_err(|e| {
             CommandError::Input(format!(
                 "cannot write `{}`: {e}. Fix: choose a writable path for --trace.",
                 path.display()
@@ -246,7 +246,7 @@ fn run_sweep(args: &SimulateArgs, spec_path: &std::path::Path) -> Result<(), Com
     let rows = sweep::run(&model, &device, &spec, &file, args.max_task_steps)?;
     let csv = sweep::to_csv(&rows);
     match &args.csv {
-        Some(path) => std::fs::write(path, csv).map_err(|e| {
+        Some(path) => mkc_ir::input::write_output(path, csv).map_err(|e| {
             CommandError::Input(format!(
                 "cannot write `{}`: {e}. Fix: choose a writable path for --csv.",
                 path.display()
