@@ -707,7 +707,11 @@ struct QkvEpilogue {
         if (r < m.q_dim + m.kv_dim) {
             float a = v[lane & ~1], b = v[lane | 1];
             int pair = (r % m.head_dim) / 2;
+#ifdef ROPE_TABLE
+            float freq = rope_freq_table[pair];  // scaled RoPE (Llama 3): generated from Rust
+#else
             float freq = exp2f(-2.0f * pair / m.head_dim * m.log2_theta);
+#endif
             float sn, cs;
             // sin/cos of pi * (angle / pi): sincospif reduces its argument without the local-memory
             // table sincosf needs for large angles (QKV had a stack frame; graph -6 µs, perf.md).

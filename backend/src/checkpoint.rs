@@ -101,36 +101,94 @@ fn check_semantics(dir: &Path, c: &Value) -> Result<(), BackendError> {
     Ok(())
 }
 
-/// The RoPE base config.json describes, refusing any RoPE but the plain one. Newer
-/// transformers write `rope_parameters` (`rope_theta`, `rope_type` and any scaling factors),
-/// older ones `rope_theta` beside `rope_scaling`; either may say `rope_type` "default".
-fn rope_theta(dir: &Path, c: &Value) -> Result<f64, BackendError> {
+/// Checks the RoPE config.json describes against the model file's: plain RoPE, or Llama 3's
+/// scaling with the same parameters (`geometry.rope_scaling`); any other RoPE is refused by key.
+/// Newer transformers write `rope_parameters` (`rope_theta`, `rope_type` and the scaling
+/// factors), older ones `rope_theta` beside `rope_scaling`; either may say "default".
+fn check_rope(dir: &Path, c: &Value, model: &Model) -> Result<(), BackendError> {
     let shown = |v: &Value| mkc_ir::error::shorten(&v.to_string());
+    let mut scaling: Option<(&str, &Value)> = None;
     for key in ["rope_parameters", "rope_scaling"] {
         let Some(v) = c.get(key).filter(|v| !v.is_null()) else {
             continue;
         };
         let kind = v.get("rope_type").or_else(|| v.get("type"));
-        let plain = match kind {
-            Some(Value::String(t)) => t == "default",
-            // rope_parameters without a type is the plain RoPE; rope_scaling always scales.
-            None => key == "rope_parameters",
-            Some(_) => false,
-        };
-        if !plain || !v.is_object() {
-            return Err(err(
-                dir,
-                format!(
-                    "config.json: `{key}` is {}{}; mkc implements plain RoPE only, and would \
-                     compute different logits. Fix: use a checkpoint without RoPE scaling (or \
-                     set `{key}` to null if the model was trained without it)",
-                    kind.map(|t| format!("(rope_type {}) ", shown(t)))
-                        .unwrap_or_default(),
-                    shown(v)
-                ),
-            ));
+        match kind {
+            Some(Value::String(t)) if t == "default" => {}
+            // rope_parameters without a type is the plain RoPE.
+            None if key == "rope_parameters" => {}
+            Some(Value::String(t)) if t == "llama3" && v.is_object() => scaling = Some((key, v)),
+            _ => {
+                return Err(err(
+                    dir,
+                    format!(
+                        "config.json: `{key}` is {}{}; mkc implements plain RoPE and Llama 3's \
+                         scaling (rope_type \"llama3\") only, and would compute different \
+                         logits. Fix: use a checkpoint with one of those",
+                        kind.map(|t| format!("(rope_type {}) ", shown(t)))
+                            .unwrap_or_default(),
+                        shown(v)
+                    ),
+                ))
+            }
         }
     }
+    let declared = &model.geometry.rope_scaling;
+    match (scaling, declared) {
+        (None, None) => Ok(()),
+        (Some((key, v)), None) => Err(err(
+            dir,
+            format!(
+                "config.json: `{key}` scales RoPE (rope_type \"llama3\", {}), but the model file \
+                 declares no geometry.rope_scaling. Fix: use a model file with the checkpoint's \
+                 rope_scaling (models/llama3.2-1b.ron for Llama-3.2-1B)",
+                shown(v)
+            ),
+        )),
+        (None, Some(_)) => Err(err(
+            dir,
+            "the model file declares geometry.rope_scaling but config.json has plain RoPE. Fix: \
+             drop rope_scaling from the model file, or use the checkpoint it was written for",
+        )),
+        (Some((key, v)), Some(s)) => {
+            let mut wrong = Vec::new();
+            for (field, want) in [
+                ("factor", s.factor),
+                ("low_freq_factor", s.low_freq_factor),
+                ("high_freq_factor", s.high_freq_factor),
+                (
+                    "original_max_position_embeddings",
+                    s.original_max_position_embeddings as f64,
+                ),
+            ] {
+                match v.get(field).and_then(Value::as_f64) {
+                    Some(got) if (got - want).abs() <= 1e-9 * want.abs() => {}
+                    got => wrong.push(format!(
+                        "{key}.{field} = {} (model file: {want})",
+                        got.map_or("missing".to_string(), |g| g.to_string())
+                    )),
+                }
+            }
+            if wrong.is_empty() {
+                Ok(())
+            } else {
+                Err(err(
+                    dir,
+                    format!(
+                        "config.json's RoPE scaling does not match the model file's \
+                         geometry.rope_scaling: {}. Fix: copy the checkpoint's values into the \
+                         model file",
+                        wrong.join("; ")
+                    ),
+                ))
+            }
+        }
+    }
+}
+
+/// The RoPE base config.json describes (`rope_parameters.rope_theta` or `rope_theta`).
+fn rope_theta(dir: &Path, c: &Value) -> Result<f64, BackendError> {
+    let shown = |v: &Value| mkc_ir::error::shorten(&v.to_string());
     let top = float_key(dir, c, "rope_theta", f64::NAN)?;
     let nested = match c.get("rope_parameters").and_then(|p| p.get("rope_theta")) {
         None | Some(Value::Null) => f64::NAN,
@@ -170,6 +228,7 @@ fn check_config(dir: &Path, model: &Model) -> Result<(), BackendError> {
         return Err(err(dir, "config.json is not a JSON object"));
     }
     check_semantics(dir, &c)?;
+    check_rope(dir, &c, model)?;
     let g = &model.geometry;
     let int = |k: &str| int_key(dir, &c, k);
     let heads = int("num_attention_heads")?;

@@ -319,25 +319,26 @@ pub struct Compiled {
     pub log: String,
 }
 
-/// Compiles the kernels for `arch` (e.g. `sm_90a`) to a cubin, built as `tuning` says.
-pub fn compile(arch: &str, tuning: &Tuning) -> Result<Compiled, BackendError> {
-    compile_with(arch, tuning, false, &[])
+/// Compiles the kernels for `arch` (e.g. `sm_90a`) to a cubin, built for `model`: its
+/// tuning knobs and, when its RoPE is scaled, its frequency table.
+pub fn compile(arch: &str, model: &Model) -> Result<Compiled, BackendError> {
+    compile_with(arch, model, false, &[])
 }
 
 /// Compiles the kernels with preprocessor `defines` (name, value) added, e.g. `("WARM_DEPTH",
 /// 0)`: a variant of the source's tunables, to compare its code with the default build's.
 pub fn compile_with_defines(
     arch: &str,
-    tuning: &Tuning,
+    model: &Model,
     defines: &[(&str, u32)],
 ) -> Result<Compiled, BackendError> {
-    compile_with(arch, tuning, false, defines)
+    compile_with(arch, model, false, defines)
 }
 
 /// Compiles the kernels with CTA phase tracing compiled in (`-DMKC_TRACE`), for
 /// `mkc bench --cta-phases` only: the marks slow every kernel down.
-pub fn compile_traced(arch: &str, tuning: &Tuning) -> Result<Compiled, BackendError> {
-    compile_with(arch, tuning, true, &[])
+pub fn compile_traced(arch: &str, model: &Model) -> Result<Compiled, BackendError> {
+    compile_with(arch, model, true, &[])
 }
 
 /// The preprocessor and compiler options `tuning` adds to the default build (none for the
@@ -373,10 +374,11 @@ pub fn tuning_options(t: &Tuning) -> Vec<String> {
 
 fn compile_with(
     arch: &str,
-    tuning: &Tuning,
+    model: &Model,
     traced: bool,
     defines: &[(&str, u32)],
 ) -> Result<Compiled, BackendError> {
+    let tuning = &model.tuning;
     // An edited copy of the source, to try a change without rebuilding (the figures printed
     // then belong to that source).
     let text = match &tuning.kernels_cu {
@@ -386,8 +388,12 @@ fn compile_with(
         }
         None => SOURCE.to_string(),
     };
-    let text = crate::abi::with_header(&text)?;
+    let text = crate::abi::with_header(&text, model)?;
     let mut options = tuning_options(tuning);
+    if model.geometry.rope_scaling.is_some() {
+        // RoPE's frequencies come from the generated table (Model::rope_freq), not exp2f.
+        options.push("-DROPE_TABLE".into());
+    }
     if traced {
         options.push("-DMKC_TRACE".to_string());
     }

@@ -70,13 +70,12 @@ impl<'w> Reference<'w> {
             .iter()
             .map(|&b| bf2f(b))
             .collect();
-        let log2_theta = (g.rope_theta as f32).log2();
         for l in 0..g.layers as usize {
             let xn = rmsnorm(&x, self.w.layer(l, LayerTensor::Norm1), eps);
             let mut qkv = matvec(self.w.layer(l, LayerTensor::Qkv), &xn, q_dim + 2 * kv_dim);
             for r in (0..q_dim + kv_dim).step_by(2) {
                 let pair = (r % hd) / 2;
-                let freq = (-2.0 * pair as f32 / hd as f32 * log2_theta).exp2();
+                let freq = m.rope_freq(pair as u32);
                 let (sn, cs) = (pos as f32 * freq).sin_cos();
                 let (a, b) = (qkv[r], qkv[r + 1]);
                 qkv[r] = a * cs - b * sn;

@@ -134,6 +134,46 @@ fn a_valid_checkpoint_loads_with_q_and_k_rows_interleaved() {
     assert_eq!(row((heads + kvh) * hd + 3), 3);
 }
 
+/// Llama 3's RoPE scaling is honoured when the model file declares the same parameters, and
+/// refused by key when they differ.
+#[test]
+fn llama3_rope_scaling_loads_when_the_model_file_declares_it() {
+    let mut m = resolve_model("tiny").unwrap();
+    m.geometry.rope_scaling = Some(mkc_ir::model::RopeScaling {
+        factor: 32.0,
+        low_freq_factor: 1.0,
+        high_freq_factor: 4.0,
+        original_max_position_embeddings: 8192,
+    });
+    let dir = Dir::new("llama3_rope");
+    let mut c = config(&m);
+    c.as_object_mut().unwrap().remove("rope_scaling");
+    c.as_object_mut().unwrap().remove("rope_theta");
+    c["rope_parameters"] = json!({"rope_theta": m.geometry.rope_theta, "rope_type": "llama3",
+        "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192});
+    write(&dir.0, &c, &[tensors(&m)]);
+    weights::load_checkpoint(&dir.0, &m).expect("the declared scaling loads");
+    c["rope_parameters"]["factor"] = json!(8.0);
+    write(&dir.0, &c, &[tensors(&m)]);
+    let Err(err) = weights::load_checkpoint(&dir.0, &m) else {
+        panic!("accepted")
+    };
+    let err = err.to_string();
+    assert!(
+        err.contains("rope_parameters.factor = 8") && err.contains("model file: 32"),
+        "{err}"
+    );
+    // The model file declares scaling, the checkpoint has none.
+    let plain = config(&m);
+    write(&dir.0, &plain, &[tensors(&m)]);
+    let Err(err) = weights::load_checkpoint(&dir.0, &m) else {
+        panic!("accepted")
+    };
+    let err = err.to_string();
+    assert!(err.contains("geometry.rope_scaling"), "{err}");
+}
+
 #[test]
 fn newer_configs_with_rope_parameters_load() {
     let m = resolve_model("tiny").unwrap();

@@ -9,6 +9,11 @@ use mkc_backend::weights::{self, bf2f, f2bf, layout, value, Fill};
 use mkc_ir::embedded::resolve_model;
 use mkc_ir::Tuning;
 
+/// The default model, which the kernels are built for in most tests.
+fn llama1b() -> mkc_ir::Model {
+    resolve_model("llama1b").unwrap()
+}
+
 #[test]
 fn bf16_rounding_is_round_to_nearest_even() {
     assert_eq!(f2bf(1.0), 0x3F80);
@@ -163,9 +168,9 @@ fn changed_kernels<'a>(base: &kernels::Compiled, other: &kernels::Compiled) -> V
 #[test]
 fn l2_warming_changes_only_the_o_projection_and_qkv() {
     let compiled = (
-        kernels::compile("sm_90a", &Tuning::default()),
-        kernels::compile_with_defines("sm_90a", &Tuning::default(), &[("WARM_DEPTH", 0)]),
-        kernels::compile_with_defines("sm_90a", &Tuning::default(), &[("WARM_O", 0)]),
+        kernels::compile("sm_90a", &llama1b()),
+        kernels::compile_with_defines("sm_90a", &llama1b(), &[("WARM_DEPTH", 0)]),
+        kernels::compile_with_defines("sm_90a", &llama1b(), &[("WARM_O", 0)]),
     );
     let (on, off, o_off) = match compiled {
         (Err(mkc_backend::BackendError::NoNvrtc), _, _) => {
@@ -183,7 +188,7 @@ fn l2_warming_changes_only_the_o_projection_and_qkv() {
 /// streaming operators, and the grid waits every per-op kernel (each one waits).
 #[test]
 fn ablation_builds_change_only_the_kernels_whose_work_they_remove() {
-    let base = match kernels::compile("sm_90a", &Tuning::default()) {
+    let base = match kernels::compile("sm_90a", &llama1b()) {
         Err(mkc_backend::BackendError::NoNvrtc) => {
             eprintln!("SKIPPED: no NVRTC library found (set LD_LIBRARY_PATH to an NVRTC 13 lib directory)");
             return;
@@ -194,8 +199,7 @@ fn ablation_builds_change_only_the_kernels_whose_work_they_remove() {
     let mut every: Vec<&str> = kernels::ENTRY_POINTS.iter().map(|(n, _)| *n).collect();
     every.sort();
     for a in Ablation::LADDER {
-        let build =
-            kernels::compile_with_defines("sm_90a", &Tuning::default(), &a.defines()).unwrap();
+        let build = kernels::compile_with_defines("sm_90a", &llama1b(), &a.defines()).unwrap();
         let changed = changed_kernels(&base, &build);
         let per_op: Vec<&str> = changed
             .iter()
@@ -219,21 +223,42 @@ fn ablation_builds_change_only_the_kernels_whose_work_they_remove() {
     }
 }
 
+/// A scaled RoPE (Llama 3) changes only the kernels that apply RoPE: QKV, alone or fused
+/// behind down; every other kernel keeps the default build's machine code.
+#[test]
+fn llama3_rope_changes_only_the_kernels_that_apply_rope() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../models/llama3.2-1b.ron"
+    ))
+    .unwrap();
+    let scaled = mkc_ir::Model::parse("llama3.2-1b.ron", &text).unwrap();
+    let base = match kernels::compile("sm_90a", &llama1b()) {
+        Err(mkc_backend::BackendError::NoNvrtc) => {
+            eprintln!("SKIPPED: no NVRTC library found (set LD_LIBRARY_PATH to an NVRTC 13 lib directory)");
+            return;
+        }
+        other => other.unwrap(),
+    };
+    let build = kernels::compile("sm_90a", &scaled).unwrap();
+    assert_eq!(changed_kernels(&base, &build), ["k_down_qkv", "k_qkv_rope"]);
+}
+
 #[test]
 fn kernels_compile_with_nvrtc_when_installed() {
-    match kernels::compile("sm_90a", &Tuning::default()) {
+    match kernels::compile("sm_90a", &llama1b()) {
         Err(mkc_backend::BackendError::NoNvrtc) => {
             eprintln!("SKIPPED: no NVRTC library found (set LD_LIBRARY_PATH to an NVRTC 13 lib directory)");
         }
         Err(e) => panic!("{e}"),
         Ok(c) => {
-            let traced = kernels::compile_traced("sm_90a", &Tuning::default())
-                .expect("the traced build compiles");
+            let traced =
+                kernels::compile_traced("sm_90a", &llama1b()).expect("the traced build compiles");
             assert!(!traced.cubin.is_empty() && traced.cubin != c.cubin);
             assert!(!c.cubin.is_empty());
             // Code hashes: known for every kernel, distinct, reproducible, and moved by the
             // traced build's marks in every operator that has marks.
-            let again = kernels::compile("sm_90a", &Tuning::default()).expect("compiles twice");
+            let again = kernels::compile("sm_90a", &llama1b()).expect("compiles twice");
             let hash = |k: &[kernels::KernelInfo], name: &str| {
                 k.iter().find(|k| k.name == name).map(|k| k.code_hash)
             };

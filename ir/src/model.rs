@@ -150,12 +150,32 @@ pub struct Geometry {
     pub vocab: u32,
     /// RoPE base frequency.
     pub rope_theta: f64,
+    /// Llama 3's RoPE frequency scaling (Llama 3.1 and 3.2 checkpoints); absent for plain RoPE.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rope_scaling: Option<RopeScaling>,
     /// RMSNorm epsilon.
     pub norm_eps: f64,
     /// Whether the LM head reuses the embedding table.
     pub tied_embeddings: bool,
     /// Element type of weights and activations.
     pub dtype: Dtype,
+}
+
+/// Llama 3's RoPE scaling (`rope_type: "llama3"` in a checkpoint's config): frequencies whose
+/// wavelength exceeds `original_max_position_embeddings / low_freq_factor` are divided by
+/// `factor`, those shorter than `original_max_position_embeddings / high_freq_factor` kept,
+/// and those between interpolated.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RopeScaling {
+    /// Divisor of the low frequencies.
+    pub factor: f64,
+    /// Below this fraction of the original context, wavelengths are scaled fully.
+    pub low_freq_factor: f64,
+    /// Above this fraction, wavelengths are kept.
+    pub high_freq_factor: f64,
+    /// The context length the model was pre-trained with.
+    pub original_max_position_embeddings: u32,
 }
 
 /// The decode workload: a prompt, then `generate` tokens, one decode step each.
@@ -311,6 +331,33 @@ impl Model {
         let per_layer = h * (q + 2 * kv) + q * h + 2 * i * h + h * i + 2 * h;
         let lm_head = g.vocab as u64 * h + h;
         (g.layers as u64 * per_layer + lm_head) * g.dtype.bytes()
+    }
+
+    /// The RoPE frequency (radians per position) of pair `pair` of a head, in f32 as the
+    /// kernels and the CPU reference compute it: `theta^(-2 pair / head_dim)`, then Llama 3's
+    /// scaling when the geometry has it. The one description of RoPE's frequencies.
+    pub fn rope_freq(&self, pair: u32) -> f32 {
+        let g = &self.geometry;
+        let log2_theta = (g.rope_theta as f32).log2();
+        let freq = (-2.0 * pair as f32 / g.head_dim as f32 * log2_theta).exp2();
+        let Some(s) = &g.rope_scaling else {
+            return freq;
+        };
+        let (factor, low, high) = (
+            s.factor as f32,
+            s.low_freq_factor as f32,
+            s.high_freq_factor as f32,
+        );
+        let orig = s.original_max_position_embeddings as f32;
+        let wavelen = 2.0 * std::f32::consts::PI / freq;
+        if wavelen < orig / high {
+            freq
+        } else if wavelen > orig / low {
+            freq / factor
+        } else {
+            let smooth = (orig / wavelen - low) / (high - low);
+            (1.0 - smooth) * freq / factor + smooth * freq
+        }
     }
 
     /// Query heads served by one attention task.

@@ -230,6 +230,46 @@ fn check_geometry(m: &Model, file: &str) -> Result<(), InputError> {
         ROPE_THETA_RANGE,
         "use the checkpoint's rope_theta, e.g. 500000.0",
     )?;
+    if let Some(s) = &g.rope_scaling {
+        let bad = |field: &str, problem: String| {
+            Err(InputError::invalid(
+                file,
+                format!("geometry.rope_scaling.{field}"),
+                problem,
+                "use the checkpoint's rope_scaling (Llama 3.2: factor 32.0, low_freq_factor 1.0, \
+                 high_freq_factor 4.0, original_max_position_embeddings 8192)",
+            ))
+        };
+        if !(s.factor.is_finite() && (1.0..=1e6).contains(&s.factor)) {
+            return bad(
+                "factor",
+                format!("{} is not a factor from 1 to 1e6", s.factor),
+            );
+        }
+        if !(s.low_freq_factor.is_finite() && s.low_freq_factor > 0.0 && s.low_freq_factor < 1e6) {
+            return bad(
+                "low_freq_factor",
+                format!("{} is not a positive number", s.low_freq_factor),
+            );
+        }
+        if !(s.high_freq_factor.is_finite()
+            && s.high_freq_factor > s.low_freq_factor
+            && s.high_freq_factor < 1e6)
+        {
+            return bad(
+                "high_freq_factor",
+                format!("{} is not above low_freq_factor", s.high_freq_factor),
+            );
+        }
+        if s.original_max_position_embeddings == 0
+            || s.original_max_position_embeddings > MAX_DIM * 16
+        {
+            return bad(
+                "original_max_position_embeddings",
+                format!("{} is out of range", s.original_max_position_embeddings),
+            );
+        }
+    }
     within(
         file,
         "geometry.norm_eps",

@@ -75,3 +75,45 @@ fn whole_tensor_edges_wait_for_every_producer_tile() {
         assert_eq!(t.cost.kv_bytes_per_token, 2 * 64 * 2);
     }
 }
+
+/// RoPE frequencies follow Hugging Face's Llama 3 scaling (values from its formula in f64):
+/// pairs of short wavelength kept, long ones divided by the factor, those between interpolated.
+#[test]
+fn llama3_rope_scaling_matches_the_reference_formula() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../models/llama3.2-1b.ron"
+    ))
+    .unwrap();
+    let scaled = mkc_ir::Model::parse("llama3.2-1b.ron", &text).unwrap();
+    let plain = mkc_ir::embedded::resolve_model("llama1b").unwrap();
+    for (pair, hf_plain, hf_scaled) in [
+        (0u32, 1.0f64, 1.0f64),
+        (8, 0.03760603093086393, 0.03760603093086393),
+        (16, 0.001414213562373095, 0.00042955679655936815),
+        (20, 0.0002742481756762073, 8.570255489881478e-06),
+        (24, 5.318295896944988e-05, 1.6619674677953088e-06),
+        (31, 3.013858152139171e-06, 9.41830672543491e-08),
+    ] {
+        let close = |a: f32, b: f64| ((a as f64 - b) / b).abs() < 2e-5;
+        assert!(
+            close(plain.rope_freq(pair), hf_plain),
+            "plain pair {pair}: {}",
+            plain.rope_freq(pair)
+        );
+        assert!(
+            close(scaled.rope_freq(pair), hf_scaled),
+            "scaled pair {pair}: {}",
+            scaled.rope_freq(pair)
+        );
+    }
+    // A scaling that cannot be right is refused by field.
+    let bad = text.replace("high_freq_factor: 4.0", "high_freq_factor: 0.5");
+    let err = mkc_ir::Model::parse("bad.ron", &bad)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("geometry.rope_scaling.high_freq_factor"),
+        "{err}"
+    );
+}

@@ -47,7 +47,7 @@ pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
             )))
         }
     };
-    let compiled = kernels::compile(&args.arch, &model.tuning)?;
+    let compiled = kernels::compile(&args.arch, &model)?;
     let (found, source) = kernel_figures(compiled, &model.tuning)?;
     // Dynamic shared memory can depend on the SM count (the folded grid's pages per CTA): the
     // default device's.

@@ -60,6 +60,7 @@ pub fn arb_model() -> impl Strategy<Value = Model> {
                         head_dim,
                         vocab,
                         rope_theta: 10000.0,
+                        rope_scaling: None,
                         norm_eps: 1e-5,
                         tied_embeddings: true,
                         dtype: Dtype::Bf16,

@@ -29,11 +29,8 @@ impl Runner {
         let i = match self.ablated.iter().position(|(a, _, _)| *a == ablation) {
             Some(i) => i,
             None => {
-                let compiled = kernels::compile_with_defines(
-                    "sm_90a",
-                    &self.model.tuning,
-                    &ablation.defines(),
-                )?;
+                let compiled =
+                    kernels::compile_with_defines("sm_90a", &self.model, &ablation.defines())?;
                 let (module, funcs) =
                     load_operators(&compiled.cubin, &self.model, self._gpu.sms as u32)?;
                 self.ablated.push((ablation, module, funcs));

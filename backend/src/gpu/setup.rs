@@ -106,7 +106,7 @@ impl Runner {
             )));
         }
         kernels::check_model(model)?;
-        let compiled = kernels::compile("sm_90a", &model.tuning)?;
+        let compiled = kernels::compile("sm_90a", model)?;
         let kernel_info = kernels::with_model(compiled.kernels.clone(), model, gpu.sms as u32);
         let (module, funcs) = load_operators(&compiled.cubin, model, gpu.sms as u32)?;
         let read_bw = func(module, "k_read_bw")?;

@@ -58,7 +58,7 @@ impl Runner {
             "CTA trace",
         )?;
         if self.traced.is_none() {
-            let compiled = kernels::compile_traced("sm_90a", &self.model.tuning)?;
+            let compiled = kernels::compile_traced("sm_90a", &self.model)?;
             self.traced = Some(load_operators(
                 &compiled.cubin,
                 &self.model,
