@@ -23,6 +23,7 @@ const SEEDS: &[&str] = &[
     include_str!("../models/tiny.ron"),
     include_str!("../models/llama1b.ron"),
     include_str!("../models/llama1b_tuned.ron"),
+    include_str!("../models/llama3.2-1b.ron"),
 ];
 
 fn sane(json: &str) -> Result<(), String> {
