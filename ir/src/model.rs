@@ -90,9 +90,10 @@ impl Tuning {
         Ok(t)
     }
 
-    /// The knobs that are set, as `name=value`, for reports.
-    pub fn describe(&self) -> Vec<String> {
-        let knobs = [
+    /// Every numeric knob by its field name, with its value (`None`: the default): the one
+    /// list that validation and reports read.
+    pub fn knobs(&self) -> [(&'static str, Option<u32>); 12] {
+        [
             ("consumer_warps", self.consumer_warps),
             ("stream_smem", self.stream_smem),
             ("att_threads", self.att_threads),
@@ -105,8 +106,12 @@ impl Tuning {
             ("warm_qkv", self.warm_qkv),
             ("warm_qkv_skip", self.warm_qkv_skip),
             ("warm_o", self.warm_o),
-        ];
-        knobs
+        ]
+    }
+
+    /// The knobs that are set, as `name=value`, for reports.
+    pub fn describe(&self) -> Vec<String> {
+        self.knobs()
             .iter()
             .filter_map(|(n, v)| v.map(|v| format!("{n}={v}")))
             .chain(self.kernels_cu.iter().map(|f| format!("kernels_cu={f}")))

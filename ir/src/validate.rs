@@ -76,26 +76,13 @@ pub fn validate(model: &Model, file: &str) -> Result<(), InputError> {
     check_tuning(&model.tuning, file)
 }
 
-/// Checks every tuning knob that is set against its range in [`model_range`]; a tuning file
-/// names its fields without the `tuning.` prefix.
+/// Checks every tuning knob that is set against its range in [`model_range`] (named
+/// `tuning.<knob>`, in a model file's section and a `--tune` file alike).
 pub fn check_tuning(t: &crate::model::Tuning, file: &str) -> Result<(), InputError> {
-    let knobs = [
-        ("tuning.consumer_warps", t.consumer_warps),
-        ("tuning.stream_smem", t.stream_smem),
-        ("tuning.att_threads", t.att_threads),
-        ("tuning.att_chunk", t.att_chunk),
-        ("tuning.fold_chunk", t.fold_chunk),
-        ("tuning.o_ctas", t.o_ctas),
-        ("tuning.qkv_ctas", t.qkv_ctas),
-        ("tuning.warm_depth", t.warm_depth),
-        ("tuning.warm_skip", t.warm_skip),
-        ("tuning.warm_qkv", t.warm_qkv),
-        ("tuning.warm_qkv_skip", t.warm_qkv_skip),
-        ("tuning.warm_o", t.warm_o),
-    ];
-    for (field, value) in knobs {
+    for (name, value) in t.knobs() {
         if let Some(v) = value {
-            let (lo, hi) = model_range(field).expect("every knob has a range");
+            let field = format!("tuning.{name}");
+            let (lo, hi) = model_range(&field).expect("every knob has a range");
             if (v as u64) < lo || v as u64 > hi {
                 return Err(InputError::invalid(
                     file,

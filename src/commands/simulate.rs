@@ -80,24 +80,13 @@ pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
         if let Some(infos) = &compiled {
             mkc_backend::kernels::apply_to_schedule(&mut s, infos);
         }
-        let (report, timeline) = simulate(&s, &device, &sim, workload)
-            .map_err(|e| CommandError::Input(format!("{e}.")))?;
-        check_sane(&report)?;
-        if let Some(path) = &args.trace {
-            let json = trace::chrome_trace(&s, &timeline).to_string();
-            mkc_ir::input::write_output(path, json).map_err(|e| {
-                CommandError::Input(format!(
-                    "cannot write `{}`: {e}. Fix: choose a writable path for --trace.",
-                    path.display()
-                ))
-            })?;
-            eprintln!(
-                "mkc: wrote the {} trace to {} (open it in ui.perfetto.dev)",
-                target.name(),
-                path.display()
-            );
-        }
-        reports.push(report);
+        reports.push(simulate_one(
+            args.trace.as_deref(),
+            &s,
+            &device,
+            &sim,
+            workload,
+        )?);
     }
     print_reports(&args, &model.name, &reports)
 }
@@ -142,20 +131,37 @@ fn run_schedule(args: &SimulateArgs, s: mkc_scheduler::Schedule) -> Result<(), C
         phase_release: args.phase_release,
         ..SimOptions::default()
     };
+    let report = simulate_one(args.trace.as_deref(), &s, &device, &sim, None)?;
+    print_reports(args, &s.graph.model, &[report])
+}
+
+/// Simulates one schedule, refuses impossible figures ([`check_sane`]) and, with `trace`,
+/// writes its Perfetto trace there and says so.
+fn simulate_one(
+    trace_file: Option<&std::path::Path>,
+    s: &mkc_scheduler::Schedule,
+    device: &mkc_ir::device::DeviceProfile,
+    sim: &SimOptions,
+    workload: Option<(u32, u32)>,
+) -> Result<SimReport, CommandError> {
     let (report, timeline) =
-        simulate(&s, &device, &sim, None).map_err(|e| CommandError::Input(format!("{e}.")))?;
+        simulate(s, device, sim, workload).map_err(|e| CommandError::Input(format!("{e}.")))?;
     check_sane(&report)?;
-    if let Some(path) = &args.trace {
-        let json = trace::chrome_trace(&s, &timeline).to_string();
+    if let Some(path) = trace_file {
+        let json = trace::chrome_trace(s, &timeline).to_string();
         mkc_ir::input::write_output(path, json).map_err(|e| {
             CommandError::Input(format!(
                 "cannot write `{}`: {e}. Fix: choose a writable path for --trace.",
                 path.display()
             ))
         })?;
-        eprintln!("mkc: wrote the trace to {}", path.display());
+        eprintln!(
+            "mkc: wrote the {} trace to {} (open it in ui.perfetto.dev)",
+            s.target.name(),
+            path.display()
+        );
     }
-    print_reports(args, &s.graph.model, &[report])
+    Ok(report)
 }
 
 /// Prints the reports as the table or the JSON object.
