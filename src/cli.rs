@@ -136,7 +136,7 @@ pub struct KernelsArgs {
 #[derive(Parser, Debug)]
 pub struct GpuRunArgs {
     /// Model file (RON), embedded model name, or a schedule written by `mkc compile -o` (its
-    /// model, target, trigger, grids and tuning are then the schedule's).
+    /// model, target, trigger and tuning are then the schedule's).
     #[arg(default_value = "llama1b")]
     pub model: String,
     /// Weights: `random:SEED` (generated on the GPU, reproduced on the CPU) or a Hugging Face
@@ -155,14 +155,6 @@ pub struct GpuRunArgs {
     /// Trigger placement of the pdl target (default: early).
     #[arg(long, value_enum)]
     pub trigger: Option<TriggerArg>,
-    /// How the chain targets group operators into grids: `per-op` is one grid per operator;
-    /// `fused` runs each split-K matvec (O-projection, down) in one grid with the operator that
-    /// normalises its sum, meeting at a grid-wide barrier; `folded` computes attention inside
-    /// the O-projection's grid (needs the O-projection split by whole KV-head groups, e.g.
-    /// models/llama1b_folded.ron). Both measured slower on the H200 (docs/perf.md). Default:
-    /// per-op.
-    #[arg(long, value_enum)]
-    pub grids: Option<GridsArg>,
     /// Skip the CPU-reference correctness check.
     #[arg(long)]
     pub no_check: bool,
@@ -271,7 +263,7 @@ pub struct SimulateArgs {
     pub trace: Option<PathBuf>,
     /// Run a what-if sweep from this RON spec instead (see the README); the spec's lists
     /// replace the target, trigger, policy and what-if flags.
-    #[arg(long, conflicts_with_all = ["target", "grids", "trigger", "coresidency", "phase_release",
+    #[arg(long, conflicts_with_all = ["target", "trigger", "coresidency", "phase_release",
         "policy", "json", "trace", "trajectory", "compiled_kernels"])]
     pub sweep: Option<PathBuf>,
     /// Where the sweep's CSV goes (default: stdout).
@@ -343,28 +335,6 @@ pub enum TriggerArg {
     Late,
 }
 
-/// Grouping of operators into grids (chain targets).
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GridsArg {
-    /// One grid per operator (5 per layer).
-    PerOp,
-    /// A split-K matvec and the operator that normalises its sum share a grid (3 per layer).
-    Fused,
-    /// Attention folded into the O-projection's grid, each CTA computing the attention its K
-    /// chunk reads (4 per layer; needs the O-projection split by whole KV-head groups).
-    Folded,
-}
-
-impl From<GridsArg> for mkc_scheduler::Grids {
-    fn from(g: GridsArg) -> Self {
-        match g {
-            GridsArg::Fused => mkc_scheduler::Grids::Fused,
-            GridsArg::PerOp => mkc_scheduler::Grids::PerOp,
-            GridsArg::Folded => mkc_scheduler::Grids::Folded,
-        }
-    }
-}
-
 /// Schedule file format.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FormatArg {
@@ -398,14 +368,6 @@ pub struct SetupArgs {
     /// Trigger placement of the pdl target (default: early).
     #[arg(long, value_enum)]
     pub trigger: Option<TriggerArg>,
-    /// How the chain targets group operators into grids: `per-op` is one grid per operator;
-    /// `fused` runs each split-K matvec (O-projection, down) in one grid with the operator that
-    /// normalises its sum, meeting at a grid-wide barrier; `folded` computes attention inside
-    /// the O-projection's grid (needs the O-projection split by whole KV-head groups, e.g.
-    /// models/llama1b_folded.ron). Both measured slower on the H200 (docs/perf.md). Default:
-    /// per-op.
-    #[arg(long, value_enum)]
-    pub grids: Option<GridsArg>,
 }
 
 /// Arguments of `mkc compile`.

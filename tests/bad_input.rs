@@ -187,11 +187,16 @@ fn legal_but_large_work_is_capped_with_the_flag_that_lifts_it() {
         ),
     );
     let o = mkc_within(
-        &["simulate", &long, "--trajectory"],
+        &["simulate", &long, "--trajectory", "--target", "persistent"],
         Duration::from_secs(20),
     );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--max-task-steps"), "{}", stderr(&o));
+    // The chain targets' attention CTA cannot stage a million scores: refused by field.
+    refused(
+        &["simulate", &long, "--target", "pdl"],
+        &["workload.max_seq_len"],
+    );
     // 10^9 configurations are refused before they are allocated.
     let list = |n: usize, v: &str| vec![v; n].join(", ");
     let spec = file(
@@ -245,7 +250,7 @@ fn legal_but_large_work_is_capped_with_the_flag_that_lifts_it() {
     );
     refused(
         &["compile", &big, "--verify"],
-        &["lowering.matvec_tile_rows", "1000000"],
+        &["lowering.matvec_task_pages", "1000000"],
     );
 }
 
@@ -357,18 +362,19 @@ fn every_field_of_a_device_profile_is_used_or_refused() {
         &["compile", "tiny", "--device", &zero_limits],
         &["limits.registers_per_sm"],
     );
-    // The profile's limits decide occupancy: fewer CTAs per SM shows in the report.
+    // The profile's limits decide occupancy: an SM with half the registers cannot hold the
+    // launch plan's QKV CTA (288 threads of 120 registers), and says so.
     let few = file(
         "few.ron",
-        &edited("devices/h200.ron", &[("ctas_per_sm: 32", "ctas_per_sm: 1")]),
+        &edited(
+            "devices/h200.ron",
+            &[("registers_per_sm: 65536", "registers_per_sm: 32768")],
+        ),
     );
-    let o = mkc(&[
-        "simulate", "tiny", "--device", &few, "--target", "pdl", "--json",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(v["targets"]["pdl"]["occupancy"][0]["blocks_per_sm"], 1);
-    assert_eq!(v["targets"]["pdl"]["occupancy"][0]["limiter"], "blocks");
+    refused(
+        &["simulate", "tiny", "--device", &few, "--target", "pdl"],
+        &["k_qkv_rope CTA", "registers"],
+    );
     let clock = file(
         "clock.ron",
         &edited(

@@ -6,7 +6,7 @@ mod common;
 use common::{arb_model, device};
 use mkc_ir::lower::lower;
 use mkc_scheduler::check::{check, check_graph};
-use mkc_scheduler::{compile, CompileOptions, Grids, Plan, Policy, Target, Trigger};
+use mkc_scheduler::{compile, CompileOptions, Plan, Policy, Target, Trigger};
 use proptest::prelude::*;
 
 fn options(target: Target, policy: Policy) -> CompileOptions {
@@ -59,33 +59,27 @@ proptest! {
         }
     }
 
-    /// Chain targets, one grid per operator, fused pairs or attention folded into the
-    /// O-projection: the checker's rules (every operator once, in order; waits guarding exactly
-    /// the reads from earlier grids), and the grid and edge counts.
+    /// Chain targets: the checker's rules (every operator once, in order, launching its
+    /// kernel; its CTAs running every task once in the kernels' runs; waits guarding exactly the
+    /// reads from earlier grids), and the grid and edge counts, on any SM count.
     #[test]
-    fn chain_schedules_are_valid(
-        model in arb_model(),
-        pdl in any::<bool>(),
-        grids in prop::sample::select(vec![Grids::PerOp, Grids::Fused, Grids::Folded]),
-    ) {
+    fn chain_schedules_are_valid(model in arb_model(), pdl in any::<bool>(), sms in 1u32..200) {
         let target = if pdl { Target::Pdl } else { Target::Graph };
-        let opts = CompileOptions { grids, ..options(target, Policy::RoundRobin) };
-        let c = compile(&model, &device(132), &opts);
+        let c = compile(&model, &device(sms), &options(target, Policy::RoundRobin));
         let v = check(&c.schedule);
         prop_assert!(v.is_empty(), "{v}");
         let Plan::Chain(plan) = &c.schedule.plan else { panic!("not a chain") };
         let layers = model.geometry.layers as usize;
-        // Fused: layer 0's QKV, then attention, O + up/gate, down + next QKV / LM head.
-        // Folded: QKV, attention + O, up/gate, down per layer, then the LM head.
-        let (grids_expected, pairs) = match grids {
-            Grids::PerOp => (5 * layers + 1, 0),
-            Grids::Fused => (1 + 3 * layers, 2 * layers),
-            Grids::Folded => (4 * layers + 1, layers),
-        };
-        prop_assert_eq!(plan.kernels.len(), grids_expected);
-        prop_assert_eq!(plan.kernels.iter().filter(|k| k.then.is_some()).count(), pairs);
+        prop_assert_eq!(plan.kernels.len(), 5 * layers + 1);
+        for k in &plan.kernels {
+            let op = c.schedule.graph.op(k.op);
+            prop_assert!(k.ctas >= 1 && k.ctas <= op.tasks);
+            if op.kind != mkc_ir::OpKind::Attention {
+                prop_assert!(k.ctas <= sms, "{}: {} CTAs on {sms} SMs", k.name, k.ctas);
+            }
+        }
         let edges = &c.summary.edges;
-        prop_assert_eq!(edges.programmatic + edges.full, grids_expected as u32 - 1);
+        prop_assert_eq!(edges.programmatic + edges.full, 5 * layers as u32);
         prop_assert_eq!(edges.programmatic == 0, !pdl);
     }
 }
@@ -157,44 +151,45 @@ fn checker_catches_bad_pdl_grids() {
     assert!(!check(&attr_only).is_empty());
 }
 
-/// Fused grids: an operator run twice, one dropped, or a fused grid whose wait misses a tensor
-/// an earlier grid produced, are caught.
+/// Chain grids whose CTAs would not run the kernels' task runs, or that launch another
+/// operator's kernel, are caught.
 #[test]
-fn checker_catches_bad_fused_grids() {
+fn checker_catches_bad_task_runs() {
     let model = mkc_ir::embedded::resolve_model("tiny").unwrap();
-    let opts = CompileOptions {
-        grids: Grids::Fused,
-        ..options(Target::Pdl, Policy::RoundRobin)
-    };
-    let base = compile(&model, &device(8), &opts);
+    let base = compile(
+        &model,
+        &device(8),
+        &options(Target::Pdl, Policy::RoundRobin),
+    );
     assert!(check(&base.schedule).is_empty());
-    let fused_at = |s: &mkc_scheduler::Schedule| {
-        let Plan::Chain(c) = &s.plan else { panic!() };
-        c.kernels.iter().position(|k| k.then.is_some()).unwrap()
+    let i = {
+        let Plan::Chain(c) = &base.schedule.plan else {
+            panic!()
+        };
+        c.kernels
+            .iter()
+            .position(|k| k.runs.len() >= 2)
+            .expect("a grid of two CTAs")
     };
-    let i = fused_at(&base.schedule);
-
-    let mut twice = base.schedule.clone();
-    let Plan::Chain(c) = &mut twice.plan else {
-        panic!()
+    let mutate = |f: &dyn Fn(&mut mkc_scheduler::schedule::Kernel)| {
+        let mut s = base.schedule.clone();
+        let Plan::Chain(c) = &mut s.plan else {
+            panic!()
+        };
+        f(&mut c.kernels[i]);
+        s
     };
-    let next = c.kernels[i + 1].op;
-    c.kernels[i].then = Some(next);
-    assert!(!check(&twice).is_empty());
-
-    let mut dropped = base.schedule.clone();
-    let Plan::Chain(c) = &mut dropped.plan else {
-        panic!()
-    };
-    c.kernels[i].then = None;
-    assert!(!check(&dropped).is_empty());
-
-    let mut short_wait = base.schedule.clone();
-    let Plan::Chain(c) = &mut short_wait.plan else {
-        panic!()
-    };
-    c.kernels[i].wait.as_mut().unwrap().dependent_reads.pop();
-    assert!(!check(&short_wait).is_empty());
+    // A task run twice, a task dropped, an uneven split, a CTA without its run.
+    assert!(!check(&mutate(&|k| k.runs[1][0] -= 1)).is_empty());
+    assert!(!check(&mutate(&|k| k.runs[1][1] -= 1)).is_empty());
+    assert!(!check(&mutate(&|k| {
+        k.runs[0][1] += 1;
+        k.runs[1][0] += 1;
+        k.runs[1][1] -= 1;
+    }))
+    .is_empty());
+    assert!(!check(&mutate(&|k| k.ctas += 1)).is_empty());
+    assert!(!check(&mutate(&|k| k.entry = "k_attention".into())).is_empty());
 }
 
 /// Counters whose shards overlap or leave a gap are caught.

@@ -4,7 +4,7 @@ mod common;
 
 use common::{arb_model, device};
 use mkc_ir::embedded::resolve_device;
-use mkc_scheduler::{compile, CompileOptions, Grids, Policy, Schedule, Target};
+use mkc_scheduler::{compile, CompileOptions, Policy, Schedule, Target};
 use mkc_simulator::{simulate, simulate_step, SimOptions};
 use proptest::prelude::*;
 
@@ -13,19 +13,9 @@ fn schedule(
     dev: &mkc_ir::device::DeviceProfile,
     target: Target,
 ) -> Schedule {
-    schedule_with(model, dev, target, Grids::PerOp)
-}
-
-fn schedule_with(
-    model: &mkc_ir::Model,
-    dev: &mkc_ir::device::DeviceProfile,
-    target: Target,
-    grids: Grids,
-) -> Schedule {
     let opts = CompileOptions {
         target,
         policy: Policy::RoundRobin,
-        grids,
         ..CompileOptions::default()
     };
     compile(model, dev, &opts).schedule
@@ -61,10 +51,9 @@ proptest! {
         target in prop::sample::select(vec![Target::Persistent, Target::Pdl, Target::Graph]),
         phase_release in any::<bool>(),
         coresidency in any::<bool>(),
-        grids in prop::sample::select(vec![Grids::PerOp, Grids::Fused, Grids::Folded]),
     ) {
         let dev = device(sms);
-        let s = schedule_with(&model, &dev, target, grids);
+        let s = schedule(&model, &dev, target);
         let opts = SimOptions { phase_release, coresidency, ..SimOptions::default() };
         let (report, t) = simulate(&s, &dev, &opts, None).unwrap();
         prop_assert!(check_order(&s, &t).is_ok(), "{:?}", check_order(&s, &t));

@@ -72,8 +72,7 @@ __device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.lau
 // the phase marks below (slots 0-6), its SM (slot 7), %globaltimer at entry and exit
 // (slots 8, 9) and clock64() at two finer marks inside a phase (slots 10, 11: where the
 // normalised operators' partial sums have landed and been normalised; attention's scores and
-// softmax done) and, in a fused grid, clock64 where the first operator's work is done and the
-// grid barrier is entered (12) and passed (13).
+// softmax done).
 #ifdef MKC_TRACE
 __shared__ u64* trace_ptr;
 
@@ -247,9 +246,10 @@ struct Matvec {
     int page_rows;   // matrix rows held by one page
     int page_out;    // output rows per page (page_rows, or page_rows / 2 with w1)
     int pages;       // splits * out_rows / page_out
+    int task_pages;  // pages per task (the plan's work unit; mkc_ir::work)
 };
 
-__device__ Matvec matvec(const bf16* w0, const bf16* w1, long ld, int k, int splits, int out_rows) {
+__device__ Matvec matvec(const bf16* w0, const bf16* w1, long ld, int k, int splits, int out_rows, int task_pages) {
     Matvec v;
     v.w0 = w0;
     v.w1 = w1;
@@ -260,20 +260,39 @@ __device__ Matvec matvec(const bf16* w0, const bf16* w1, long ld, int k, int spl
     v.page_rows = PAGE_BYTES / (2 * k);
     v.page_out = w1 ? v.page_rows / 2 : v.page_rows;
     v.pages = splits * (out_rows / v.page_out);
+    v.task_pages = task_pages;
     return v;
 }
 
 // The gate/up pages of layer L (a page holds matching rows of both): streamed by up/gate, and
 // warmed into L2 by QKV and the O-projection.
 __device__ __forceinline__ Matvec up_gate_matvec(const Model& m, const Layer& L) {
-    return matvec(L.w_gate, L.w_up, m.hidden, m.hidden, 1, m.inter);
+    return matvec(L.w_gate, L.w_up, m.hidden, m.hidden, 1, m.inter, m.task_pages[3]);
 }
 
-// The first page and page count of this CTA: contiguous, balanced to within one page.
-__device__ __forceinline__ void page_range(int pages, int& first, int& count) {
+// The tasks [first, first + count) of this CTA over `tasks`: contiguous, balanced to within
+// one task (the plan's `runs`: mkc_catalogue::cta_tasks, checked by mkc's checker).
+__device__ __forceinline__ void task_range(int tasks, int& first, int& count) {
     long b = blockIdx.x, g = gridDim.x;
-    first = (int)(b * pages / g);
-    count = (int)((b + 1) * pages / g) - first;
+    first = (int)(b * tasks / g);
+    count = (int)((b + 1) * tasks / g) - first;
+}
+
+// The first page and page count of this CTA: the pages of its tasks.
+__device__ __forceinline__ void page_range(const Matvec& v, int& first, int& count) {
+    task_range(v.pages / v.task_pages, first, count);
+    first *= v.task_pages;
+    count *= v.task_pages;
+}
+
+// The rows [lo, hi) of an n-float residual vector this CTA stores: its tasks' shares, runs of
+// whole float4 groups (mkc_ir::work::residual_share).
+__device__ __forceinline__ void residual_share(const Matvec& v, int n, int& lo, int& hi) {
+    int first, count, tasks = v.pages / v.task_pages;
+    task_range(tasks, first, count);
+    long groups = (n + 3) / 4;
+    lo = min((int)((long)first * groups / tasks) * 4, n);
+    hi = min((int)((long)(first + count) * groups / tasks) * 4, n);
 }
 
 // Chunk and first output row of page p.
@@ -337,15 +356,13 @@ __device__ __forceinline__ void ring_slot(const Stream& s, int i, int& slot, int
     lap = j / s.per_warp;
 }
 
-// Producer (one lane): streams `count` pages from `first` through the ring, as the CTA's ring
-// pages `base`, `base` + 1, ... (a fused grid streams its second operator's pages after its
-// first's, through the same ring).
-__device__ void produce(const Stream& s, const Matvec& v, int first, int count, int base = 0) {
+// Producer (one lane): streams `count` pages from `first` through the ring.
+__device__ void produce(const Stream& s, const Matvec& v, int first, int count) {
     const unsigned bytes = (unsigned)(v.page_rows * v.k * 2);
     const u64 policy = evict_first_policy();
     for (int i = 0; i < count; ++i) {
         int slot, lap;
-        ring_slot(s, base + i, slot, lap);
+        ring_slot(s, i, slot, lap);
         if (lap > 0) mbar_wait(&s.empty[slot], (lap - 1) & 1);
         int chunk, row0;
         page_coords(v, first + i, chunk, row0);
@@ -416,16 +433,14 @@ __device__ __forceinline__ void page_dots(const bf16* page, const float (&xr)[NJ
 // Consumer warp: computes its pages (every CONSUMER_WARPS-th of the CTA's range) with the input
 // vector `x` (shared or global memory) and hands each page's row sums to
 // `epilogue(chunk, row0, sums)`.
-// The pages are the CTA's ring pages `base`, `base` + 1, ... (as the producer streamed them).
 template <int NJ, typename Epilogue>
-__device__ void consume(const Stream& s, const Matvec& v, const float* x, int first, int count, Epilogue& epilogue,
-                        int base) {
+__device__ void consume(const Stream& s, const Matvec& v, const float* x, int first, int count, Epilogue& epilogue) {
     constexpr int R = PAGE_BYTES / (2 * 256 * NJ);
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     float xr[NJ][8];
     int loaded = -1;
     bool landed_marked = false;
-    for (int i = (warp + CONSUMER_WARPS - base % CONSUMER_WARPS) % CONSUMER_WARPS; i < count; i += CONSUMER_WARPS) {
+    for (int i = warp; i < count; i += CONSUMER_WARPS) {
         int chunk, row0;
         page_coords(v, first + i, chunk, row0);
         if (chunk != loaded) {
@@ -433,7 +448,7 @@ __device__ void consume(const Stream& s, const Matvec& v, const float* x, int fi
             loaded = chunk;
         }
         int slot, lap;
-        ring_slot(s, base + i, slot, lap);
+        ring_slot(s, i, slot, lap);
         mbar_wait(&s.full[slot], lap & 1);
         if (!landed_marked) {
             mark(MARK_LANDED);
@@ -506,7 +521,7 @@ __device__ void warm_l2(const Stream& s, const Matvec& u, int count, int skip, i
     }
     const int nslots = min((CONSUMER_WARPS - count) * s.per_warp, WARM_DEPTH);
     int f, c;
-    page_range(u.pages, f, c);
+    page_range(u, f, c);
     const unsigned half = (unsigned)(u.page_rows * u.k);  // bytes of half a gate/up page
     int j = skip;
     for (; j < c && j < skip + limit && !(flagged && *warm_stop_flag(s)); ++j) {
@@ -539,7 +554,7 @@ __device__ void run_stream(const Matvec& v, int x_len, const float* x_global, co
     const bool warming = WARM_DEPTH > 0 && pdl && warm.w0, flagged = warming && !warm_limit;
     Stream s = carve_stream(x_len, norm ? norm_len : 0, per_warp);
     int first, count;
-    page_range(v.pages, first, count);
+    page_range(v, first, count);
     if (pdl && early) pdl_trigger();
     if (threadIdx.x >= CONSUMER_THREADS) {
         // The stop flag, cleared before the ring barrier orders it before the consumers' use.
@@ -567,13 +582,13 @@ __device__ void run_stream(const Matvec& v, int x_len, const float* x_global, co
     // Spelled out per source so that each inlined copy knows which memory its x lives in (a
     // helper taking the pointer changed three kernels' code: keep A/B-measured code as it is).
     if (x_global) {
-        if (nj == 8) consume<8>(s, v, x_global, first, count, epilogue, 0);
-        else if (nj == 4) consume<4>(s, v, x_global, first, count, epilogue, 0);
-        else consume<2>(s, v, x_global, first, count, epilogue, 0);
+        if (nj == 8) consume<8>(s, v, x_global, first, count, epilogue);
+        else if (nj == 4) consume<4>(s, v, x_global, first, count, epilogue);
+        else consume<2>(s, v, x_global, first, count, epilogue);
     } else {
-        if (nj == 8) consume<8>(s, v, s.x, first, count, epilogue, 0);
-        else if (nj == 4) consume<4>(s, v, s.x, first, count, epilogue, 0);
-        else consume<2>(s, v, s.x, first, count, epilogue, 0);
+        if (nj == 8) consume<8>(s, v, s.x, first, count, epilogue);
+        else if (nj == 4) consume<4>(s, v, s.x, first, count, epilogue);
+        else consume<2>(s, v, s.x, first, count, epilogue);
     }
     mark(MARK_COMPUTED);
     finish(s);
@@ -612,7 +627,7 @@ __device__ void rmsnorm_consumers(const Stream& s, int n, float eps) {
 // vector and one barrier, where staging and then `rmsnorm_consumers` took three and two.
 #define SUM_BATCH 4
 __device__ void stage_sum(float* dst, const float* base, const float* parts, int splits, int n, float* out,
-                          const Stream* norm, float eps) {
+                          int lo, int hi, const Stream* norm, float eps) {
     constexpr int G = (2048 + 4 * CONSUMER_THREADS - 1) / (4 * CONSUMER_THREADS);  // float4s per thread
     const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
     int at[G];
@@ -645,7 +660,7 @@ __device__ void stage_sum(float* dst, const float* base, const float* parts, int
     mark(MARK_SUB1);
 #pragma unroll
     for (int q = 0; q < G; ++q)
-        if (out && at[q] < n && (at[q] / 4) % gridDim.x == blockIdx.x) *reinterpret_cast<float4*>(out + at[q]) = acc[q];
+        if (out && at[q] >= lo && at[q] < hi) *reinterpret_cast<float4*>(out + at[q]) = acc[q];
     if (norm) {
         float ss = 0.f;
 #pragma unroll
@@ -669,17 +684,17 @@ __device__ void stage_sum(float* dst, const float* base, const float* parts, int
 
 // The RMS-normalised residual stream entering a layer, staged in s.x: the embedding row of the
 // current token for layer 0, else the previous layer's x_mid plus its down partials. The
-// un-normalised stream is written to L.x_in as well.
-__device__ void stage_layer_input(const Stream& s, const Model& m, const Globals& g, const Layer& L) {
+// un-normalised stream is written to L.x_in as well, rows [lo, hi): this CTA's tasks' shares.
+__device__ void stage_layer_input(const Stream& s, const Model& m, const Globals& g, const Layer& L, int lo, int hi) {
     if (L.prev_mid) {
-        stage_sum(s.x, L.prev_mid, L.prev_part, m.s_down, m.hidden, L.x_in, &s, m.eps);
+        stage_sum(s.x, L.prev_mid, L.prev_part, m.s_down, m.hidden, L.x_in, lo, hi, &s, m.eps);
         return;
     }
     unsigned tok = token_of(g.tokens[*g.pos]);
     const bf16* row = g.embed + (long)tok * m.hidden;
     for (int i = threadIdx.x; i < m.hidden; i += CONSUMER_THREADS) {
         s.x[i] = bf2f(row[i]);
-        if (blockIdx.x == 0) L.x_in[i] = s.x[i];
+        if (i >= lo && i < hi) L.x_in[i] = s.x[i];
     }
     consumers_sync();
     rmsnorm_consumers(s, m.hidden, m.eps);
@@ -731,9 +746,11 @@ struct QkvEpilogue {
 };
 
 __device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
-    Matvec v = matvec(L.w_qkv, 0, m.hidden, m.hidden, 1, m.q_dim + 2 * m.kv_dim);
+    Matvec v = matvec(L.w_qkv, 0, m.hidden, m.hidden, 1, m.q_dim + 2 * m.kv_dim, m.task_pages[0]);
     QkvEpilogue ep{m, g, L, *g.pos};
-    auto prepare = [&](const Stream& s) { stage_layer_input(s, m, g, L); };
+    int lo, hi;
+    residual_share(v, m.hidden, lo, hi);
+    auto prepare = [&](const Stream& s) { stage_layer_input(s, m, g, L, lo, hi); };
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_QKV) up_gate.w0 = nullptr;
     run_stream(v, m.hidden, nullptr, L.norm1, m.hidden, m.ring[0], pdl, early, prepare, ep, NoFinish{}, up_gate,
@@ -754,7 +771,7 @@ struct PartialEpilogue {
 
 __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
     (void)g;
-    Matvec v = matvec(L.w_o, 0, m.q_dim, m.q_dim / m.s_attn, m.s_attn, m.hidden);
+    Matvec v = matvec(L.w_o, 0, m.q_dim, m.q_dim / m.s_attn, m.s_attn, m.hidden, m.task_pages[2]);
     PartialEpilogue ep{L.o_part, m.hidden};
     // Like down, the consumers load their slices of the attention output from global memory.
     auto prepare = [](const Stream&) {};
@@ -765,7 +782,7 @@ __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, in
 
 __device__ void down_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
     (void)g;
-    Matvec v = matvec(L.w_down, 0, m.inter, m.inter / m.s_down, m.s_down, m.hidden);
+    Matvec v = matvec(L.w_down, 0, m.inter, m.inter / m.s_down, m.s_down, m.hidden, m.task_pages[4]);
     PartialEpilogue ep{L.d_part, m.hidden};
     // The consumers load their slices of h straight from global memory (L2) into registers:
     // no staging pass and barrier before the first page (pdl -9 µs per step, docs/perf.md).
@@ -790,7 +807,11 @@ __device__ void up_gate_body(const Model& m, const Globals& g, const Layer& L, i
     (void)g;
     Matvec v = up_gate_matvec(m, L);
     UpGateEpilogue ep{L};
-    auto prepare = [&](const Stream& s) { stage_sum(s.x, L.x_in, L.o_part, m.s_attn, m.hidden, L.x_mid, &s, m.eps); };
+    int lo, hi;
+    residual_share(v, m.hidden, lo, hi);
+    auto prepare = [&](const Stream& s) {
+        stage_sum(s.x, L.x_in, L.o_part, m.s_attn, m.hidden, L.x_mid, lo, hi, &s, m.eps);
+    };
     run_stream(v, m.hidden, nullptr, L.norm2, m.hidden, m.ring[3], pdl, early, prepare, ep, NoFinish{});
 }
 
@@ -814,127 +835,15 @@ struct LmHeadEpilogue {
 };
 
 __device__ void lm_head_body(const Model& m, const Globals& g, int pdl, int early) {
-    Matvec v = matvec(g.lm_head, 0, m.hidden, m.hidden, 1, m.vocab);
+    Matvec v = matvec(g.lm_head, 0, m.hidden, m.hidden, 1, m.vocab, m.task_pages[5]);
     LmHeadEpilogue ep{g, 0};
     auto prepare = [&](const Stream& s) {
-        stage_sum(s.x, g.final_mid, g.final_part, m.s_down, m.hidden, nullptr, &s, m.eps);
+        stage_sum(s.x, g.final_mid, g.final_part, m.s_down, m.hidden, nullptr, 0, 0, &s, m.eps);
     };
     auto finish = [&](const Stream&) {
         if (threadIdx.x % 32 == 0 && ep.best) atomicMax(&g.tokens[*g.pos + 1], ep.best);
     };
     run_stream(v, m.hidden, nullptr, g.final_norm, m.hidden, m.ring[5], pdl, early, prepare, ep, finish);
-}
-
-// ---- fused grids: two streaming operators in one grid ------------------------------------
-//
-// A matvec whose output every CTA of its successor reads in full (the O-projection's and down's
-// partial sums, read by the next RMSNorm) ends its grid in a chain: the successor's weights can
-// only start streaming as its CTAs leave. A fused grid runs both operators: its producer streams
-// the second operator's pages right after the first's, through the same ring, while the
-// consumers finish the first operator, meet at a grid barrier, and go on to the second. The
-// barrier is sound because a fused grid has at most one CTA per SM (its shared memory) and no
-// more CTAs than SMs, so every CTA becomes resident once the predecessor's CTAs retire, and a
-// successor grid is admitted only after every CTA of this one has started (PDL's trigger).
-
-// Grid-wide barrier of the consumer warps on a monotonic counter (never reset: each pass adds
-// gridDim.x arrivals, and a CTA waits for the end of its own pass).
-__device__ void grid_barrier(u64* counter) {
-    consumers_sync();  // every consumer's stores of the first operator are issued
-    mark(MARK_ARRIVED);
-    if (threadIdx.x == 0) {
-        __threadfence();
-        u64 old = atomicAdd(counter, 1ull);
-        u64 target = (old / gridDim.x + 1) * gridDim.x;
-        u64 seen;
-        do {
-            asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(counter) : "memory");
-        } while (seen < target);
-        __threadfence();
-    }
-    consumers_sync();
-}
-
-// Consumers of one operator whose input vector is `x` (global or shared memory), with the
-// page kernel its chunk width needs. run_stream spells the same dispatch out per source: routing
-// it through this helper changed the machine code of QKV, up/gate and the LM head (code hashes),
-// which were measured as they are.
-template <typename Epilogue>
-__device__ void consume_pages(const Stream& s, const Matvec& v, const float* x, int first, int count, Epilogue& ep, int base) {
-    int nj = v.k / 256;
-    if (nj == 8) consume<8>(s, v, x, first, count, ep, base);
-    else if (nj == 4) consume<4>(s, v, x, first, count, ep, base);
-    else consume<2>(s, v, x, first, count, ep, base);
-}
-
-// Runs operator A (input `xa` read from global memory, no staged vector) then, after a grid
-// barrier, operator B (its input staged by `prepare_b` in s.x, normalised with `norm`), both
-// streamed through one ring.
-template <typename EpilogueA, typename PrepareB, typename EpilogueB, typename FinishB>
-__device__ void run_fused(const Matvec& va, const float* xa, EpilogueA& epilogue_a, const Matvec& vb, int x_len,
-                          const bf16* norm, int norm_len, PrepareB prepare_b, EpilogueB& epilogue_b, FinishB finish_b,
-                          int per_warp, u64* barrier, int pdl, int early) {
-    Stream s = carve_stream(x_len, norm ? norm_len : 0, per_warp);
-    int first_a, count_a, first_b, count_b;
-    page_range(va.pages, first_a, count_a);
-    page_range(vb.pages, first_b, count_b);
-    if (pdl && early) pdl_trigger();
-    if (threadIdx.x >= CONSUMER_THREADS) {
-        start_producer(s, norm, norm_len);
-        if (threadIdx.x == CONSUMER_THREADS) {
-            produce(s, va, first_a, count_a, 0);
-            produce(s, vb, first_b, count_b, count_a);
-        }
-        return;
-    }
-    mark(MARK_ISSUED);
-    ring_ready_wait();
-    if (pdl) pdl_wait();
-    mark(MARK_RELEASED);
-    consume_pages(s, va, xa, first_a, count_a, epilogue_a, 0);
-    grid_barrier(barrier);
-    mark(MARK_PASSED);
-    prepare_b(s);
-    consumers_sync();
-    mark(MARK_PREPARED);
-    consume_pages(s, vb, s.x, first_b, count_b, epilogue_b, count_a);
-    mark(MARK_COMPUTED);
-    finish_b(s);
-}
-
-// O-projection, then RMSNorm + up/gate of the same layer.
-__device__ void o_up_gate_body(const Model& m, const Layer& L, u64* barrier, int pdl, int early) {
-    Matvec vo = matvec(L.w_o, 0, m.q_dim, m.q_dim / m.s_attn, m.s_attn, m.hidden);
-    PartialEpilogue epo{L.o_part, m.hidden};
-    Matvec vu = up_gate_matvec(m, L);
-    UpGateEpilogue epu{L};
-    auto prepare = [&](const Stream& s) { stage_sum(s.x, L.x_in, L.o_part, m.s_attn, m.hidden, L.x_mid, &s, m.eps); };
-    run_fused(vo, L.attn, epo, vu, m.hidden, L.norm2, m.hidden, prepare, epu, NoFinish{}, m.ring[3], barrier, pdl, early);
-}
-
-// Down of layer L, then RMSNorm + QKV + RoPE + KV append of the next layer N.
-__device__ void down_qkv_body(const Model& m, const Globals& g, const Layer& L, const Layer& N, u64* barrier, int pdl,
-                              int early) {
-    Matvec vd = matvec(L.w_down, 0, m.inter, m.inter / m.s_down, m.s_down, m.hidden);
-    PartialEpilogue epd{L.d_part, m.hidden};
-    Matvec vq = matvec(N.w_qkv, 0, m.hidden, m.hidden, 1, m.q_dim + 2 * m.kv_dim);
-    QkvEpilogue epq{m, g, N, *g.pos};
-    auto prepare = [&](const Stream& s) { stage_layer_input(s, m, g, N); };
-    run_fused(vd, L.h, epd, vq, m.hidden, N.norm1, m.hidden, prepare, epq, NoFinish{}, m.ring[0], barrier, pdl, early);
-}
-
-// Down of the last layer, then the final RMSNorm + LM head + argmax.
-__device__ void down_lm_head_body(const Model& m, const Globals& g, const Layer& L, u64* barrier, int pdl, int early) {
-    Matvec vd = matvec(L.w_down, 0, m.inter, m.inter / m.s_down, m.s_down, m.hidden);
-    PartialEpilogue epd{L.d_part, m.hidden};
-    Matvec vl = matvec(g.lm_head, 0, m.hidden, m.hidden, 1, m.vocab);
-    LmHeadEpilogue epl{g, 0};
-    auto prepare = [&](const Stream& s) {
-        stage_sum(s.x, g.final_mid, g.final_part, m.s_down, m.hidden, nullptr, &s, m.eps);
-    };
-    auto finish = [&](const Stream&) {
-        if (threadIdx.x % 32 == 0 && epl.best) atomicMax(&g.tokens[*g.pos + 1], epl.best);
-    };
-    run_fused(vd, L.h, epd, vl, m.hidden, g.final_norm, m.hidden, prepare, epl, finish, m.ring[5], barrier, pdl, early);
 }
 
 // Dot product of a bf16 K row (16-byte aligned) with a float query head, both in shared memory.
@@ -1093,136 +1002,9 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     }
 }
 
-// (2+3) Attention folded into the O-projection (`--grids folded`): one grid, one CTA per SM, no
-// attention grid between QKV and the O-projection. The O-projection is split-K by whole KV-head
-// groups, and each CTA takes pages of one K chunk only, so the attention output it multiplies
-// is that chunk's query heads: the CTA computes it itself (the chunk's KV heads, recomputed by
-// every CTA of the chunk; ~1/33 of the step's attention each) into its staged input vector and
-// never stores it. Before the wait the producer streams the CTA's O pages and the consumers
-// issue the chunk's KV history; after it, only q and the current position's K/V are read from
-// what QKV wrote. Shared memory: [stream header, x (q_dim floats) | K chunk (padded) | V chunk |
-// q | scores (hq x max_seq) | page ring]; `fold_chunk` positions per KV chunk (host-sized).
-__device__ __forceinline__ int fold_att_bytes(const Model& m, int hq, int kvn) {
-    int hd = m.head_dim;
-    int bytes = kvn * m.fold_chunk * (2 * hd + 8) * 2 + hq * hd * 4 + hq * m.max_seq * 4;
-    return (bytes + 127) / 128 * 128;
-}
-
-__device__ void attention_o_proj_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
-    Matvec v = matvec(L.w_o, 0, m.q_dim, m.q_dim / m.s_attn, m.s_attn, m.hidden);
-    const int hd = m.head_dim, ks = hd + 8, gq = m.heads / m.kv_heads;
-    const int hq = v.k / hd, kvn = hq / gq, C = m.fold_chunk;
-    // The grid is s_attn x per_chunk CTAs (host); CTA b takes a balanced share of chunk
-    // b / per_chunk's pages.
-    int per_chunk = gridDim.x / v.splits;
-    int chunk = blockIdx.x / per_chunk, sub = blockIdx.x % per_chunk;
-    int chunk_pages = v.pages / v.splits;
-    int first = chunk * chunk_pages + (int)((long)sub * chunk_pages / per_chunk);
-    int count = chunk * chunk_pages + (int)((long)(sub + 1) * chunk_pages / per_chunk) - first;
-    Stream s = carve_stream(m.q_dim, 0, 1);
-    unsigned char* att = smem_raw + ring_offset(m.q_dim, 0);
-    bf16* kbuf = (bf16*)att;                 // [kvn][C][ks]
-    bf16* vbuf = kbuf + kvn * C * ks;        // [kvn][C][hd]
-    float* q = (float*)(vbuf + kvn * C * hd);  // [hq][hd]
-    float* scores = q + hq * hd;             // [hq][len]
-    s.ring = (bf16*)(att + fold_att_bytes(m, hq, kvn));
-    if (pdl && early) pdl_trigger();
-    if (threadIdx.x >= CONSUMER_THREADS) {
-        start_producer(s, nullptr, 0);
-        if (threadIdx.x == CONSUMER_THREADS) produce(s, v, first, count);
-        return;
-    }
-    mark(MARK_ISSUED);
-    const int kv0 = chunk * kvn, qh0 = chunk * hq;
-    const long head_rows = (long)m.max_seq * hd;
-    // The position is written by the host before the step, so it may be read before the wait.
-    int p = *g.pos;
-    int len = p + 1;
-    int first_end = len < C ? len : C;
-    int hist = p < first_end ? p : first_end;
-    for (int j = 0; j < kvn; ++j) {
-        load_kv_rows<CONSUMER_THREADS>(kbuf + j * C * ks, L.k_cache + (kv0 + j) * head_rows, 0, hist, hd, 0, ks);
-        load_kv_rows<CONSUMER_THREADS>(vbuf + j * C * hd, L.v_cache + (kv0 + j) * head_rows, 0, hist, hd, 0, hd);
-    }
-    ring_ready_wait();
-    if (pdl) pdl_wait();
-    mark(MARK_RELEASED);
-    int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    if (hist < first_end) {  // the current position, written by this step's QKV grid
-        for (int j = 0; j < kvn; ++j) {
-            load_kv_rows<CONSUMER_THREADS>(kbuf + j * C * ks, L.k_cache + (kv0 + j) * head_rows, hist, first_end, hd, 0, ks);
-            load_kv_rows<CONSUMER_THREADS>(vbuf + j * C * hd, L.v_cache + (kv0 + j) * head_rows, hist, first_end, hd, 0, hd);
-        }
-    }
-    for (int i = tid; i < hq * hd; i += CONSUMER_THREADS) q[i] = L.qkv[qh0 * hd + i];
-    float scale = rsqrtf((float)hd);
-    for (int base = 0; base < len; base += C) {
-        int end = base + C < len ? base + C : len;
-        if (base > 0) {
-            consumers_sync();
-            for (int j = 0; j < kvn; ++j)
-                load_kv_rows<CONSUMER_THREADS>(kbuf + j * C * ks, L.k_cache + (kv0 + j) * head_rows, base, end, hd, base, ks);
-        }
-        cp_async_wait_all();
-        consumers_sync();
-        int c = end - base;
-        for (int idx = tid; idx < hq * c; idx += CONSUMER_THREADS) {
-            int h = idx / c, i = idx % c;
-            scores[h * len + base + i] = k_row_dot(kbuf + ((long)(h / gq) * C + i) * ks, q + h * hd, hd) * scale;
-        }
-    }
-    consumers_sync();
-    mark(MARK_SUB1);
-    softmax_rows(scores, hq, len, CONSUMER_WARPS, warp, lane);
-    mark(MARK_SUB2);
-    // Output: thread t sums p[h][pos] * V[pos][d] for outputs t and t + CONSUMER_THREADS
-    // (hq * hd <= 2 * CONSUMER_THREADS, host-checked), four positions in flight.
-    const int outs = hq * hd;
-    float acc[2][4];
-#pragma unroll
-    for (int o = 0; o < 2; ++o)
-#pragma unroll
-        for (int u = 0; u < 4; ++u) acc[o][u] = 0.f;
-    for (int base = 0; base < len; base += C) {
-        int end = base + C < len ? base + C : len;
-        if (base > 0) {
-            consumers_sync();
-            for (int j = 0; j < kvn; ++j)
-                load_kv_rows<CONSUMER_THREADS>(vbuf + j * C * hd, L.v_cache + (kv0 + j) * head_rows, base, end, hd, base, hd);
-        }
-        cp_async_wait_all();
-        consumers_sync();
-#pragma unroll
-        for (int o = 0; o < 2; ++o) {
-            int idx = tid + o * CONSUMER_THREADS;
-            if (idx < outs) {
-                int h = idx / hd, d = idx % hd;
-                const float* ph = scores + h * len;
-                const bf16* vh = vbuf + (long)(h / gq) * C * hd + d;
-                int pos = base;
-                for (; pos + 3 < end; pos += 4) {
-#pragma unroll
-                    for (int u = 0; u < 4; ++u) acc[o][u] += ph[pos + u] * bf2f(vh[(long)(pos + u - base) * hd]);
-                }
-                for (; pos < end; ++pos) acc[o][0] += ph[pos] * bf2f(vh[(long)(pos - base) * hd]);
-            }
-        }
-    }
-#pragma unroll
-    for (int o = 0; o < 2; ++o) {
-        int idx = tid + o * CONSUMER_THREADS;
-        if (idx < outs) s.x[qh0 * hd + idx] = (acc[o][0] + acc[o][1]) + (acc[o][2] + acc[o][3]);
-    }
-    consumers_sync();
-    mark(MARK_PREPARED);
-    PartialEpilogue ep{L.o_part, m.hidden};
-    consume_pages(s, v, s.x, first, count, ep, 0);
-    mark(MARK_COMPUTED);
-}
-
 // ---- grid wrappers -------------------------------------------------------------------------
 // Streaming kernels run one CTA per SM (the host sizes the grid); attention one CTA per task.
-// OP_PARAMS and PAIR_PARAMS, the parameter lists, are generated (backend/src/abi.rs): the host
+// OP_PARAMS, the parameter list, is generated (backend/src/abi.rs): the host
 // builds its arguments from the same list.
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) k_qkv_rope(OP_PARAMS) {
@@ -1259,38 +1041,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) k_lm_head(OP_PARAMS) {
     trace_begin(trace);
     (void)L;
     lm_head_body(m, g, pdl, early);
-    trace_end_stream();
-}
-
-// Fused grids (one CTA per SM, never more CTAs than SMs: see grid_barrier), PAIR_PARAMS: `N`
-// is the next layer (down_qkv only); `barrier` the grid's counter.
-extern "C" __global__ void __launch_bounds__(THREADS, 1) k_o_up_gate(PAIR_PARAMS) {
-    trace_begin(trace);
-    (void)g;
-    (void)N;
-    o_up_gate_body(m, L, barrier, pdl, early);
-    trace_end_stream();
-}
-
-extern "C" __global__ void __launch_bounds__(THREADS, 1) k_down_qkv(PAIR_PARAMS) {
-    trace_begin(trace);
-    down_qkv_body(m, g, L, N, barrier, pdl, early);
-    trace_end_stream();
-}
-
-extern "C" __global__ void __launch_bounds__(THREADS, 1) k_down_lm_head(PAIR_PARAMS) {
-    trace_begin(trace);
-    (void)N;
-    down_lm_head_body(m, g, L, barrier, pdl, early);
-    trace_end_stream();
-}
-
-// Attention folded into the O-projection (`--grids folded`); the fused grids' signature.
-extern "C" __global__ void __launch_bounds__(THREADS, 1) k_attention_o_proj(PAIR_PARAMS) {
-    trace_begin(trace);
-    (void)N;
-    (void)barrier;
-    attention_o_proj_body(m, g, L, pdl, early);
     trace_end_stream();
 }
 

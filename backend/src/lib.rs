@@ -12,6 +12,7 @@ mod checkpoint;
 pub mod error;
 pub mod gpu;
 pub mod kernels;
+pub mod launch_plan;
 pub mod reference;
 pub mod weights;
 

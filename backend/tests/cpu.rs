@@ -154,8 +154,9 @@ fn changed_kernels<'a>(base: &kernels::Compiled, other: &kernels::Compiled) -> V
             .find(|k| k.name == name)
             .map(|k| k.code_hash)
     };
-    let mut names: Vec<&str> = kernels::grid_entry_points()
-        .map(|(name, _)| name)
+    let mut names: Vec<&str> = kernels::ENTRY_POINTS
+        .iter()
+        .map(|(name, _)| *name)
         .filter(|name| hash(base, name) != hash(other, name))
         .collect();
     names.sort();
@@ -223,8 +224,8 @@ fn ablation_builds_change_only_the_kernels_whose_work_they_remove() {
     }
 }
 
-/// A scaled RoPE (Llama 3) changes only the kernels that apply RoPE: QKV, alone or fused
-/// behind down; every other kernel keeps the default build's machine code.
+/// A scaled RoPE (Llama 3) changes only the kernel that applies RoPE, QKV: every other kernel
+/// keeps the default build's machine code.
 #[test]
 fn llama3_rope_changes_only_the_kernels_that_apply_rope() {
     let text = std::fs::read_to_string(concat!(
@@ -241,7 +242,7 @@ fn llama3_rope_changes_only_the_kernels_that_apply_rope() {
         other => other.unwrap(),
     };
     let build = kernels::compile("sm_90a", &scaled).unwrap();
-    assert_eq!(changed_kernels(&base, &build), ["k_down_qkv", "k_qkv_rope"]);
+    assert_eq!(changed_kernels(&base, &build), ["k_qkv_rope"]);
 }
 
 #[test]
@@ -310,138 +311,142 @@ fn compiled_resources_replace_the_declared_ones_in_chain_schedules() {
         ..Default::default()
     };
     let mut s = mkc_scheduler::compile(&m, &dev, &opts).schedule;
+    let declared = s.chain().unwrap().clone();
     let infos: Vec<kernels::KernelInfo> = kernels::ENTRY_POINTS
         .iter()
         .enumerate()
-        .map(|(i, (name, _))| kernels::KernelInfo {
+        .map(|(i, (name, kind))| kernels::KernelInfo {
             name: name.to_string(),
-            threads: 256,
+            threads: kernels::threads(&m.tuning, *kind),
             registers: 40 + i as u32,
             static_smem: 16,
-            dynamic_smem: 1000 * (i as u32 + 1),
             ..kernels::KernelInfo::default()
         })
         .collect();
     let n = kernels::apply_to_schedule(&mut s, &infos);
     let plan = s.chain().unwrap();
     assert_eq!(n, plan.kernels.len());
-    for k in &plan.kernels {
-        let kind = s.graph.op(k.op).kind;
+    for (k, d) in plan.kernels.iter().zip(&declared.kernels) {
         let i = kernels::ENTRY_POINTS
             .iter()
-            .position(|(_, kk)| *kk == kind)
+            .position(|(n, _)| *n == k.entry)
             .unwrap();
-        assert_eq!((k.threads, k.registers), (256, 40 + i as u32));
-        assert_eq!(k.dynamic_smem_bytes, 16 + 1000 * (i as u32 + 1));
+        assert_eq!(k.registers, 40 + i as u32);
+        assert_eq!(k.static_smem_bytes, 16);
+        assert_eq!(k.resources, mkc_catalogue::ResourceSource::Compiled);
+        assert_eq!(d.resources, mkc_catalogue::ResourceSource::Declared);
+        // The launch itself is the plan's: compiled figures change no launch argument.
+        assert_eq!(
+            (k.ctas, k.threads, k.dynamic_smem_bytes, &k.runs),
+            (d.ctas, d.threads, d.dynamic_smem_bytes, &d.runs)
+        );
     }
     assert!(mkc_scheduler::check::check(&s).is_empty());
 }
 
-/// Every pair of operators the scheduler may fuse into one grid has a kernel, and a fused grid
-/// takes one CTA per SM (its grid barrier needs them all resident) with the shared memory of its
-/// second operator; compiled figures reach fused grids too.
+/// The catalogue's declared registers are the compiled kernels' for the default build, so that
+/// a plan made without NVRTC (marked declared) admits CTAs as the compiled one does.
 #[test]
-fn every_fusable_pair_has_a_kernel() {
-    use mkc_ir::OpKind::*;
-    let kinds = [QkvRope, Attention, OProj, UpGate, Down, LmHead];
-    let m = resolve_model("llama1b").unwrap();
-    let mut pairs = 0;
-    for a in kinds {
-        for b in kinds {
-            let entry = kernels::grid_entry_point((a, Some(b)));
-            let barrier = mkc_scheduler::chain::fusable(a, b, mkc_scheduler::Grids::Fused);
-            let folded = mkc_scheduler::chain::fusable(a, b, mkc_scheduler::Grids::Folded);
-            assert_eq!(entry.is_some(), barrier || folded, "{a:?} + {b:?}");
-            assert_eq!(folded, (a, Some(b)) == kernels::FOLDED);
-            if let Some(entry) = entry {
-                pairs += 1;
-                assert_eq!(
-                    kernels::threads_of(&Tuning::default(), entry),
-                    kernels::THREADS
-                );
-                if barrier {
-                    assert_eq!(kernels::grid_ctas(&m, (a, Some(b)), 7, 132), 132);
-                    assert_eq!(
-                        kernels::grid_dynamic_smem(&m, (a, Some(b)), 132),
-                        kernels::dynamic_smem(&m, b)
-                    );
-                }
-            }
+fn declared_registers_are_the_compiled_ones() {
+    let m = llama1b();
+    let compiled = match kernels::compile("sm_90a", &m) {
+        Err(mkc_backend::BackendError::NoNvrtc) => {
+            eprintln!("SKIPPED: no NVRTC library found");
+            return;
         }
-    }
-    assert_eq!(pairs, kernels::FUSED_ENTRY_POINTS.len());
-
-    let dev = mkc_ir::embedded::resolve_device("h200").unwrap();
-    let opts = mkc_scheduler::CompileOptions {
-        target: mkc_scheduler::Target::Pdl,
-        grids: mkc_scheduler::Grids::Fused,
-        ..Default::default()
+        other => other.unwrap(),
     };
-    let mut s = mkc_scheduler::compile(&m, &dev, &opts).schedule;
-    let infos: Vec<kernels::KernelInfo> = kernels::grid_entry_points()
-        .map(|(name, _)| kernels::KernelInfo {
-            name: name.to_string(),
-            threads: 288,
-            registers: 100 + name.len() as u32,
-            ..kernels::KernelInfo::default()
-        })
-        .collect();
-    let n = kernels::apply_to_schedule(&mut s, &infos);
-    let plan = s.chain().unwrap();
-    assert_eq!(n, plan.kernels.len());
-    for k in plan.kernels.iter().filter(|k| k.then.is_some()) {
-        let ops = (s.graph.op(k.op).kind, k.then.map(|t| s.graph.op(t).kind));
-        let name = kernels::grid_entry_point(ops).unwrap();
-        assert_eq!(k.registers, 100 + name.len() as u32, "{}", k.name);
+    for &(name, kind) in kernels::ENTRY_POINTS {
+        let info = compiled.kernels.iter().find(|k| k.name == name).unwrap();
+        let declared = mkc_catalogue::declared_resources(&m, kind);
+        assert_eq!(
+            (declared.registers, declared.threads, declared.static_smem),
+            (info.registers, info.threads, info.static_smem),
+            "{name}: update mkc_catalogue::launch::declared_registers"
+        );
     }
 }
 
-/// The folded attention + O-projection grid: every O page is computed by exactly one CTA, each
-/// CTA's pages lie in one K chunk (the one whose attention it computes) and fit its ring
-/// without reuse, the grid fits the GPU, the shared memory fits an SM and holds a useful KV
-/// chunk; layouts the kernel cannot run are refused naming the field.
+/// Point 2 of "one program": for every model file the backend can run and both chain targets,
+/// the launch arguments the backend would use are the plan's grids, one for one (CTAs,
+/// threads, dynamic shared memory, PDL attribute, wait, trigger), on H200 and a smaller GPU;
+/// and a plan the kernels would run differently is refused naming the field.
 #[test]
-fn folded_grid_covers_every_o_page_once() {
-    let mut m = resolve_model("llama1b").unwrap();
-    let e = kernels::fold_layout(&m, 132).unwrap_err().to_string();
-    assert!(e.contains("vtp_shards.attention_o_proj"), "{e}");
-    m.lowering.vtp_shards.attention_o_proj = 2; // 16 query heads per chunk: too many
-    let e = kernels::fold_layout(&m, 132).unwrap_err().to_string();
-    assert!(e.contains("raise the shard count"), "{e}");
-    m.lowering.vtp_shards.attention_o_proj = 4;
-    kernels::check_model(&m).unwrap();
-    for sms in [132, 114, 78, 7] {
-        let f = kernels::fold_layout(&m, sms).unwrap();
-        let o = kernels::stream(&m, mkc_ir::OpKind::OProj).unwrap();
-        let ctas = kernels::grid_ctas(&m, kernels::FOLDED, 0, sms);
-        assert!(ctas <= sms && ctas == 4 * f.ctas_per_chunk, "{sms}: {ctas}");
-        assert_eq!((f.heads, f.kv_heads), (8, 2));
-        let chunk_pages = o.pages() / 4;
-        let mut seen = vec![0u32; o.pages() as usize];
-        for b in 0..ctas {
-            let (first, count) = f.pages_of(chunk_pages, b);
-            assert!(count <= f.ring_slots || f.ring_slots == kernels::CONSUMER_WARPS);
-            for p in first..first + count {
-                assert_eq!(p / chunk_pages, b / f.ctas_per_chunk, "page {p} of CTA {b}");
-                seen[p as usize] += 1;
+fn launch_arguments_are_the_plan_for_every_model_file() {
+    let mut checked = 0;
+    for entry in std::fs::read_dir("../models").unwrap() {
+        let path = entry.unwrap().path();
+        let m = mkc_ir::Model::load(&path).unwrap();
+        if kernels::check_model(&m).is_err() {
+            continue;
+        }
+        for sms in [132, 78] {
+            let dev = mkc_ir::embedded::resolve_device("h200")
+                .unwrap()
+                .with_sms(sms);
+            for target in [mkc_scheduler::Target::Pdl, mkc_scheduler::Target::Graph] {
+                let opts = mkc_scheduler::CompileOptions {
+                    target,
+                    ..Default::default()
+                };
+                let s = mkc_scheduler::compile(&m, &dev, &opts).schedule;
+                let shapes = mkc_backend::launch_plan::launch_plan(&s, &m)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                let plan = s.chain().unwrap();
+                assert_eq!(shapes.len(), plan.kernels.len());
+                for (l, k) in shapes.iter().zip(&plan.kernels) {
+                    assert_eq!(l.entry, k.entry);
+                    assert_eq!(
+                        (l.ctas, l.threads, l.dynamic_smem, l.pdl_attribute, l.waits),
+                        (
+                            k.ctas,
+                            k.threads,
+                            k.dynamic_smem_bytes,
+                            k.pdl_attribute,
+                            k.wait.is_some()
+                        ),
+                        "{} {}",
+                        path.display(),
+                        k.name
+                    );
+                    assert_eq!(l.early, k.trigger == Some(mkc_scheduler::Trigger::Early));
+                    assert!(k.ctas <= sms || l.kind == mkc_ir::OpKind::Attention);
+                }
+                checked += 1;
             }
         }
-        assert!(seen.iter().all(|&n| n == 1), "{sms} SMs");
-        let smem = kernels::grid_dynamic_smem(&m, kernels::FOLDED, sms);
-        assert_eq!(smem, f.dynamic_smem);
-        assert!(smem <= 232_448 && f.kv_chunk >= 32, "{sms}: {f:?}");
-        if sms == 132 {
-            // On the H200 the workload's whole context (up to 160 positions) is one KV chunk,
-            // issued before the wait.
-            assert!(
-                f.kv_chunk >= m.workload.prompt_len + m.workload.generate,
-                "{f:?}"
-            );
-        }
     }
-    m.workload.max_seq_len = 16384; // the scores alone fill shared memory
-    let e = kernels::fold_layout(&m, 132).unwrap_err().to_string();
-    assert!(e.contains("max_seq_len"), "{e}");
+    assert!(checked >= 8, "{checked} plans checked");
+    // A plan edited so that the kernels would run it differently is refused.
+    let m = resolve_model("llama1b").unwrap();
+    let dev = mkc_ir::embedded::resolve_device("h200").unwrap();
+    let opts = mkc_scheduler::CompileOptions {
+        target: mkc_scheduler::Target::Pdl,
+        ..Default::default()
+    };
+    let base = mkc_scheduler::compile(&m, &dev, &opts).schedule;
+    type Edit = fn(&mut mkc_scheduler::schedule::Kernel);
+    let edits: [(&str, Edit); 4] = [
+        ("threads", |k| k.threads += 32),
+        ("dynamic_smem_bytes", |k| k.dynamic_smem_bytes -= 128),
+        ("runs[0]", |k| k.runs[0][1] += 1),
+        ("entry", |k| k.entry = "k_down".into()),
+    ];
+    for (field, edit) in edits {
+        let mut s = base.clone();
+        let mkc_scheduler::Plan::Chain(c) = &mut s.plan else {
+            panic!()
+        };
+        edit(&mut c.kernels[0]);
+        let e = mkc_backend::launch_plan::launch_plan(&s, &m)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("plan.kernels[0].{field}")), "{e}");
+    }
+    // Another tuning builds other CTAs: a plan compiled without it is refused for it.
+    let mut other = m.clone();
+    other.tuning.consumer_warps = Some(4);
+    assert!(mkc_backend::launch_plan::launch_plan(&base, &other).is_err());
 }
 
 /// Every output row of every streaming operator is covered by exactly one page, each CTA's
@@ -460,25 +465,28 @@ fn streaming_grids_cover_every_row_once_within_shared_memory() {
             let Some(s) = kernels::stream(&m, *kind) else {
                 continue;
             };
+            let w = s.work;
             assert_eq!(
-                s.pages() * s.page_out(),
-                s.splits * s.out_rows,
+                w.pages() * w.page_out(),
+                w.splits * w.out_rows,
                 "{name} {entry}"
             );
+            // The kernels' page: PAGE_BYTES / (2 k) rows, exactly what the work unit holds.
             assert_eq!(
-                s.page_rows() * s.k * 2,
-                kernels::PAGE_BYTES,
+                w.page_rows() * w.k * 2,
+                m.lowering.page_bytes,
                 "{name} {entry}"
             );
             let smem = kernels::dynamic_smem(&m, *kind);
             assert!(smem + 1024 <= 233_472, "{name} {entry}: {smem} B");
-            let g = kernels::grid_ctas(&m, (*kind, None), 1, 132);
-            assert!(g <= s.pages() && g <= 132, "{name} {entry}: {g} CTAs");
+            let g = mkc_catalogue::grid(&m, *kind, w.tasks(), 132).ctas;
+            assert!(g <= w.tasks() && g <= 132, "{name} {entry}: {g} CTAs");
             let shares: Vec<u32> = (0..g)
-                .map(|b| kernels::page_range(s.pages(), b, g).1)
+                .map(|b| kernels::cta_tasks(w.tasks(), g, b).1 * w.task_pages)
                 .collect();
             let (lo, hi) = (shares.iter().min().unwrap(), shares.iter().max().unwrap());
-            assert!(hi - lo <= 1, "{name} {entry}: shares {lo}..{hi}");
+            assert!(hi - lo <= w.task_pages, "{name} {entry}: shares {lo}..{hi}");
+            assert_eq!(shares.iter().sum::<u32>(), w.pages(), "{name} {entry}");
         }
     }
 }
@@ -570,7 +578,13 @@ fn code_hashes_come_from_text_sections_only() {
 /// Models the kernels cannot stream are refused with the field to change.
 #[test]
 fn models_the_kernels_cannot_stream_name_the_field() {
-    let tiny = resolve_model("tiny").unwrap();
+    let mut tiny = resolve_model("tiny").unwrap();
+    let e = kernels::check_model(&tiny).unwrap_err().to_string();
+    assert!(
+        e.contains("lowering.page_bytes") && e.contains("16384"),
+        "{e}"
+    );
+    tiny.lowering.page_bytes = 16384;
     let e = kernels::check_model(&tiny).unwrap_err().to_string();
     assert!(e.contains("geometry.hidden") && e.contains("2048"), "{e}");
     let mut m = resolve_model("llama1b").unwrap();

@@ -64,7 +64,6 @@ impl Target {
                     .map(|(_, t)| t.to_string())
                     .collect();
                 v.push(include_str!("../../models/llama1b_tuned.ron").into());
-                v.push(include_str!("../../models/llama1b_folded.ron").into());
                 v.push(include_str!("../../models/llama3.2-1b.ron").into());
                 v
             }

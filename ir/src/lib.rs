@@ -14,6 +14,7 @@ pub mod lower;
 pub mod model;
 mod ron_error;
 mod validate;
+pub mod work;
 
 /// The bounds model validation keeps every derived size within.
 pub mod validate_bounds {

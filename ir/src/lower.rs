@@ -11,7 +11,17 @@ use crate::graph::{
 use crate::ids::{CounterId, EdgeId, OpId, TaskId, TensorId};
 use crate::model::Model;
 
+/// Bytes of one activation element as the kernels store activations (f32; the KV cache is in
+/// the model's dtype).
+pub const ACTIVATION_BYTES: u64 = 4;
+
 /// Lowers a validated model into its task graph.
+///
+/// The tensors are the kernels' buffers. Per layer: QKV reads the residual stream as the
+/// previous layer left it (`x_mid` plus down's split-K partials, or the embedding row), writes
+/// `qkv` and stores the summed stream `x_in` (each task its share); attention writes `attn`;
+/// the O-projection writes one partial block per K chunk (`o_part`); up/gate sums `x_in` and
+/// `o_part`, stores `x_mid` (shares) and writes `h`; down writes `d_part`.
 ///
 /// # Panics
 /// Only on a model that [`Model::validate`] would reject (an internal bug, not user input).
@@ -19,46 +29,77 @@ pub fn lower(model: &Model) -> TaskGraph {
     let mut b = Builder::new(model);
     let g = &model.geometry;
     let shards = &model.lowering.vtp_shards;
-    let mut x = b.tensor("embed_row".into(), g.hidden, None);
-    let mut prev_down: Option<OpId> = None;
+    let embed = b.tensor("embed_row".into(), g.hidden, None);
+    // The residual stream entering a layer: the embedding row, or (x_mid, d_part, down).
+    let mut stream = Stream::Embedding(embed);
     for layer in 0..g.layers {
-        let qkv = b.qkv(layer, x);
-        if let Some(down) = prev_down {
-            b.connect(down, qkv.op, x, shards.down_qkv);
-        }
+        let qkv = b.qkv(layer, &stream);
         let attn = b.attention(layer, qkv.out);
         b.connect(qkv.op, attn.op, qkv.out, shards.qkv_attention);
-        let o_proj = b.o_proj(layer, attn.out, x);
+        let o_proj = b.split_k_matvec(OpKind::OProj, layer, "o_part", attn.out);
         b.connect(attn.op, o_proj.op, attn.out, shards.attention_o_proj);
-        if let Some(down) = prev_down {
-            b.imply(down, o_proj.op, x);
-        }
-        let up_gate = b.up_gate(layer, o_proj.out);
+        let up_gate = b.up_gate(layer, qkv.stored, o_proj.out);
         b.connect(o_proj.op, up_gate.op, o_proj.out, shards.o_proj_up_gate);
-        let down = b.down(layer, up_gate.out, o_proj.out);
+        b.imply(qkv.op, up_gate.op, qkv.stored);
+        if let Stream::Layer {
+            x_mid, producer, ..
+        } = stream
+        {
+            b.imply(producer, up_gate.op, x_mid);
+        }
+        let down = b.split_k_matvec(OpKind::Down, layer, "d_part", up_gate.out);
         b.connect(up_gate.op, down.op, up_gate.out, shards.up_gate_down);
-        b.imply(o_proj.op, down.op, o_proj.out);
-        x = down.out;
-        prev_down = Some(down.op);
+        stream = Stream::Layer {
+            x_mid: up_gate.stored,
+            producer: up_gate.op,
+            d_part: down.out,
+            down: down.op,
+        };
+        if layer + 1 < g.layers {
+            b.link_stream(&stream, OpId::from_index(b.g.ops.len()), shards.down_qkv);
+        }
     }
-    let lm = b.lm_head(x);
-    if let Some(down) = prev_down {
-        b.connect(down, lm, x, shards.down_lm_head);
-    }
+    b.link_stream(
+        &stream,
+        OpId::from_index(b.g.ops.len()),
+        shards.down_lm_head,
+    );
+    b.lm_head(&stream);
     b.finish()
 }
 
-/// Number of tasks the lowering of `model` produces (used to refuse absurd tilings early).
+/// The residual stream as an operator reads it.
+enum Stream {
+    /// Layer 0: the gathered embedding row.
+    Embedding(TensorId),
+    /// After a layer: its `x_mid` (written by `producer`, up/gate) plus down's partials.
+    Layer {
+        x_mid: TensorId,
+        producer: OpId,
+        d_part: TensorId,
+        down: OpId,
+    },
+}
+
+/// Number of tasks the lowering of `model` produces (used to refuse absurd tilings early),
+/// computed in u64 from the geometry so that it cannot wrap.
 pub fn task_count(model: &Model) -> u64 {
-    let (g, l) = (&model.geometry, &model.lowering);
-    let t = l.matvec_tile_rows as u64;
-    let s = &l.vtp_shards;
-    let per_layer = model.qkv_rows() as u64 / t
-        + g.kv_heads as u64 * l.attention_split as u64
-        + g.hidden as u64 / t * s.attention_o_proj as u64
-        + g.intermediate as u64 / t
-        + g.hidden as u64 / t * s.up_gate_down as u64;
-    g.layers as u64 * per_layer + g.vocab as u64 / l.lm_head_tile_rows as u64
+    let g = &model.geometry;
+    let mut per_layer = g.kv_heads as u64 * model.lowering.attention_split as u64;
+    let mut lm = 0;
+    for kind in crate::work::MATVECS {
+        let Some(w) = crate::work::matvec(model, kind) else {
+            continue;
+        };
+        let chunk_tasks = w.out_rows as u64 / w.page_out().max(1) as u64 / w.task_pages as u64;
+        let tasks = w.splits as u64 * chunk_tasks;
+        if kind == OpKind::LmHead {
+            lm = tasks;
+        } else {
+            per_layer += tasks;
+        }
+    }
+    g.layers as u64 * per_layer + lm
 }
 
 /// The shape facts of one shardable edge, shared by validation and lowering.
@@ -70,38 +111,69 @@ pub struct ShardEdgeSpec {
     pub shards: u32,
     /// Name of the tensor the edge carries.
     pub tensor: &'static str,
-    /// Rows of that tensor.
-    pub rows: u32,
-    /// Rows each producer tile writes.
+    /// Rows of that tensor (u64: a partial tensor has chunks x hidden rows).
+    pub rows: u64,
+    /// Rows each producer task writes.
     pub producer_tile_rows: u32,
 }
 
 /// Every shardable edge of a layer (and the LM head's input edge) with its shape facts.
 pub fn shard_edges(model: &Model) -> Vec<ShardEdgeSpec> {
-    let (g, l) = (&model.geometry, &model.lowering);
-    let s = &l.vtp_shards;
-    let t = l.matvec_tile_rows;
+    let g = &model.geometry;
+    let s = &model.lowering.vtp_shards;
+    let rows_of = |kind| crate::work::matvec(model, kind).map_or(1, |w| w.task_rows());
     let attn_tile = model.heads_per_attention_task() * g.head_dim;
-    let spec = |field, shards, tensor, rows, producer_tile_rows| ShardEdgeSpec {
+    let spec = |field, shards, tensor, rows: u64, producer_tile_rows| ShardEdgeSpec {
         field,
         shards,
         tensor,
         rows,
         producer_tile_rows,
     };
+    let hidden = g.hidden as u64;
     vec![
-        spec("qkv_attention", s.qkv_attention, "qkv", model.qkv_rows(), t),
+        spec(
+            "qkv_attention",
+            s.qkv_attention,
+            "qkv",
+            model.qkv_rows() as u64,
+            rows_of(OpKind::QkvRope),
+        ),
         spec(
             "attention_o_proj",
             s.attention_o_proj,
             "attn",
-            model.q_dim(),
+            model.q_dim() as u64,
             attn_tile,
         ),
-        spec("o_proj_up_gate", s.o_proj_up_gate, "x_mid", g.hidden, t),
-        spec("up_gate_down", s.up_gate_down, "h", g.intermediate, t),
-        spec("down_qkv", s.down_qkv, "x", g.hidden, t),
-        spec("down_lm_head", s.down_lm_head, "x", g.hidden, t),
+        spec(
+            "o_proj_up_gate",
+            s.o_proj_up_gate,
+            "o_part",
+            s.attention_o_proj as u64 * hidden,
+            rows_of(OpKind::OProj),
+        ),
+        spec(
+            "up_gate_down",
+            s.up_gate_down,
+            "h",
+            g.intermediate as u64,
+            rows_of(OpKind::UpGate),
+        ),
+        spec(
+            "down_qkv",
+            s.down_qkv,
+            "d_part",
+            s.up_gate_down as u64 * hidden,
+            rows_of(OpKind::Down),
+        ),
+        spec(
+            "down_lm_head",
+            s.down_lm_head,
+            "d_part",
+            s.up_gate_down as u64 * hidden,
+            rows_of(OpKind::Down),
+        ),
     ]
 }
 
@@ -130,11 +202,22 @@ struct Added {
     out: TensorId,
 }
 
+/// An operator just added, its output and the residual vector its tasks store in shares.
+struct AddedStream {
+    op: OpId,
+    out: TensorId,
+    stored: TensorId,
+}
+
 struct Builder<'m> {
     model: &'m Model,
-    /// Bytes per element.
+    /// Bytes per weight element.
     e: u64,
     g: TaskGraph,
+    /// Stream edges into the next operator, connected once its tasks exist.
+    pending: Vec<(OpId, OpId, TensorId, u32)>,
+    /// Implied stream edges into the next operator.
+    pending_implied: Vec<(OpId, OpId, TensorId)>,
 }
 
 fn whole(tensor: TensorId, rows: u32) -> Access {
@@ -142,6 +225,12 @@ fn whole(tensor: TensorId, rows: u32) -> Access {
         tensor,
         rows: Rows::new(0, rows),
     }
+}
+
+/// Task `t` of `tasks`' share of a `len`-row residual vector, if it has one.
+fn share_access(tensor: TensorId, t: u32, tasks: u32, len: u32) -> Option<Access> {
+    let (start, end) = crate::work::residual_share(t, tasks, len);
+    (start < end).then(|| part(tensor, start, end - start))
 }
 
 fn part(tensor: TensorId, start: u32, len: u32) -> Access {
@@ -167,6 +256,8 @@ impl<'m> Builder<'m> {
                 model_weight_bytes: model.weight_bytes(),
                 typical_kv_len: w.prompt_len + w.generate / 2,
             },
+            pending: Vec::new(),
+            pending_implied: Vec::new(),
         }
     }
 
@@ -240,14 +331,62 @@ impl<'m> Builder<'m> {
         Added { op, out }
     }
 
-    /// RMSNorm + QKV + RoPE + KV append, reading the residual stream `x`.
-    fn qkv(&mut self, layer: u32, x: TensorId) -> Added {
+    /// The work geometry of matvec `kind` (validated: every matvec has one).
+    fn work(&self, kind: OpKind) -> crate::work::MatvecWork {
+        crate::work::matvec(self.model, kind).expect("a matvec operator")
+    }
+
+    /// What a task reads of the residual stream `stream` (the whole vector: its RMSNorm needs
+    /// every row) and the bytes that costs.
+    fn stream_reads(&self, stream: &Stream) -> (Vec<Access>, u64) {
+        let hidden = self.model.geometry.hidden;
+        match *stream {
+            Stream::Embedding(row) => (vec![whole(row, hidden)], hidden as u64 * self.e),
+            Stream::Layer { x_mid, d_part, .. } => {
+                let parts = self.rows_of(d_part);
+                (
+                    vec![whole(x_mid, hidden), whole(d_part, parts)],
+                    (hidden + parts) as u64 * ACTIVATION_BYTES,
+                )
+            }
+        }
+    }
+
+    /// The edges that carry the residual stream into `consumer`: down's partials (synchronised,
+    /// `shards` counters) and up/gate's `x_mid` (implied: down's tasks follow all of up/gate's).
+    fn link_stream(&mut self, stream: &Stream, consumer: OpId, shards: u32) {
+        if let Stream::Layer {
+            x_mid,
+            producer,
+            d_part,
+            down,
+        } = *stream
+        {
+            self.pending.push((down, consumer, d_part, shards));
+            self.pending_implied.push((producer, consumer, x_mid));
+        }
+    }
+
+    /// Connects the stream edges recorded for the operator just added.
+    fn flush_pending(&mut self) {
+        for (p, c, t, s) in std::mem::take(&mut self.pending) {
+            self.connect(p, c, t, s);
+        }
+        for (p, c, t) in std::mem::take(&mut self.pending_implied) {
+            self.imply(p, c, t);
+        }
+    }
+
+    /// RMSNorm + QKV + RoPE + KV append, reading the residual stream; each task also stores
+    /// its share of the summed stream `x_in`.
+    fn qkv(&mut self, layer: u32, stream: &Stream) -> AddedStream {
         let (m, e) = (self.model, self.e);
-        let g = &m.geometry;
-        let t = m.lowering.matvec_tile_rows;
-        let hidden = g.hidden as u64;
+        let hidden = m.geometry.hidden;
+        let w = self.work(OpKind::QkvRope);
         let q_dim = m.q_dim();
-        self.op(
+        let (reads, read_bytes) = self.stream_reads(stream);
+        let x_in = self.tensor(format!("L{layer}.x_in"), hidden, None);
+        let added = self.op(
             OpHead {
                 kind: OpKind::QkvRope,
                 layer: Some(layer),
@@ -257,32 +396,46 @@ impl<'m> Builder<'m> {
                 out_rows: m.qkv_rows(),
             },
             |_, out| {
-                (0..m.qkv_rows() / t)
+                let (n, t) = (w.tasks(), w.task_rows());
+                (0..n)
                     .map(|i| {
-                        let is_kv = i * t >= q_dim;
-                        let norm = if i == 0 { hidden * e } else { 0 };
+                        let norm = if i == 0 { hidden as u64 * e } else { 0 };
+                        let kv_rows = (i * t + t).saturating_sub(q_dim.max(i * t)).min(t);
+                        let mut writes = vec![part(out, i * t, t)];
+                        let share = share_access(x_in, i, n, hidden);
+                        let share_bytes = share.map_or(0, |a| a.rows.len() as u64);
+                        writes.extend(share);
                         TileSpec {
                             row_tile: i,
                             k_chunk: 0,
-                            reads: vec![whole(x, g.hidden)],
-                            writes: vec![part(out, i * t, t)],
+                            reads: reads.clone(),
+                            writes,
                             cost: TaskCost {
-                                weight_bytes: t as u64 * hidden * e + norm,
-                                activation_read_bytes: hidden * e,
-                                write_bytes: t as u64 * e * if is_kv { 2 } else { 1 },
-                                flops: 2 * t as u64 * hidden,
+                                weight_bytes: w.task_weight_bytes() + norm,
+                                activation_read_bytes: read_bytes,
+                                write_bytes: (t as u64 + share_bytes) * ACTIVATION_BYTES
+                                    + kv_rows as u64 * e,
+                                flops: 2 * t as u64 * hidden as u64,
                                 ..TaskCost::default()
                             },
                         }
                     })
                     .collect()
             },
-        )
+        );
+        self.g.tensors[x_in.index()].producer = Some(added.op);
+        self.flush_pending();
+        AddedStream {
+            op: added.op,
+            out: added.out,
+            stored: x_in,
+        }
     }
 
     /// Decode attention: one task per (KV head, query-head group).
     fn attention(&mut self, layer: u32, qkv: TensorId) -> Added {
         let (m, e) = (self.model, self.e);
+        let a = ACTIVATION_BYTES;
         let g = &m.geometry;
         let hd = g.head_dim;
         let hp = m.heads_per_attention_task();
@@ -312,8 +465,8 @@ impl<'m> Builder<'m> {
                             ],
                             writes: vec![part(out, q_head * hd, hp * hd)],
                             cost: TaskCost {
-                                activation_read_bytes: (hp as u64 + 2) * hd as u64 * e,
-                                write_bytes: hp as u64 * hd as u64 * e,
+                                activation_read_bytes: (hp as u64 + 2) * hd as u64 * a,
+                                write_bytes: hp as u64 * hd as u64 * a,
                                 kv_bytes_per_token: 2 * hd as u64 * e,
                                 flops_per_token: 4 * hp as u64 * hd as u64,
                                 ..TaskCost::default()
@@ -326,115 +479,109 @@ impl<'m> Builder<'m> {
         )
     }
 
-    /// A split-K matvec with residual add: `k_split` chunks (major) x row tiles (minor).
-    /// Chunk 0 also reads the residual rows.
-    #[allow(clippy::too_many_arguments)]
+    /// A split-K matvec (O-projection, down): task (c, r) multiplies K chunk c of `input` by
+    /// its pages and writes rows r of chunk c's partial block (`splits` blocks of `hidden`
+    /// rows); the operator that next stages the residual adds the blocks up.
     fn split_k_matvec(
         &mut self,
         kind: OpKind,
         layer: u32,
         out_name: &str,
         input: TensorId,
-        residual: TensorId,
-        k_split: u32,
     ) -> Added {
-        let (m, e) = (self.model, self.e);
-        let t = m.lowering.matvec_tile_rows;
-        let hidden = m.geometry.hidden;
-        let k_rows = self.rows_of(input);
-        let chunk = k_rows / k_split;
+        let w = self.work(kind);
+        let hidden = self.model.geometry.hidden;
+        let a = ACTIVATION_BYTES;
         self.op(
             OpHead {
                 kind,
                 layer: Some(layer),
                 embed_fused: false,
-                k_split,
+                k_split: w.splits,
                 out_name,
-                out_rows: hidden,
+                out_rows: w.splits * hidden,
             },
             |_, out| {
-                let mut tiles = Vec::new();
-                for c in 0..k_split {
-                    for r in 0..hidden / t {
-                        let mut reads = vec![part(input, c * chunk, chunk)];
-                        if c == 0 {
-                            reads.push(part(residual, r * t, t));
-                        }
-                        let residual_bytes = if c == 0 { t as u64 * e } else { 0 };
-                        tiles.push(TileSpec {
-                            row_tile: r,
+                (0..w.tasks())
+                    .map(|t| {
+                        let (c, row0) = w.task_coords(t);
+                        let rows = w.task_rows();
+                        TileSpec {
+                            row_tile: row0 / rows,
                             k_chunk: c,
-                            reads,
-                            writes: vec![part(out, r * t, t)],
+                            reads: vec![part(input, c * w.k, w.k)],
+                            writes: vec![part(out, c * hidden + row0, rows)],
                             cost: TaskCost {
-                                weight_bytes: t as u64 * chunk as u64 * e,
-                                activation_read_bytes: chunk as u64 * e + residual_bytes,
-                                write_bytes: t as u64 * e,
-                                flops: 2 * t as u64 * chunk as u64,
+                                weight_bytes: w.task_weight_bytes(),
+                                activation_read_bytes: w.k as u64 * a,
+                                write_bytes: rows as u64 * a,
+                                flops: 2 * rows as u64 * w.k as u64,
                                 ..TaskCost::default()
                             },
-                        });
-                    }
-                }
-                tiles
-            },
-        )
-    }
-
-    fn o_proj(&mut self, layer: u32, attn: TensorId, residual: TensorId) -> Added {
-        let k = self.model.lowering.vtp_shards.attention_o_proj;
-        self.split_k_matvec(OpKind::OProj, layer, "x_mid", attn, residual, k)
-    }
-
-    fn down(&mut self, layer: u32, h: TensorId, residual: TensorId) -> Added {
-        let k = self.model.lowering.vtp_shards.up_gate_down;
-        let name = format!("x_out{layer}");
-        let added = self.split_k_matvec(OpKind::Down, layer, &name, h, residual, k);
-        // The down output is the next layer's residual input: name it as such.
-        self.g.tensors[added.out.index()].name = format!("L{}.x", layer + 1);
-        added
-    }
-
-    /// RMSNorm + up/gate + SiLU: each tile streams `t` rows of both matrices.
-    fn up_gate(&mut self, layer: u32, x_mid: TensorId) -> Added {
-        let (m, e) = (self.model, self.e);
-        let t = m.lowering.matvec_tile_rows;
-        let (hidden, inter) = (m.geometry.hidden, m.geometry.intermediate);
-        self.op(
-            OpHead {
-                kind: OpKind::UpGate,
-                layer: Some(layer),
-                embed_fused: false,
-                k_split: 1,
-                out_name: "h",
-                out_rows: inter,
-            },
-            |_, out| {
-                (0..inter / t)
-                    .map(|i| TileSpec {
-                        row_tile: i,
-                        k_chunk: 0,
-                        reads: vec![whole(x_mid, hidden)],
-                        writes: vec![part(out, i * t, t)],
-                        cost: TaskCost {
-                            weight_bytes: 2 * t as u64 * hidden as u64 * e
-                                + if i == 0 { hidden as u64 * e } else { 0 },
-                            activation_read_bytes: hidden as u64 * e,
-                            write_bytes: t as u64 * e,
-                            flops: 4 * t as u64 * hidden as u64,
-                            ..TaskCost::default()
-                        },
+                        }
                     })
                     .collect()
             },
         )
     }
 
-    /// Final RMSNorm + LM head + fused argmax (every tile folds its local best into `token`).
-    fn lm_head(&mut self, x: TensorId) -> OpId {
+    /// RMSNorm of `x_in` plus the O-projection's partials + up/gate + SiLU: each task streams
+    /// its pages of both matrices and stores its share of the summed stream `x_mid`.
+    fn up_gate(&mut self, layer: u32, x_in: TensorId, o_part: TensorId) -> AddedStream {
         let (m, e) = (self.model, self.e);
-        let t = m.lowering.lm_head_tile_rows;
-        let (hidden, vocab) = (m.geometry.hidden, m.geometry.vocab);
+        let w = self.work(OpKind::UpGate);
+        let hidden = m.geometry.hidden;
+        let parts = self.rows_of(o_part);
+        let x_mid = self.tensor(format!("L{layer}.x_mid"), hidden, None);
+        let added = self.op(
+            OpHead {
+                kind: OpKind::UpGate,
+                layer: Some(layer),
+                embed_fused: false,
+                k_split: 1,
+                out_name: "h",
+                out_rows: m.geometry.intermediate,
+            },
+            |_, out| {
+                let (n, t) = (w.tasks(), w.task_rows());
+                (0..n)
+                    .map(|i| {
+                        let mut writes = vec![part(out, i * t, t)];
+                        let share = share_access(x_mid, i, n, hidden);
+                        let share_bytes = share.map_or(0, |a| a.rows.len() as u64);
+                        writes.extend(share);
+                        TileSpec {
+                            row_tile: i,
+                            k_chunk: 0,
+                            reads: vec![whole(x_in, hidden), whole(o_part, parts)],
+                            writes,
+                            cost: TaskCost {
+                                weight_bytes: w.task_weight_bytes()
+                                    + if i == 0 { hidden as u64 * e } else { 0 },
+                                activation_read_bytes: (hidden + parts) as u64 * ACTIVATION_BYTES,
+                                write_bytes: (t as u64 + share_bytes) * ACTIVATION_BYTES,
+                                flops: 4 * t as u64 * hidden as u64,
+                                ..TaskCost::default()
+                            },
+                        }
+                    })
+                    .collect()
+            },
+        );
+        self.g.tensors[x_mid.index()].producer = Some(added.op);
+        AddedStream {
+            op: added.op,
+            out: added.out,
+            stored: x_mid,
+        }
+    }
+
+    /// Final RMSNorm + LM head + fused argmax (every task folds its local best into `token`).
+    fn lm_head(&mut self, stream: &Stream) {
+        let (m, e) = (self.model, self.e);
+        let w = self.work(OpKind::LmHead);
+        let hidden = m.geometry.hidden;
+        let (reads, read_bytes) = self.stream_reads(stream);
         let token = self.tensor("token".into(), 1, Some(OpId::from_index(self.g.ops.len())));
         let added = self.op(
             OpHead {
@@ -443,19 +590,20 @@ impl<'m> Builder<'m> {
                 embed_fused: false,
                 k_split: 1,
                 out_name: "logits",
-                out_rows: vocab,
+                out_rows: m.geometry.vocab,
             },
             |_, out| {
-                (0..vocab / t)
+                let t = w.task_rows();
+                (0..w.tasks())
                     .map(|i| TileSpec {
                         row_tile: i,
                         k_chunk: 0,
-                        reads: vec![whole(x, hidden)],
+                        reads: reads.clone(),
                         writes: vec![part(out, i * t, t), whole(token, 1)],
                         cost: TaskCost {
-                            weight_bytes: t as u64 * hidden as u64 * e
+                            weight_bytes: w.task_weight_bytes()
                                 + if i == 0 { hidden as u64 * e } else { 0 },
-                            activation_read_bytes: hidden as u64 * e,
+                            activation_read_bytes: read_bytes,
                             // f32 logits plus one packed (value, index) argmax update.
                             write_bytes: t as u64 * 4 + 8,
                             flops: 2 * t as u64 * hidden as u64,
@@ -465,7 +613,8 @@ impl<'m> Builder<'m> {
                     .collect()
             },
         );
-        added.op
+        debug_assert_eq!(added.op.index() + 1, self.g.ops.len());
+        self.flush_pending();
     }
 
     /// A synchronised edge: `shards` counters over `tensor`; producer tiles signal the shard

@@ -209,10 +209,14 @@ impl Default for Workload {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Lowering {
-    /// Output rows per matvec tile (QKV, O-proj, up/gate, down). Must divide `head_dim`.
-    pub matvec_tile_rows: u32,
-    /// Output rows per LM-head tile. Must divide `vocab`.
-    pub lm_head_tile_rows: u32,
+    /// Bytes of one weight page, the unit the kernels' producer copies into shared memory:
+    /// a page holds whole rows of one K chunk (`mkc_ir::work`).
+    pub page_bytes: u32,
+    /// Pages per task of the matvec operators (QKV, O-proj, up/gate, down): a task is a run
+    /// of pages of one K chunk, and a chain CTA runs a contiguous range of tasks.
+    pub matvec_task_pages: u32,
+    /// Pages per LM-head task.
+    pub lm_head_task_pages: u32,
     /// Attention tasks per KV head (each takes a share of that head's query heads).
     pub attention_split: u32,
     /// VTP shard count of each operator edge.
@@ -224,8 +228,9 @@ pub struct Lowering {
 impl Default for Lowering {
     fn default() -> Self {
         Lowering {
-            matvec_tile_rows: 16,
-            lm_head_tile_rows: 32,
+            page_bytes: 16384,
+            matvec_task_pages: 2,
+            lm_head_task_pages: 4,
             attention_split: 1,
             vtp_shards: VtpShards::default(),
             kernel: KernelResources::default(),

@@ -28,9 +28,10 @@ pub fn model_range(field: &str) -> Option<(u64, u64)> {
         | "geometry.vocab" => dim,
         "geometry.layers" => (1, 4096),
         "workload.prompt_len" | "workload.generate" | "workload.max_seq_len" => dim,
-        "lowering.matvec_tile_rows" | "lowering.lm_head_tile_rows" | "lowering.attention_split" => {
-            dim
-        }
+        "lowering.matvec_task_pages"
+        | "lowering.lm_head_task_pages"
+        | "lowering.attention_split" => dim,
+        "lowering.page_bytes" => (256, 1 << 20),
         f if f.starts_with("lowering.vtp_shards.") => dim,
         "lowering.kernel.threads" => (32, 1024),
         "lowering.kernel.registers" => (1, 255),
@@ -308,29 +309,10 @@ fn check_workload(m: &Model, file: &str) -> Result<(), InputError> {
 
 fn check_lowering(m: &Model, file: &str) -> Result<(), InputError> {
     let (g, l) = (&m.geometry, &m.lowering);
-    positive(file, "lowering.matvec_tile_rows", l.matvec_tile_rows)?;
-    positive(file, "lowering.lm_head_tile_rows", l.lm_head_tile_rows)?;
+    positive(file, "lowering.page_bytes", l.page_bytes)?;
+    positive(file, "lowering.matvec_task_pages", l.matvec_task_pages)?;
+    positive(file, "lowering.lm_head_task_pages", l.lm_head_task_pages)?;
     positive(file, "lowering.attention_split", l.attention_split)?;
-    let t = l.matvec_tile_rows;
-    let field = "lowering.matvec_tile_rows";
-    divides(file, field, t, "matvec_tile_rows", g.head_dim, "head_dim")?;
-    divides(file, field, t, "matvec_tile_rows", g.hidden, "hidden")?;
-    divides(
-        file,
-        field,
-        t,
-        "matvec_tile_rows",
-        g.intermediate,
-        "intermediate",
-    )?;
-    divides(
-        file,
-        "lowering.lm_head_tile_rows",
-        l.lm_head_tile_rows,
-        "lm_head_tile_rows",
-        g.vocab,
-        "vocab",
-    )?;
     divides(
         file,
         "lowering.attention_split",
@@ -339,43 +321,131 @@ fn check_lowering(m: &Model, file: &str) -> Result<(), InputError> {
         g.heads / g.kv_heads,
         "heads / kv_heads",
     )?;
+    // The split-K factors first: the O-projection's and down's K chunks depend on them.
+    for edge in crate::lower::shard_edges(m) {
+        let field = format!("lowering.vtp_shards.{}", edge.field);
+        positive(file, &field, edge.shards)?;
+    }
+    let s = &l.vtp_shards;
+    for (field, shards, rows, name) in [
+        (
+            "attention_o_proj",
+            s.attention_o_proj,
+            m.q_dim(),
+            "heads x head_dim",
+        ),
+        (
+            "up_gate_down",
+            s.up_gate_down,
+            g.intermediate,
+            "intermediate",
+        ),
+    ] {
+        let field = format!("lowering.vtp_shards.{field}");
+        divides(file, &field, shards, "the shard count", rows, name)?;
+        if shards as u64 * g.hidden as u64 > 1 << 31 {
+            return Err(InputError::invalid(
+                file,
+                &field,
+                format!(
+                    "{shards} partial blocks of {} rows exceed 2^31 rows",
+                    g.hidden
+                ),
+                "use fewer shards",
+            ));
+        }
+    }
+    for kind in crate::work::MATVECS {
+        check_pages(m, file, kind)?;
+    }
     let tasks = crate::lower::task_count(m);
     if tasks > MAX_TASKS {
         return Err(InputError::invalid(
             file,
-            "lowering.matvec_tile_rows",
-            format!("the tiling yields {tasks} tasks, more than the supported {MAX_TASKS}"),
-            "use larger tiles",
+            "lowering.matvec_task_pages",
+            format!("the lowering yields {tasks} tasks, more than the supported {MAX_TASKS}"),
+            "use more pages per task (or larger pages)",
         ));
     }
     Ok(())
 }
 
+/// A matvec's pages hold whole rows and tile its output, and its tasks tile its pages.
+fn check_pages(m: &Model, file: &str, kind: crate::graph::OpKind) -> Result<(), InputError> {
+    let Some(w) = crate::work::matvec(m, kind) else {
+        return Ok(());
+    };
+    let per_page = if w.paired { 2 } else { 1 };
+    let row_bytes = w.elem_bytes as u64 * w.k as u64 * per_page;
+    if (w.page_bytes as u64) < row_bytes {
+        return Err(InputError::invalid(
+            file,
+            "lowering.page_bytes",
+            format!(
+                "a page of {} bytes holds less than one row of {} ({} columns{})",
+                w.page_bytes,
+                kind.name(),
+                w.k,
+                if w.paired { ", gate and up" } else { "" }
+            ),
+            format!("use page_bytes of at least {row_bytes}"),
+        ));
+    }
+    if !w.out_rows.is_multiple_of(w.page_out()) {
+        return Err(InputError::invalid(
+            file,
+            "lowering.page_bytes",
+            format!(
+                "{} has {} output rows per K chunk, not a multiple of the {} a page holds",
+                kind.name(),
+                w.out_rows,
+                w.page_out()
+            ),
+            "choose page_bytes so that a page's rows divide the operator's rows",
+        ));
+    }
+    let field = if kind == crate::graph::OpKind::LmHead {
+        "lowering.lm_head_task_pages"
+    } else {
+        "lowering.matvec_task_pages"
+    };
+    divides(
+        file,
+        field,
+        w.task_pages,
+        "pages per task",
+        w.chunk_pages(),
+        &format!("the {} pages of a {} K chunk", w.chunk_pages(), kind.name()),
+    )
+}
+
 fn check_shards(m: &Model, file: &str) -> Result<(), InputError> {
     for edge in crate::lower::shard_edges(m) {
         let field = format!("lowering.vtp_shards.{}", edge.field);
-        positive(file, &field, edge.shards)?;
-        divides(
-            file,
-            &field,
-            edge.shards,
-            "the shard count",
-            edge.rows,
-            &format!("the rows of {}", edge.tensor),
-        )?;
-        let shard_rows = edge.rows / edge.shards;
-        if !shard_rows.is_multiple_of(edge.producer_tile_rows) {
+        if !edge.rows.is_multiple_of(edge.shards as u64) {
             return Err(InputError::invalid(
                 file,
                 &field,
                 format!(
-                    "a shard of {shard_rows} rows does not hold whole producer tiles of {} rows, \
-                     so one tile would signal two shards",
+                    "{} shards do not divide the {} rows of {}",
+                    edge.shards, edge.rows, edge.tensor
+                ),
+                format!("choose a divisor of {}", edge.rows),
+            ));
+        }
+        let shard_rows = edge.rows / edge.shards as u64;
+        if !shard_rows.is_multiple_of(edge.producer_tile_rows as u64) {
+            return Err(InputError::invalid(
+                file,
+                &field,
+                format!(
+                    "a shard of {shard_rows} rows does not hold whole producer tasks of {} rows, \
+                     so one task would signal two shards",
                     edge.producer_tile_rows
                 ),
                 format!(
                     "choose a shard count that divides {}",
-                    edge.rows / edge.producer_tile_rows
+                    edge.rows / edge.producer_tile_rows as u64
                 ),
             ));
         }

@@ -36,7 +36,8 @@ fn vtp_shards_on_the_mlp_edge_split_down_by_k() {
     let g = lower(&resolve_model("llama1b").unwrap());
     let down = g.ops.iter().find(|o| o.kind == OpKind::Down).unwrap();
     assert_eq!(down.k_split, 4);
-    assert_eq!(down.tasks, 4 * 2048 / 16);
+    // A K chunk of 2048 columns: 4 rows per 16 KiB page, 2 pages (8 rows) per task.
+    assert_eq!(down.tasks, 4 * 2048 / 8);
     let edge = g
         .edges
         .iter()
@@ -45,14 +46,20 @@ fn vtp_shards_on_the_mlp_edge_split_down_by_k() {
     assert_eq!(edge.shards, 4);
     for (shard, &c) in edge.counters.iter().enumerate() {
         let counter = g.counter(c);
-        // 8192 / 4 = 2048 rows per shard = 128 up/gate tiles of 16 rows.
-        assert_eq!(counter.signals_per_step, 128);
+        // 8192 / 4 = 2048 rows per shard = 512 up/gate tasks of 4 rows (2 pages of 2 gate
+        // and 2 up rows each).
+        assert_eq!(counter.signals_per_step, 512);
         assert_eq!(counter.access.rows.start, shard as u32 * 2048);
     }
     for t in g.tasks_of(down.id) {
-        // A down tile waits for its own K chunk only (64 KiB of weights: 16 x 2048 bf16).
+        // A down task waits for its own K chunk only (two 16 KiB pages: 8 x 2048 bf16), and
+        // writes its rows of its chunk's partial block.
         assert_eq!(t.waits, vec![edge.counters[t.k_chunk as usize]]);
-        assert_eq!(t.cost.weight_bytes, 16 * 2048 * 2);
+        assert_eq!(t.cost.weight_bytes, 8 * 2048 * 2);
+        let w = t.writes[0];
+        assert_eq!(g.tensors[w.tensor.index()].name, "L0.d_part");
+        assert_eq!(w.rows.start / 2048, t.k_chunk);
+        assert_eq!(w.rows.len(), 8);
     }
 }
 
@@ -64,11 +71,29 @@ fn whole_tensor_edges_wait_for_every_producer_tile() {
         .iter()
         .find(|o| o.kind == OpKind::QkvRope && o.layer == Some(1))
         .unwrap();
+    let mut share_rows = 0;
     for t in g.tasks_of(qkv1.id) {
         assert_eq!(t.waits.len(), 1);
-        // All 512 split-K down tiles of layer 0 write the residual stream.
-        assert_eq!(g.counter(t.waits[0]).signals_per_step, 512);
+        // All 1024 split-K down tasks of layer 0 write its partials, which QKV sums with
+        // x_mid: it reads both whole.
+        assert_eq!(g.counter(t.waits[0]).signals_per_step, 1024);
+        let names: Vec<&str> = t
+            .reads
+            .iter()
+            .map(|r| g.tensors[r.tensor.index()].name.as_str())
+            .collect();
+        assert_eq!(names, ["L0.x_mid", "L0.d_part"]);
+        // Each task stores its share of the summed stream x_in (whole float4 groups).
+        for w in t
+            .writes
+            .iter()
+            .filter(|w| g.tensors[w.tensor.index()].name == "L1.x_in")
+        {
+            assert_eq!(w.rows.start % 4, 0);
+            share_rows += w.rows.len();
+        }
     }
+    assert_eq!(share_rows, 2048, "the shares cover x_in once");
     let attention = g.ops.iter().find(|o| o.kind == OpKind::Attention).unwrap();
     assert_eq!(attention.tasks, 8, "one task per KV head");
     for t in g.tasks_of(attention.id) {

@@ -1,101 +1,65 @@
-//! Chain targets: grids in operator order (one operator each, or a fused pair), linked by PDL
-//! or ordinary edges.
+//! Chain targets: one grid per operator in operator order, linked by PDL or ordinary edges.
+//! Each grid is the launch the backend makes: its CTAs, the tasks each CTA runs, its threads
+//! and shared memory, from the operator catalogue.
 
+use mkc_catalogue::{cta_tasks, grid};
 use mkc_ir::{KernelId, Model, OpId, OpKind, TaskGraph, TensorId};
 
-use crate::schedule::{ChainPlan, EdgeSync, GridWait, Grids, IndependentLoad, Kernel, Trigger};
+use crate::schedule::{ChainPlan, EdgeSync, GridWait, IndependentLoad, Kernel, Trigger};
 
-/// Whether an operator of kind `first` and the operator after it, of kind `second`, share a
-/// grid under `grids`. [`Grids::Fused`]: a split-K matvec whose partial sums the next operator
-/// adds up and RMS-normalises in full, so that no tile of the second can start before every
-/// tile of the first has ended anyway. [`Grids::Folded`]: attention and the O-projection, whose
-/// CTAs recompute the attention their K chunk reads.
-pub fn fusable(first: OpKind, second: OpKind, grids: Grids) -> bool {
-    match grids {
-        Grids::PerOp => false,
-        Grids::Fused => matches!(
-            (first, second),
-            (OpKind::OProj, OpKind::UpGate)
-                | (OpKind::Down, OpKind::QkvRope)
-                | (OpKind::Down, OpKind::LmHead)
-        ),
-        Grids::Folded => (first, second) == (OpKind::Attention, OpKind::OProj),
-    }
-}
-
-/// The operators of each grid, in launch order: every operator once, in operator order.
-fn grid_ops(graph: &TaskGraph, grids: Grids) -> Vec<(OpId, Option<OpId>)> {
-    let ops = &graph.ops;
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < ops.len() {
-        let pair = i + 1 < ops.len() && fusable(ops[i].kind, ops[i + 1].kind, grids);
-        out.push((ops[i].id, pair.then(|| ops[i + 1].id)));
-        i += if pair { 2 } else { 1 };
-    }
-    out
-}
-
-/// Tensors produced earlier in the step that a grid running `ops` reads, except those its own
-/// first operator produces (the fused grid's barrier orders those): what its wait guards.
-fn step_reads(graph: &TaskGraph, first: OpId, then: Option<OpId>) -> Vec<TensorId> {
-    let mut reads: Vec<_> = std::iter::once(first)
-        .chain(then)
-        .flat_map(|op| graph.tasks_of(op))
+/// Tensors produced earlier in the step that the grid of `op` reads: what its wait guards.
+fn step_reads(graph: &TaskGraph, op: OpId) -> Vec<TensorId> {
+    let mut reads: Vec<_> = graph
+        .tasks_of(op)
         .flat_map(|t| t.reads.iter().map(|r| r.tensor))
-        .filter(|&t| {
-            let producer = graph.tensors[t.index()].producer;
-            producer.is_some() && (then.is_none() || producer != Some(first))
-        })
+        .filter(|&t| graph.tensors[t.index()].producer.is_some())
         .collect();
     reads.sort_unstable();
     reads.dedup();
     reads
 }
 
-/// Builds the chain plan. With `pdl`, every grid that reads a tensor produced earlier in the
-/// step waits (after issuing its independent loads) and is launched with the PDL attribute;
-/// every grid with a successor triggers it at `trigger`. Without, grids are linked by ordinary
-/// edges and never call `griddepcontrol`. `grids` says which operators share a grid.
-pub fn plan(
-    graph: &TaskGraph,
-    model: &Model,
-    pdl: bool,
-    trigger: Trigger,
-    grids: Grids,
-) -> ChainPlan {
-    let res = &model.lowering.kernel;
-    let groups = grid_ops(graph, grids);
-    let count = groups.len();
-    let kernels = groups
+/// Builds the chain plan for a GPU of `sms` SMs. With `pdl`, every grid that reads a tensor
+/// produced earlier in the step waits (after issuing its independent loads) and is launched
+/// with the PDL attribute; every grid with a successor triggers it at `trigger`. Without,
+/// grids are linked by ordinary edges and never call `griddepcontrol`.
+pub fn plan(graph: &TaskGraph, model: &Model, sms: u32, pdl: bool, trigger: Trigger) -> ChainPlan {
+    let count = graph.ops.len();
+    let kernels = graph
+        .ops
         .iter()
         .enumerate()
-        .map(|(i, &(first, then))| {
-            let op = graph.op(first);
-            let dependent_reads = step_reads(graph, first, then);
+        .map(|(i, op)| {
+            let dependent_reads = step_reads(graph, op.id);
             let waits = pdl && !dependent_reads.is_empty();
             let wait = waits.then(|| GridWait {
-                early_loads: independent_loads(graph, first, then),
+                early_loads: independent_loads(graph, op.id),
                 dependent_reads,
             });
-            let name = match then {
-                Some(t) => format!("{}+{}", op.label(), graph.op(t).label()),
-                None => op.label(),
-            };
             let incoming = (i > 0).then_some(if waits {
                 EdgeSync::Programmatic
             } else {
                 EdgeSync::Full
             });
+            let shape = grid(model, op.kind, op.tasks, sms);
+            let r = shape.resources;
             Kernel {
                 id: KernelId::from_index(i),
                 op: op.id,
-                then,
-                name,
-                ctas: op.tasks,
-                threads: res.threads,
-                registers: res.registers,
-                dynamic_smem_bytes: res.dynamic_smem_bytes,
+                name: op.label(),
+                entry: shape.entry.to_string(),
+                ctas: shape.ctas,
+                runs: (0..shape.ctas)
+                    .map(|b| {
+                        let (first, n) = cta_tasks(op.tasks, shape.ctas, b);
+                        [first, n]
+                    })
+                    .collect(),
+                threads: r.threads,
+                registers: r.registers,
+                static_smem_bytes: r.static_smem,
+                dynamic_smem_bytes: r.dynamic_smem,
+                resources: r.source,
                 incoming,
                 pdl_attribute: waits,
                 wait,
@@ -106,18 +70,13 @@ pub fn plan(
     ChainPlan { kernels }
 }
 
-/// Loads of the grid running `first` (and `then`) that read nothing produced within the step:
-/// a fused grid streams both operators' weights before its wait.
-fn independent_loads(graph: &TaskGraph, first: OpId, then: Option<OpId>) -> Vec<IndependentLoad> {
-    let ops: Vec<OpId> = std::iter::once(first).chain(then).collect();
+/// Loads of the grid of `op` that read nothing produced within the step.
+fn independent_loads(graph: &TaskGraph, op: OpId) -> Vec<IndependentLoad> {
     let mut loads = Vec::new();
-    if ops
-        .iter()
-        .any(|&op| graph.tasks_of(op).any(|t| t.cost.weight_bytes > 0))
-    {
+    if graph.tasks_of(op).any(|t| t.cost.weight_bytes > 0) {
         loads.push(IndependentLoad::Weights);
     }
-    if ops.iter().any(|&op| graph.op(op).kind == OpKind::Attention) {
+    if graph.op(op).kind == OpKind::Attention {
         loads.push(IndependentLoad::KvHistory);
     }
     loads

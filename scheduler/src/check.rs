@@ -17,7 +17,8 @@
 //!    order; each SM's stream is increasing in `seq` (a subsequence of one topological order,
 //!    so one resident CTA per SM cannot deadlock); instruction waits, targets and signals
 //!    match the graph.
-//! 8. Chain plans: one grid per operator in order, CTAs = tiles; with PDL, every grid that
+//! 8. Chain plans: one grid per operator in order, launching that operator's kernel; its CTAs
+//!    run every task once, in contiguous runs as the kernels divide them; with PDL, every grid that
 //!    reads a tensor produced in the step waits, its early loads are independent of the step,
 //!    and no grid that never waits carries the PDL attribute or a programmatic edge; without
 //!    PDL, no grid waits, triggers or carries the attribute.
@@ -394,17 +395,39 @@ fn check_persistent(s: &Schedule, v: &mut Violations) {
     }
 }
 
+/// A grid's CTAs run every task of its operator once, in order, as the kernels divide them:
+/// CTA b of g over n tasks starts at floor(b n / g), and every CTA has at least one task.
+fn check_runs(k: &crate::schedule::Kernel, tasks: u32, v: &mut Violations) {
+    if k.ctas == 0 || k.runs.len() != k.ctas as usize {
+        v.push(format!(
+            "grid {} has {} CTAs but {} task runs",
+            k.name,
+            k.ctas,
+            k.runs.len()
+        ));
+        return;
+    }
+    let g = k.ctas as u64;
+    for (b, &[first, count]) in k.runs.iter().enumerate() {
+        let start = (b as u64 * tasks as u64 / g) as u32;
+        let end = ((b as u64 + 1) * tasks as u64 / g) as u32;
+        if first != start || first as u64 + count as u64 != end as u64 || count == 0 {
+            v.push(format!(
+                "grid {} CTA {b} runs tasks {first}+{count}, not the kernels' run {start}..{end} \
+                 of {tasks} tasks over {} CTAs",
+                k.name, k.ctas
+            ));
+            return;
+        }
+    }
+}
+
 fn check_chain(s: &Schedule, v: &mut Violations) {
     let g = &s.graph;
     let Some(plan) = s.chain() else { return };
     let pdl = s.target == Target::Pdl;
-    // Every operator runs once, in operator order: as a grid's first operator, or as the
-    // second operator of the grid right before it.
-    let covered: Vec<_> = plan
-        .kernels
-        .iter()
-        .flat_map(|k| std::iter::once(k.op).chain(k.then))
-        .collect();
+    // Every operator runs once, in operator order.
+    let covered: Vec<_> = plan.kernels.iter().map(|k| k.op).collect();
     let in_order: Vec<_> = g.ops.iter().map(|o| o.id).collect();
     if covered != in_order {
         v.push(format!(
@@ -413,25 +436,24 @@ fn check_chain(s: &Schedule, v: &mut Violations) {
         ));
     }
     for (i, k) in plan.kernels.iter().enumerate() {
-        let op = g.op(k.op);
-        if k.ctas != op.tasks {
+        let Some(op) = g.ops.get(k.op.index()) else {
+            continue;
+        };
+        check_runs(k, op.tasks, v);
+        if k.entry != mkc_catalogue::entry_point(op.kind) {
             v.push(format!(
-                "grid {i} runs {} with {} CTAs, not {}",
-                op.label(),
-                k.ctas,
-                op.tasks
+                "grid {} launches {}, not the {} kernel",
+                k.name,
+                k.entry,
+                mkc_catalogue::entry_point(op.kind)
             ));
         }
         // The wait must guard every tensor the grid reads that an earlier grid produced.
-        let mut step_reads: Vec<TensorId> = std::iter::once(k.op)
-            .chain(k.then)
-            .flat_map(|o| g.tasks_of(o))
+        let mut step_reads: Vec<TensorId> = g
+            .tasks_of(k.op)
             .flat_map(|t| &t.reads)
             .map(|r| r.tensor)
-            .filter(|t| match g.tensors[t.index()].producer {
-                None => false,
-                Some(p) => k.then.is_none() || p != k.op,
-            })
+            .filter(|t| g.tensors[t.index()].producer.is_some())
             .collect();
         step_reads.sort_unstable();
         step_reads.dedup();

@@ -20,7 +20,7 @@ use mkc_ir::device::DeviceProfile;
 use mkc_ir::{lower, Model, TaskGraph};
 
 pub use policy::ilp::{IlpOptions, IlpReport};
-pub use schedule::{Grids, Plan, Policy, Schedule, Target, Trigger};
+pub use schedule::{Plan, Policy, Schedule, Target, Trigger};
 
 use crate::assignment::Assignment;
 use crate::cost::CostModel;
@@ -35,8 +35,6 @@ pub struct CompileOptions {
     pub policy: Policy,
     /// Trigger placement (`pdl` target).
     pub trigger: Trigger,
-    /// Grouping of operators into grids (chain targets).
-    pub grids: Grids,
     /// Budgets of the ILP policy.
     pub ilp: IlpOptions,
 }
@@ -47,7 +45,6 @@ impl Default for CompileOptions {
             target: Target::Persistent,
             policy: Policy::RoundRobin,
             trigger: Trigger::Early,
-            grids: Grids::default(),
             ilp: IlpOptions::default(),
         }
     }
@@ -118,9 +115,9 @@ pub fn schedule_graph(
             Plan::Chain(chain::plan(
                 &graph,
                 model,
+                device.sms,
                 true,
                 options.trigger,
-                options.grids,
             )),
         ),
         Target::Graph => (
@@ -128,9 +125,9 @@ pub fn schedule_graph(
             Plan::Chain(chain::plan(
                 &graph,
                 model,
+                device.sms,
                 false,
                 options.trigger,
-                options.grids,
             )),
         ),
     };

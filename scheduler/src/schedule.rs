@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use mkc_catalogue::ResourceSource;
 use mkc_ir::device::DeviceProfile;
 use mkc_ir::model::KernelResources;
 use mkc_ir::{CounterId, KernelId, OpId, TaskGraph, TaskId, TensorId};
@@ -63,38 +64,6 @@ pub enum Trigger {
     Early,
     /// At the end of the CTA (equivalent to the implicit trigger at exit).
     Late,
-}
-
-/// How a chain target groups operators into grids.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Grids {
-    /// One grid per operator (the anchors' chain: 5 grids per layer).
-    #[default]
-    PerOp,
-    /// A split-K matvec whose sum the next operator RMS-normalises in full (O-projection before
-    /// up/gate, down before the next QKV or the LM head) shares a grid with it: the grid streams
-    /// the second operator's weights right after the first's and meets at a grid-wide barrier
-    /// between them, instead of at a grid boundary (3 grids per layer). Measured ~100 µs per
-    /// step slower than [`Grids::PerOp`] on the H200 (docs/perf.md): the barrier, an atomic
-    /// and polls through L2, releases later than PDL's grid-completion path.
-    Fused,
-    /// Attention folded into the O-projection's grid: the O-projection is split-K by whole
-    /// KV-head groups and each of its CTAs computes the attention output of its K chunk itself
-    /// (recomputed by every CTA of the chunk), so no attention grid, no attention output in
-    /// global memory and one grid boundary fewer per layer (4 grids per layer).
-    Folded,
-}
-
-impl Grids {
-    /// Name as spelled on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Grids::PerOp => "per-op",
-            Grids::Fused => "fused",
-            Grids::Folded => "folded",
-        }
-    }
 }
 
 /// A load a grid may issue before `griddepcontrol.wait`: it reads nothing the step produces.
@@ -157,27 +126,35 @@ pub struct GridWait {
     pub dependent_reads: Vec<TensorId>,
 }
 
-/// One grid of a chain target.
+/// One grid of a chain target, as the backend launches it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Kernel {
     /// Its id (position in the chain).
     pub id: KernelId,
     /// The operator it runs.
     pub op: OpId,
-    /// A second operator the same grid runs after a grid-wide barrier (fused grids; see
-    /// [`Grids::Fused`]). Its CTAs are the first operator's.
-    #[serde(default)]
-    pub then: Option<OpId>,
     /// Name such as `L3.up_gate`.
     pub name: String,
-    /// CTAs (one per task).
+    /// The kernel entry point it launches (`mkc_catalogue::ENTRY_POINTS`).
+    pub entry: String,
+    /// CTAs of the grid.
     pub ctas: u32,
+    /// The tasks each CTA runs, `[first, count]` with `first` counted within the operator:
+    /// contiguous runs in task order, balanced to within one task (`mkc_catalogue::cta_tasks`,
+    /// the rule the kernels implement).
+    pub runs: Vec<[u32; 2]>,
     /// Threads per CTA.
     pub threads: u32,
-    /// Registers per thread (declared until the backend reports compiled values).
+    /// Registers per thread.
     pub registers: u32,
-    /// Dynamic shared memory per CTA in bytes.
+    /// Static shared memory per CTA in bytes.
+    #[serde(default)]
+    pub static_smem_bytes: u32,
+    /// Dynamic shared memory per CTA in bytes (the launch's `sharedMemBytes`).
     pub dynamic_smem_bytes: u32,
+    /// Where the registers and static shared memory come from: the compiled kernels (NVRTC)
+    /// or the catalogue's declared values.
+    pub resources: ResourceSource,
     /// Link to the previous grid (`None` for the first grid of the step).
     pub incoming: Option<EdgeSync>,
     /// Whether the launch carries the programmatic-serialization attribute.
@@ -186,6 +163,14 @@ pub struct Kernel {
     pub wait: Option<GridWait>,
     /// Where the grid triggers its successor, if it does.
     pub trigger: Option<Trigger>,
+}
+
+impl Kernel {
+    /// The task ids CTA `cta` runs, given its operator's first task.
+    pub fn cta_task_range(&self, first_task: TaskId, cta: usize) -> std::ops::Range<u32> {
+        let [first, count] = self.runs[cta];
+        first_task.0 + first..first_task.0 + first + count
+    }
 }
 
 /// The chain targets' plan: grids in launch order.

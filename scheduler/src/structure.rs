@@ -194,7 +194,7 @@ impl Schedule {
             }
             (Plan::Chain(c), Target::Pdl | Target::Graph) => {
                 for (i, k) in c.kernels.iter().enumerate() {
-                    let ops_ok = k.op.index() < n_ops && k.then.is_none_or(|o| o.index() < n_ops);
+                    let ops_ok = k.op.index() < n_ops && k.runs.len() == k.ctas as usize;
                     let reads_ok = k
                         .wait
                         .as_ref()
@@ -202,7 +202,8 @@ impl Schedule {
                     if !ops_ok || !reads_ok {
                         return bad(
                             format!("plan.kernels[{i}]"),
-                            "an operator or tensor id is out of range".into(),
+                            "an operator or tensor id is out of range, or the task runs are not one per CTA"
+                                .into(),
                         );
                     }
                 }

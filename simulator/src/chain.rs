@@ -8,13 +8,11 @@
 //! frees. Without co-residency an SM holds CTAs of one grid at a time (the measured "rolling
 //! tail wave"); with phase-scoped release a CTA frees its slot when its loads are done.
 //!
-//! A fused grid (two operators, a grid-wide barrier between them) is timed as two sub-grids:
-//! the second's CTAs are admitted with the first's, share its SMs (they are the same CTAs in
-//! the kernel, streaming the second operator's weights behind the first's), and start their
-//! dependent phase once every CTA of the first has ended plus `signal_visible_ns`.
+//! A CTA runs its run of tasks (the plan's `runs`, as the kernels divide them): its
+//! independent loads are its tasks' weights and KV history, its dependent phase stages each
+//! distinct input once and writes every task's output.
 
 use mkc_ir::device::DeviceProfile;
-use mkc_ir::OpId;
 use mkc_scheduler::schedule::{ChainPlan, EdgeSync};
 use mkc_scheduler::{Schedule, Target, Trigger};
 
@@ -37,47 +35,40 @@ enum Event {
     Free(usize, usize),
 }
 
-/// How a sub-grid is linked to the one before it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Link {
-    /// A grid boundary (`None` for the step's first grid).
-    Edge(Option<EdgeSync>),
-    /// The second operator of a fused grid: behind the first's grid-wide barrier.
-    Barrier,
+/// The bytes one CTA moves: before its wait, and after.
+#[derive(Clone, Copy, Debug, Default)]
+struct CtaBytes {
+    independent: f64,
+    dependent: f64,
 }
 
-/// One operator's CTAs as the timeline admits them: a grid, or half of a fused grid.
-struct SubGrid {
-    op: OpId,
-    ctas: u32,
-    /// Index of the plan's grid (for its occupancy and trigger).
-    kernel: usize,
-    link: Link,
-    waits: bool,
-}
-
-/// The plan's grids as sub-grids, in launch order.
-fn sub_grids(plan: &ChainPlan, g: &mkc_ir::TaskGraph) -> Vec<SubGrid> {
-    let mut out = Vec::new();
-    for (i, k) in plan.kernels.iter().enumerate() {
-        out.push(SubGrid {
-            op: k.op,
-            ctas: k.ctas,
-            kernel: i,
-            link: Link::Edge(k.incoming),
-            waits: k.wait.is_some(),
-        });
-        if let Some(t) = k.then {
-            out.push(SubGrid {
-                op: t,
-                ctas: g.op(t).tasks,
-                kernel: i,
-                link: Link::Barrier,
-                waits: true,
-            });
-        }
-    }
-    out
+/// The bytes of every CTA of every grid at KV length `kv_len`.
+fn cta_bytes(plan: &ChainPlan, g: &mkc_ir::TaskGraph, kv_len: u32) -> Vec<Vec<CtaBytes>> {
+    plan.kernels
+        .iter()
+        .map(|k| {
+            let first = g.op(k.op).first_task;
+            (0..k.runs.len())
+                .map(|c| {
+                    let mut b = CtaBytes::default();
+                    let mut last_reads: Option<&[mkc_ir::Access]> = None;
+                    for t in k.cta_task_range(first, c) {
+                        let task = &g.tasks[t as usize];
+                        b.independent += independent_bytes(task, kv_len);
+                        // An input the previous task staged is not loaded again.
+                        let staged = last_reads == Some(task.reads.as_slice());
+                        b.dependent += if staged {
+                            task.cost.write_bytes as f64
+                        } else {
+                            dependent_bytes(task)
+                        };
+                        last_reads = Some(task.reads.as_slice());
+                    }
+                    b
+                })
+                .collect()
+        })
+        .collect()
 }
 
 #[derive(Default)]
@@ -104,7 +95,7 @@ pub fn slots_per_sm(s: &Schedule, device: &DeviceProfile, options: &SimOptions) 
                         &CtaResources {
                             threads: k.threads,
                             registers: k.registers,
-                            static_smem: 0,
+                            static_smem: k.static_smem_bytes,
                             dynamic_smem: k.dynamic_smem_bytes,
                         },
                         options.carveout_pct,
@@ -128,32 +119,28 @@ pub fn simulate(
     let lat = &device.latencies;
     let pdl = s.target == Target::Pdl;
     let (bw, cap) = bandwidths(device);
-    let kernel_slots = slots_per_sm(s, device, options);
-    let subs = sub_grids(plan, g);
-    let slots: Vec<u32> = subs.iter().map(|sg| kernel_slots[sg.kernel]).collect();
+    let slots = slots_per_sm(s, device, options);
+    let bytes = cta_bytes(plan, g, kv_len);
+    let kernels = &plan.kernels;
     let n_sms = device.sms as usize;
     let mut pool: Pool<(usize, u32, usize)> = Pool::new(bw, cap);
     let mut queue: EventQueue<Event> = EventQueue::default();
-    let mut grids: Vec<Grid> = subs.iter().map(|_| Grid::default()).collect();
+    let mut grids: Vec<Grid> = kernels.iter().map(|_| Grid::default()).collect();
     let mut used = vec![0u32; n_sms];
     // Grid occupying each SM (for the no-co-residency rule) and how many of its CTAs are there.
     let mut owner: Vec<Option<(usize, u32)>> = vec![None; n_sms];
     let mut spans = Span::unset(g.tasks.len());
-    let task_of = |k: usize, cta: u32| g.op(subs[k].op).first_task.0 + cta;
-    // The second half of a fused grid triggers with the first (the kernel's trigger is one).
-    let trigger = |k: usize| {
-        plan.kernels[subs[k].kernel]
-            .trigger
-            .map(|t| options.trigger.unwrap_or(t))
-            .filter(|_| subs.get(k + 1).is_none_or(|n| n.link != Link::Barrier))
+    let tasks_of = |k: usize, cta: u32| {
+        kernels[k].cta_task_range(g.op(kernels[k].op).first_task, cta as usize)
     };
+    let trigger = |k: usize| kernels[k].trigger.map(|t| options.trigger.unwrap_or(t));
     // A CTA of grid k triggered: once all have, a programmatic successor becomes admissible.
     let count_trigger =
         |k: usize, now: f64, grids: &mut Vec<Grid>, queue: &mut EventQueue<Event>| {
             grids[k].triggered += 1;
-            if grids[k].triggered == subs[k].ctas
+            if grids[k].triggered == kernels[k].ctas
                 && k + 1 < grids.len()
-                && subs[k + 1].link == Link::Edge(Some(EdgeSync::Programmatic))
+                && kernels[k + 1].incoming == Some(EdgeSync::Programmatic)
             {
                 queue.push(now, Event::Admissible(k + 1));
             }
@@ -165,9 +152,10 @@ pub fn simulate(
                            now: f64,
                            spans: &mut Vec<Span>,
                            queue: &mut EventQueue<Event>| {
-        let t = &g.tasks[task_of(k, cta) as usize];
-        let d = lat.instruction_overhead_ns + dependent_bytes(t) / cap;
-        spans[t.id.index()].start = now;
+        let d = lat.instruction_overhead_ns + bytes[k][cta as usize].dependent / cap;
+        for t in tasks_of(k, cta) {
+            spans[t as usize].start = now;
+        }
         queue.push(now + d, Event::Exit(k, cta, sm));
     };
     let mut end = 0.0f64;
@@ -180,21 +168,17 @@ pub fn simulate(
                  owner: &mut Vec<Option<(usize, u32)>>,
                  queue: &mut EventQueue<Event>,
                  delay: f64| {
-        let Some(k) = (0..grids.len()).find(|&k| grids[k].next_cta < subs[k].ctas) else {
+        let Some(k) = (0..grids.len()).find(|&k| grids[k].next_cta < kernels[k].ctas) else {
             return;
         };
         if !grids[k].admissible {
             return;
         }
-        // A fused grid's second half runs in the first half's CTAs: it has slots of its own
-        // and may share the first half's SMs.
-        let partner = (subs[k].link == Link::Barrier).then(|| k - 1);
-        let limit = slots[k] + partner.map_or(0, |p| slots[p]);
         for sm in 0..used.len() {
-            while used[sm] < limit && grids[k].next_cta < subs[k].ctas {
+            while used[sm] < slots[k] && grids[k].next_cta < kernels[k].ctas {
                 if !options.coresidency {
                     if let Some((o, count)) = owner[sm] {
-                        if o != k && Some(o) != partner && count > 0 {
+                        if o != k && count > 0 {
                             break;
                         }
                     }
@@ -215,21 +199,19 @@ pub fn simulate(
         match item {
             Next::Event(now, Event::Admissible(k)) => {
                 grids[k].admissible = true;
-                if subs[k].link != Link::Barrier && (!pdl || !subs[k].waits) {
+                if !pdl || kernels[k].wait.is_none() {
                     grids[k].released = true;
-                }
-                // A fused grid's second half is admitted with its first.
-                if subs.get(k + 1).is_some_and(|n| n.link == Link::Barrier) {
-                    queue.push(now, Event::Admissible(k + 1));
                 }
                 admit(now, &mut grids, &mut used, &mut owner, &mut queue, 0.0);
             }
             Next::Event(now, Event::Start(k, cta, sm)) => {
-                let t = task_of(k, cta) as usize;
-                spans[t].task = mkc_ir::TaskId(t as u32);
-                spans[t].sm = sm as u32;
-                spans[t].load_start = now;
-                pool.start(now, independent_bytes(&g.tasks[t], kv_len), (k, cta, sm));
+                for t in tasks_of(k, cta) {
+                    let span = &mut spans[t as usize];
+                    span.task = mkc_ir::TaskId(t);
+                    span.sm = sm as u32;
+                    span.load_start = now;
+                }
+                pool.start(now, bytes[k][cta as usize].independent, (k, cta, sm));
                 if trigger(k) == Some(Trigger::Early) {
                     count_trigger(k, now, &mut grids, &mut queue);
                 }
@@ -251,8 +233,9 @@ pub fn simulate(
                 }
             }
             Next::Event(now, Event::Exit(k, cta, sm)) => {
-                let t = task_of(k, cta) as usize;
-                spans[t].end = now;
+                for t in tasks_of(k, cta) {
+                    spans[t as usize].end = now;
+                }
                 end = end.max(now);
                 if !options.phase_release {
                     queue.push(now, Event::Free(k, sm));
@@ -261,17 +244,12 @@ pub fn simulate(
                 if trigger(k) == Some(Trigger::Late) {
                     count_trigger(k, now, &mut grids, &mut queue);
                 }
-                if grids[k].exited == subs[k].ctas && k + 1 < grids.len() {
-                    match subs[k + 1].link {
-                        Link::Barrier => {
-                            queue.push(now + lat.signal_visible_ns, Event::Release(k + 1))
-                        }
-                        Link::Edge(Some(EdgeSync::Programmatic)) => {
+                if grids[k].exited == kernels[k].ctas && k + 1 < grids.len() {
+                    match kernels[k + 1].incoming {
+                        Some(EdgeSync::Programmatic) => {
                             queue.push(now + lat.pdl_wait_release_ns, Event::Release(k + 1))
                         }
-                        Link::Edge(_) => {
-                            queue.push(now + lat.launch_gap_ns, Event::Admissible(k + 1))
-                        }
+                        _ => queue.push(now + lat.launch_gap_ns, Event::Admissible(k + 1)),
                     }
                 }
             }

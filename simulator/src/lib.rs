@@ -141,6 +141,37 @@ pub fn check_setup(
             "declare threads, registers and dynamic_smem_bytes that fit one SM",
         )
     })?;
+    let chain = targets.iter().any(|t| *t != Target::Persistent);
+    for &(name, kind) in mkc_catalogue::ENTRY_POINTS.iter().filter(|_| chain) {
+        let r = mkc_catalogue::declared_resources(model, kind);
+        let cta = CtaResources {
+            threads: r.threads,
+            registers: r.registers,
+            static_smem: r.static_smem,
+            dynamic_smem: r.dynamic_smem,
+        };
+        occupancy(&ArchRules::for_device(device), &cta, None).map_err(|e| {
+            let (field, fix) = if kind == mkc_ir::OpKind::Attention {
+                (
+                    "workload.max_seq_len",
+                    "lower max_seq_len (attention stages every position's score), or raise \
+                     lowering.attention_split",
+                )
+            } else {
+                ("tuning", "choose tuning knobs whose CTA fits one SM")
+            };
+            InputError::invalid(
+                model_file,
+                field,
+                format!(
+                    "the chain targets' {name} CTA ({} threads, {} registers, {} B dynamic shared \
+                     memory) cannot launch on {}: {e}",
+                    r.threads, r.registers, r.dynamic_smem, device.name
+                ),
+                fix,
+            )
+        })?;
+    }
     Ok(())
 }
 

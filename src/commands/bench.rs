@@ -95,17 +95,6 @@ struct Report {
 pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     let source = Source::resolve(&args.common)?;
     let targets = source.targets(args.targets.as_deref(), &[Target::Graph, Target::Pdl])?;
-    if args.ablate
-        && args
-            .common
-            .grids
-            .is_some_and(|g| g != crate::cli::GridsArg::PerOp)
-    {
-        return Err(CommandError::Input(
-            "--ablate measures the per-op chain only. Fix: drop --grids (or use --grids per-op)."
-                .into(),
-        ));
-    }
     // Create the trace file first, so that a bad path fails before any GPU work.
     let mut trace_file = match &args.cta_trace_out {
         Some(path) => Some(mkc_ir::input::create_output(path).map_err(|e| {
@@ -237,12 +226,10 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     if args.per_kernel {
         let graph = &schedules[0].graph;
         let kv_len = s.prompt.len() as u32 + s.generate / 2;
+        let shapes = mkc_backend::launch_plan::launch_plan(&schedules[0], m)?;
         for (name, kind) in mkc_backend::kernels::ENTRY_POINTS {
             let ops: Vec<_> = graph.ops.iter().filter(|o| o.kind == *kind).collect();
-            let launches: Vec<_> = ops
-                .iter()
-                .map(|o| (*kind, o.layer.unwrap_or(0) as usize, o.tasks))
-                .collect();
+            let launches: Vec<_> = shapes.iter().filter(|l| l.kind == *kind).copied().collect();
             let bytes: u64 = ops
                 .iter()
                 .flat_map(|o| graph.tasks_of(o.id))
@@ -409,7 +396,7 @@ fn step_start(grids: &[mkc_backend::gpu::GridTrace]) -> u64 {
 }
 
 /// The clock marks `--cta-trace-out` writes after entry and exit, in its column order.
-const CSV_MARKS: [Mark; 9] = [
+const CSV_MARKS: [Mark; 7] = [
     Mark::Issued,
     Mark::Released,
     Mark::Prepared,
@@ -417,13 +404,11 @@ const CSV_MARKS: [Mark; 9] = [
     Mark::Computed,
     Mark::Sub1,
     Mark::Sub2,
-    Mark::Arrived,
-    Mark::Passed,
 ];
 
 /// Columns of `--cta-trace-out`.
 const TRACE_CSV_HEADER: &str =
-    "target,grid,kind,layer,cta,sm,entry_ns,exit_ns,issued_ns,released_ns,prepared_ns,landed_ns,computed_ns,sub1_ns,sub2_ns,arrived_ns,passed_ns\n";
+    "target,grid,kind,layer,cta,sm,entry_ns,exit_ns,issued_ns,released_ns,prepared_ns,landed_ns,computed_ns,sub1_ns,sub2_ns\n";
 
 /// Appends one CSV row per traced CTA: entry and exit (globaltimer) relative to the step's
 /// first entry, phase marks (clock64, including the two finer marks) converted to ns after the
@@ -439,10 +424,7 @@ fn trace_csv(
     for (gi, g) in grids.iter().enumerate() {
         for (ci, c) in g.ctas.iter().enumerate() {
             let layer = g.layer.map(|l| l.to_string()).unwrap_or_default();
-            let kind = match g.then {
-                Some(t) => format!("{}+{}", g.kind.name(), t.name()),
-                None => g.kind.name().to_string(),
-            };
+            let kind = g.kind.name();
             let _ = write!(
                 out,
                 "{target},{gi},{kind},{layer},{ci},{},{},{}",
@@ -487,9 +469,9 @@ fn phase_rows(
         last_exit = exit;
     }
     let mut rows = Vec::new();
-    for (name, ops) in mkc_backend::kernels::grid_entry_points() {
+    for &(name, kind) in mkc_backend::kernels::ENTRY_POINTS {
         let of_kind: Vec<usize> = (0..grids.len())
-            .filter(|&i| (grids[i].kind, grids[i].then) == ops)
+            .filter(|&i| grids[i].kind == kind)
             .collect();
         if of_kind.is_empty() {
             continue;
@@ -548,20 +530,16 @@ mod tests {
     fn the_trace_csv_puts_every_cta_on_the_step_timeline() {
         // 1 GHz: one cycle per ns. CTA slots: marks 0-6, SM, entry ns, exit ns, marks 10-11.
         let cta = |entry_clk: u64, sm: u64, entry: u64, exit: u64, issued: u64| {
-            [
-                entry_clk, issued, 0, 0, 0, 0, 0, sm, entry, exit, 0, 0, 0, 0,
-            ]
+            [entry_clk, issued, 0, 0, 0, 0, 0, sm, entry, exit, 0, 0]
         };
         let grids = [
             GridTrace {
                 kind: OpKind::QkvRope,
-                then: None,
                 layer: Some(3),
                 ctas: vec![cta(1000, 7, 5000, 9000, 1500), cta(2000, 9, 5200, 9100, 0)],
             },
             GridTrace {
                 kind: OpKind::LmHead,
-                then: Some(OpKind::UpGate),
                 layer: None,
                 ctas: vec![cta(100, 7, 9050, 20000, 130)],
             },
@@ -571,8 +549,8 @@ mod tests {
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines.len(), 4);
         assert_eq!(lines[0].split(',').count(), lines[1].split(',').count());
-        assert_eq!(lines[1], "pdl,0,qkv_rope,3,0,7,0,4000,500,,,,,,,,");
-        assert_eq!(lines[2], "pdl,0,qkv_rope,3,1,9,200,4100,,,,,,,,,");
-        assert_eq!(lines[3], "pdl,1,lm_head+up_gate,,0,7,4050,15000,30,,,,,,,,");
+        assert_eq!(lines[1], "pdl,0,qkv_rope,3,0,7,0,4000,500,,,,,,");
+        assert_eq!(lines[2], "pdl,0,qkv_rope,3,1,9,200,4100,,,,,,,");
+        assert_eq!(lines[3], "pdl,1,lm_head,,0,7,4050,15000,30,,,,,,");
     }
 }

@@ -1,6 +1,6 @@
 //! `mkc compile`: model file -> task DAG -> schedule, with a summary.
 
-use mkc_scheduler::{check, CompileOptions, Grids, IlpOptions, Policy, Trigger};
+use mkc_scheduler::{check, CompileOptions, IlpOptions, Policy, Trigger};
 
 use super::CommandError;
 use crate::cli::{CompileArgs, FormatArg};
@@ -24,7 +24,6 @@ fn options(args: &CompileArgs) -> Result<CompileOptions, CommandError> {
         target,
         policy,
         trigger: args.setup.trigger.map_or(Trigger::Early, Trigger::from),
-        grids: args.setup.grids.map_or(Grids::PerOp, Grids::from),
         ilp,
     })
 }

@@ -7,7 +7,7 @@ use mkc_backend::gpu::{Gpu, Runner, WeightSource};
 use mkc_backend::reference::{argmax_margin, rel_l2, Reference};
 use mkc_backend::weights::{self, HostWeights};
 use mkc_ir::Model;
-use mkc_scheduler::{compile, CompileOptions, Grids, Schedule, Target, Trigger};
+use mkc_scheduler::{compile, CompileOptions, Schedule, Target, Trigger};
 use serde::Serialize;
 
 use super::CommandError;
@@ -33,8 +33,6 @@ pub struct Session {
     pub watchdog: Duration,
     /// PDL trigger placement.
     pub trigger: Trigger,
-    /// Grouping of operators into grids.
-    pub grids: Grids,
     /// The schedule file's schedule, when one was given.
     loaded: Option<Schedule>,
 }
@@ -53,7 +51,7 @@ pub fn runnable(t: Target) -> Result<Target, CommandError> {
 }
 
 /// What a GPU command runs: a model, and the compiled schedule it came from when the command
-/// was given a schedule file (whose target, trigger, grids and tuning are then fixed).
+/// was given a schedule file (whose target, trigger and tuning are then fixed).
 pub struct Source {
     /// The model (a schedule's embedded one).
     pub model: Model,
@@ -69,7 +67,6 @@ impl Source {
                 &args.model,
                 &[
                     ("--trigger", args.trigger.is_some()),
-                    ("--grids", args.grids.is_some()),
                     ("--tune", args.tune.is_some()),
                 ],
             )?;
@@ -193,7 +190,6 @@ impl Session {
             watchdog: Duration::try_from_secs_f64(args.watchdog)
                 .map_err(|e| CommandError::Input(format!("--watchdog: {e}.")))?,
             trigger: args.trigger.map_or(Trigger::Early, Trigger::from),
-            grids: args.grids.map_or(Grids::PerOp, Grids::from),
             loaded,
         })
     }
@@ -215,7 +211,6 @@ impl Session {
         let opts = CompileOptions {
             target,
             trigger: self.trigger,
-            grids: self.grids,
             ..CompileOptions::default()
         };
         Ok(compile(&self.model, &device, &opts).schedule)

@@ -47,12 +47,12 @@ pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
             )))
         }
     };
+    // The kernels are built for the model (its page size, tuning): one they cannot run is
+    // refused naming the field, not handed to NVRTC.
+    kernels::check_model(&model)?;
     let compiled = kernels::compile(&args.arch, &model)?;
     let (found, source) = kernel_figures(compiled, &model.tuning)?;
-    // Dynamic shared memory can depend on the SM count (the folded grid's pages per CTA): the
-    // default device's.
-    let sms = mkc_ir::embedded::resolve_device("h200").map_or(132, |d| d.sms);
-    let infos = kernels::with_model(found, &model, sms);
+    let infos = kernels::with_model(found, &model);
     let rules = ArchRules::of(arch);
     if args.json {
         let rows: Vec<serde_json::Value> = infos

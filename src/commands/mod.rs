@@ -100,9 +100,6 @@ impl crate::cli::SetupArgs {
         if self.trigger.is_some() && !has(T::Pdl) {
             return refuse("--trigger", "the pdl target");
         }
-        if self.grids.is_some() && !has(T::Pdl) && !has(T::Graph) {
-            return refuse("--grids", "the chain targets (pdl, graph)");
-        }
         Ok(())
     }
 }

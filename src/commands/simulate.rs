@@ -1,6 +1,6 @@
 //! `mkc simulate`: compile, then predict the step timeline of one or all targets, or sweep.
 
-use mkc_scheduler::{compile, CompileOptions, Grids, Policy, Target, Trigger};
+use mkc_scheduler::{compile, CompileOptions, Policy, Target, Trigger};
 use mkc_simulator::sweep::{self, SweepSpec};
 use mkc_simulator::{simulate, trace, SimOptions, SimReport};
 
@@ -63,7 +63,7 @@ pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
     let compiled = if args.compiled_kernels {
         let compiled = mkc_backend::kernels::compile("sm_90a", &model)?;
         let (found, _) = super::kernels::kernel_figures(compiled, &model.tuning)?;
-        Some(mkc_backend::kernels::with_model(found, &model, device.sms))
+        Some(mkc_backend::kernels::with_model(found, &model))
     } else {
         None
     };
@@ -73,7 +73,6 @@ pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
             target,
             policy: args.setup.policy.map_or(Policy::RoundRobin, Policy::from),
             trigger,
-            grids: args.setup.grids.map_or(Grids::PerOp, Grids::from),
             ..CompileOptions::default()
         };
         let mut s = compile(&model, &device, &opts).schedule;
@@ -108,7 +107,6 @@ fn run_schedule(args: &SimulateArgs, s: mkc_scheduler::Schedule) -> Result<(), C
             ("--target", other_target),
             ("--policy", args.setup.policy.is_some()),
             ("--trigger", args.setup.trigger.is_some()),
-            ("--grids", args.setup.grids.is_some()),
             ("--device", args.setup.device.is_some()),
             ("--sms", args.setup.sms.is_some()),
             ("--tune", args.setup.tune.is_some()),

@@ -16,7 +16,9 @@ fn pick(options: &[u32], index: usize) -> u32 {
     options[index % options.len()]
 }
 
-/// A strategy for random *valid* Llama-shaped models with random tilings and shard counts.
+/// A strategy for random *valid* Llama-shaped models with random page sizes, tasks and shard
+/// counts. Dimensions are powers of two times small factors; the few combinations whose pages
+/// would not tile an operator are filtered out by validation itself.
 pub fn arb_model() -> impl Strategy<Value = Model> {
     (
         (
@@ -24,32 +26,29 @@ pub fn arb_model() -> impl Strategy<Value = Model> {
             1u32..=4,
             prop::sample::select(vec![1u32, 2, 4]),
             1u32..=3,
-            1u32..=3,
+            prop::sample::select(vec![1u32, 2, 4]),
             1u32..=4,
+        ),
+        (
+            prop::sample::select(vec![256u32, 512, 1024, 2048, 4096]),
+            prop::sample::select(vec![1u32, 2, 4]),
+            prop::sample::select(vec![1u32, 2, 4]),
         ),
         prop::collection::vec(any::<usize>(), 9),
     )
         .prop_map(
-            |((head_dim, kv_heads, group, layers, inter_mult, vocab_tiles), idx)| {
+            |(
+                (head_dim, kv_heads, group, layers, inter_mult, vocab_tiles),
+                (page_bytes, task_pages, lm_task_pages),
+                idx,
+            )| {
                 let heads = kv_heads * group;
                 let hidden = heads * head_dim;
                 let intermediate = hidden * inter_mult;
-                let t = pick(&divisors(head_dim), idx[0]);
-                let lm_tile = pick(&[8, 16, 32], idx[1]);
-                let vocab = lm_tile * vocab_tiles * 3;
+                let vocab = 32 * vocab_tiles * 3;
                 let split = pick(&divisors(group), idx[2]);
                 let hp = group / split;
-                let qkv_rows = (heads + 2 * kv_heads) * head_dim;
-                let shard = |rows: u32, tile: u32, i: usize| pick(&divisors(rows / tile), i);
-                let vtp = VtpShards {
-                    qkv_attention: shard(qkv_rows, t, idx[3]),
-                    attention_o_proj: shard(heads * head_dim, hp * head_dim, idx[4]),
-                    o_proj_up_gate: shard(hidden, t, idx[5]),
-                    up_gate_down: shard(intermediate, t, idx[6]),
-                    down_qkv: shard(hidden, t, idx[7]),
-                    down_lm_head: shard(hidden, t, idx[8]),
-                };
-                Model {
+                let mut m = Model {
                     name: "random".into(),
                     geometry: Geometry {
                         hidden,
@@ -71,16 +70,40 @@ pub fn arb_model() -> impl Strategy<Value = Model> {
                         max_seq_len: 16,
                     },
                     lowering: Lowering {
-                        matvec_tile_rows: t,
-                        lm_head_tile_rows: lm_tile,
+                        page_bytes,
+                        matvec_task_pages: task_pages,
+                        lm_head_task_pages: lm_task_pages,
                         attention_split: split,
-                        vtp_shards: vtp,
+                        vtp_shards: VtpShards {
+                            qkv_attention: 1,
+                            attention_o_proj: pick(&divisors(heads / hp), idx[4]),
+                            o_proj_up_gate: 1,
+                            up_gate_down: pick(&divisors(inter_mult * 4), idx[6]),
+                            down_qkv: 1,
+                            down_lm_head: 1,
+                        },
                         kernel: KernelResources::default(),
                     },
                     tuning: Default::default(),
-                }
+                };
+                // The other edges' shard counts: divisors of their tensor's producer tasks.
+                let edges = mkc_ir::lower::shard_edges(&m);
+                let pick_shards = |field: &str, i: usize| {
+                    let e = edges.iter().find(|e| e.field == field).expect("edge");
+                    let tasks = (e.rows / e.producer_tile_rows.max(1) as u64).max(1) as u32;
+                    pick(&divisors(tasks), i)
+                };
+                let v = &mut m.lowering.vtp_shards;
+                v.qkv_attention = pick_shards("qkv_attention", idx[3]);
+                v.o_proj_up_gate = pick_shards("o_proj_up_gate", idx[5]);
+                v.down_qkv = pick_shards("down_qkv", idx[7]);
+                v.down_lm_head = pick_shards("down_lm_head", idx[8]);
+                m
             },
         )
+        .prop_filter("pages tile every operator", |m| {
+            m.validate("random").is_ok()
+        })
 }
 
 /// The embedded H200 profile with `sms` SMs.

@@ -18,21 +18,15 @@ impl Runner {
         schedule: &Schedule,
         ablation: Ablation,
     ) -> Result<StepGraph, BackendError> {
-        let plan = schedule.chain().ok_or_else(|| {
+        schedule.chain().ok_or_else(|| {
             BackendError::Unsupported("ablation builds run the graph and pdl targets only".into())
         })?;
-        if plan.kernels.iter().any(|k| k.then.is_some()) {
-            return Err(BackendError::Unsupported(
-                "--ablate measures the per-op chain (one grid per operator); drop --grids".into(),
-            ));
-        }
         let i = match self.ablated.iter().position(|(a, _, _)| *a == ablation) {
             Some(i) => i,
             None => {
                 let compiled =
                     kernels::compile_with_defines("sm_90a", &self.model, &ablation.defines())?;
-                let (module, funcs) =
-                    load_operators(&compiled.cubin, &self.model, self._gpu.sms as u32)?;
+                let (module, funcs) = load_operators(&compiled.cubin, &self.model)?;
                 self.ablated.push((ablation, module, funcs));
                 self.ablated.len() - 1
             }

@@ -18,7 +18,7 @@ pub fn loaded_kernel_info(
     let _ = gpu;
     let module = load_module(cubin, "mkc.cu")?;
     let mut out = Vec::new();
-    let names = kernels::grid_entry_points().map(|(n, _)| n).chain([
+    let names = kernels::ENTRY_POINTS.iter().map(|(n, _)| *n).chain([
         "k_read_bw",
         "k_fill_matrix",
         "k_fill_norm",

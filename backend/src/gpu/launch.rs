@@ -4,14 +4,12 @@ use std::ffi::c_void;
 
 use cudarc::driver::{result, sys};
 use mkc_ir::OpKind;
-use mkc_scheduler::schedule::Trigger;
 use mkc_scheduler::{Schedule, Target};
 
 use super::device::stalled;
 use super::{OpFn, Runner};
 use crate::abi::Param;
 use crate::error::{check, BackendError};
-use crate::kernels::{self, GridOps};
 
 /// An instantiated CUDA graph of one decode step.
 pub struct StepGraph {
@@ -40,34 +38,22 @@ pub(super) fn arg<T>(value: &mut T) -> *mut c_void {
     value as *mut T as *mut c_void
 }
 
-/// The kernel among `funcs` that runs a grid of `ops`; the error names a pair no kernel fuses.
-pub(super) fn op_fn(funcs: &[OpFn], ops: GridOps) -> Result<OpFn, BackendError> {
+/// The kernel among `funcs` of operator `kind`.
+pub(super) fn op_fn(funcs: &[OpFn], kind: OpKind) -> Result<OpFn, BackendError> {
     funcs
         .iter()
-        .find(|(k, _, _)| *k == ops)
+        .find(|(k, _)| *k == kind)
         .copied()
-        .ok_or_else(|| {
-            BackendError::Unsupported(format!(
-                "no kernel runs {} and {} in one grid; compile with --grids per-op",
-                ops.0.name(),
-                ops.1.map_or("nothing", |k| k.name())
-            ))
-        })
+        .ok_or_else(|| BackendError::Unsupported(format!("no kernel runs {}", kind.name())))
 }
 
 /// One grid launch: which kernel, on which layer's buffers, how, and where it traces.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct GridLaunch {
-    /// The kernel, its kind and dynamic shared memory.
+    /// The kernel and its kind.
     pub(super) f: OpFn,
-    pub(super) layer: usize,
-    pub(super) ctas: u32,
-    /// Carries the programmatic-serialization attribute.
-    pub(super) pdl_attribute: bool,
-    /// Calls griddepcontrol.wait.
-    pub(super) waits: bool,
-    /// Triggers its successor right after issuing its loads.
-    pub(super) early: bool,
+    /// The plan's launch shape.
+    pub(super) shape: crate::launch_plan::LaunchShape,
     /// Device address of the grid's CTA trace buffer, 0 for none.
     pub(super) trace: u64,
 }
@@ -92,42 +78,31 @@ impl Runner {
         )
     }
 
-    /// Launches one grid of a chain on the runner's stream (captured when a capture is open).
+    /// Launches one grid of a chain on the runner's stream (captured when a capture is open),
+    /// exactly as its plan says.
     fn launch(&self, grid: &GridLaunch) -> Result<(), BackendError> {
         let GridLaunch {
-            f: (ops, f, smem),
-            layer,
-            ctas,
-            pdl_attribute,
-            waits,
-            early,
+            f: (_, f),
+            shape,
             trace,
         } = *grid;
-        let ctas = self.grid_ctas(ops, ctas);
         let mut km = self.km;
         let mut globals = self.globals;
         let last = self.layers.len() - 1;
-        let mut l = self.layers[layer.min(last)];
-        // A fused grid's second operator may belong to the next layer (down + QKV).
-        let mut next = self.layers[(layer + 1).min(last)];
-        let mut pdl: i32 = waits as i32;
-        let mut early: i32 = early as i32;
+        let mut l = self.layers[(shape.layer as usize).min(last)];
+        let mut pdl: i32 = shape.waits as i32;
+        let mut early: i32 = shape.early as i32;
         let mut trace = trace;
-        // A fused grid's barrier counter: two per layer, the O-projection's grid then down's.
-        let counter = 2 * layer + usize::from(ops.0 != OpKind::OProj);
-        let mut barrier = self.barriers + counter as u64 * 8;
         // The arguments in the kernels' own parameter order (generated from the same list).
         let mut args: Vec<*mut c_void> = Vec::new();
-        for p in crate::abi::params(ops.1.is_some()) {
+        for p in crate::abi::OP_PARAMS {
             args.push(match p {
                 Param::Model => arg(&mut km),
                 Param::Globals => arg(&mut globals),
                 Param::Layer => arg(&mut l),
-                Param::NextLayer => arg(&mut next),
                 Param::Pdl => arg(&mut pdl),
                 Param::Early => arg(&mut early),
                 Param::Trace => arg(&mut trace),
-                Param::Barrier => arg(&mut barrier),
             });
         }
         // SAFETY: zero is a valid bit pattern for the attribute union.
@@ -135,31 +110,26 @@ impl Runner {
         attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
         attr.value.programmaticStreamSerializationAllowed = 1;
         let config = sys::CUlaunchConfig {
-            gridDimX: ctas,
+            gridDimX: shape.ctas,
             gridDimY: 1,
             gridDimZ: 1,
-            blockDimX: kernels::grid_threads(&self.model.tuning, ops),
+            blockDimX: shape.threads,
             blockDimY: 1,
             blockDimZ: 1,
-            sharedMemBytes: smem,
+            sharedMemBytes: shape.dynamic_smem,
             hStream: self.stream,
-            attrs: if pdl_attribute {
+            attrs: if shape.pdl_attribute {
                 &mut attr
             } else {
                 std::ptr::null_mut()
             },
-            numAttrs: pdl_attribute as u32,
+            numAttrs: shape.pdl_attribute as u32,
         };
-        // SAFETY: the arguments match the kernels' (Model, Globals, Layer, [Layer,] int, int,
-        // u64*, [u64*]) signatures and outlive the call; every pointer inside them is a live
-        // device allocation.
+        // SAFETY: the arguments match the kernels' OP_PARAMS signature and outlive the call;
+        // every pointer inside them is a live device allocation.
         let r =
             unsafe { sys::cuLaunchKernelEx(&config, f, args.as_mut_ptr(), std::ptr::null_mut()) };
-        check(
-            r.result(),
-            "cuLaunchKernelEx",
-            kernels::grid_entry_point(ops).unwrap_or("kernel"),
-        )
+        check(r.result(), "cuLaunchKernelEx", shape.entry)
     }
 
     /// Captures one decode step of a chain schedule (`graph` or `pdl`) into a CUDA graph.
@@ -174,28 +144,12 @@ impl Runner {
         funcs: &[OpFn],
         trace: impl Fn(usize) -> u64,
     ) -> Result<StepGraph, BackendError> {
-        let plan = schedule.chain().ok_or_else(|| {
-            BackendError::Unsupported(
-                "the CUDA backend runs the graph and pdl targets; the persistent megakernel is \
-                 not implemented yet"
-                    .into(),
-            )
-        })?;
-        let g = &schedule.graph;
-        let mut grids = Vec::with_capacity(plan.kernels.len());
-        for (i, k) in plan.kernels.iter().enumerate() {
-            let op = g.op(k.op);
-            let ops = (op.kind, k.then.map(|t| g.op(t).kind));
-            if ops == kernels::FOLDED {
-                kernels::fold_layout(&self.model, self._gpu.sms as u32)?;
-            }
+        let shapes = crate::launch_plan::launch_plan(schedule, &self.model)?;
+        let mut grids = Vec::with_capacity(shapes.len());
+        for (i, shape) in shapes.into_iter().enumerate() {
             grids.push(GridLaunch {
-                f: op_fn(funcs, ops)?,
-                layer: op.layer.unwrap_or(0) as usize,
-                ctas: k.ctas,
-                pdl_attribute: k.pdl_attribute,
-                waits: k.wait.is_some(),
-                early: k.trigger == Some(Trigger::Early),
+                f: op_fn(funcs, shape.kind)?,
+                shape,
                 trace: trace(i),
             });
         }

@@ -39,11 +39,11 @@ pub use trace::{GridTrace, TRACE_SLOTS};
 
 use crate::abi::{KGlobals, KLayer, KModel};
 use crate::ablation::Ablation;
-use crate::kernels::{GridOps, KernelInfo};
+use crate::kernels::KernelInfo;
 use device::{stalled, DevBuf};
 
-/// A grid's kernel: the operators it runs, its function and dynamic shared memory.
-type OpFn = (GridOps, sys::CUfunction, u32);
+/// An operator's kernel: its kind and function.
+type OpFn = (mkc_ir::OpKind, sys::CUfunction);
 
 /// Median of a non-empty sample of timings (the upper middle of an even count): every GPU
 /// figure mkc reports is the median of repeated runs.
@@ -66,8 +66,6 @@ pub struct Runner {
     /// Ablation builds of the operators, each loaded on first use by `capture_ablated`.
     ablated: Vec<(Ablation, sys::CUmodule, Vec<OpFn>)>,
     read_bw: sys::CUfunction,
-    /// Grid-barrier counters of the fused grids, two per layer (never reset: monotonic).
-    barriers: u64,
     /// Kernel figures from the compiler, with this model's dynamic shared memory.
     pub kernel_info: Vec<KernelInfo>,
     bufs: Vec<DevBuf>,

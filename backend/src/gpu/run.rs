@@ -5,7 +5,6 @@ use std::ffi::c_void;
 use std::time::{Duration, Instant};
 
 use cudarc::driver::{result, sys};
-use mkc_ir::OpKind;
 use mkc_scheduler::Target;
 
 use super::device::{EventPair, STALLED};
@@ -169,22 +168,23 @@ impl Runner {
         }
     }
 
-    /// Times a graph of ordinary launches `(kind, layer, ctas)` replayed `reps` times (after
-    /// one warm-up): median µs per replay. Used to time each operator alone.
+    /// Times a graph of the plan's grids `launches` as ordinary launches (no PDL), replayed
+    /// `reps` times after one warm-up: median µs per replay. Used to time each operator alone.
     pub fn time_grids(
         &self,
-        launches: &[(OpKind, usize, u32)],
+        launches: &[crate::launch_plan::LaunchShape],
         reps: usize,
     ) -> Result<f64, BackendError> {
         let mut grids = Vec::with_capacity(launches.len());
-        for &(kind, layer, ctas) in launches {
+        for &shape in launches {
             grids.push(GridLaunch {
-                f: op_fn(&self.funcs, (kind, None))?,
-                layer,
-                ctas,
-                pdl_attribute: false,
-                waits: false,
-                early: false,
+                f: op_fn(&self.funcs, shape.kind)?,
+                shape: crate::launch_plan::LaunchShape {
+                    pdl_attribute: false,
+                    waits: false,
+                    early: false,
+                    ..shape
+                },
                 trace: 0,
             });
         }

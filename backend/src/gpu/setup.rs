@@ -11,7 +11,7 @@ use super::launch::arg;
 use super::{OpFn, Runner};
 use crate::abi::{KGlobals, KLayer, KModel};
 use crate::error::{check, BackendError};
-use crate::kernels::{self, GridOps};
+use crate::kernels;
 use crate::weights::{layout, Fill, HostWeights, PER_LAYER};
 
 /// Where weights come from.
@@ -26,15 +26,13 @@ pub enum WeightSource<'a> {
 pub(super) fn load_operators(
     cubin: &[u8],
     model: &Model,
-    sms: u32,
 ) -> Result<(sys::CUmodule, Vec<OpFn>), BackendError> {
     let module = load_module(cubin, "mkc.cu")?;
     let mut funcs = Vec::new();
-    for (name, ops) in kernels::grid_entry_points() {
+    for &(name, kind) in kernels::ENTRY_POINTS {
         let f = func(module, name)?;
-        let smem = kernels::grid_dynamic_smem(model, ops, sms);
-        opt_in_smem(f, smem, name)?;
-        funcs.push((ops, f, smem));
+        opt_in_smem(f, kernels::dynamic_smem(model, kind), name)?;
+        funcs.push((kind, f));
     }
     Ok((module, funcs))
 }
@@ -107,8 +105,8 @@ impl Runner {
         }
         kernels::check_model(model)?;
         let compiled = kernels::compile("sm_90a", model)?;
-        let kernel_info = kernels::with_model(compiled.kernels.clone(), model, gpu.sms as u32);
-        let (module, funcs) = load_operators(&compiled.cubin, model, gpu.sms as u32)?;
+        let kernel_info = kernels::with_model(compiled.kernels.clone(), model);
+        let (module, funcs) = load_operators(&compiled.cubin, model)?;
         let read_bw = func(module, "k_read_bw")?;
         let stream = check(
             result::stream::create(result::stream::StreamKind::NonBlocking),
@@ -137,8 +135,10 @@ impl Runner {
                 let kind = kernels::ENTRY_POINTS[i].1;
                 kernels::stream(model, kind).map_or(0, |s| s.slots_per_warp() as i32)
             }),
-            fold_chunk: kernels::fold_layout(model, gpu.sms as u32)
-                .map_or(0, |f| f.kv_chunk as i32),
+            task_pages: std::array::from_fn(|i| {
+                let kind = kernels::ENTRY_POINTS[i].1;
+                mkc_ir::work::matvec(model, kind).map_or(1, |w| w.task_pages as i32)
+            }),
         };
         let mut runner = Runner {
             model: model.clone(),
@@ -151,19 +151,12 @@ impl Runner {
             traced: None,
             ablated: Vec::new(),
             read_bw,
-            barriers: 0,
             kernel_info,
             bufs: Vec::new(),
             _gpu: gpu,
         };
         runner.allocate(weights)?;
         Ok(runner)
-    }
-
-    /// CTAs launched for a grid of `kind` whose schedule has `tasks` tiles: the streaming
-    /// kernels run one CTA per SM that walks a range of weight pages.
-    pub fn grid_ctas(&self, ops: GridOps, tasks: u32) -> u32 {
-        kernels::grid_ctas(&self.model, ops, tasks, self._gpu.sms as u32)
     }
 
     pub(super) fn alloc(&mut self, bytes: usize, what: &str) -> Result<u64, BackendError> {
@@ -233,14 +226,6 @@ impl Runner {
         } else {
             ptrs[base + 1]
         };
-        let barrier_bytes = 2 * g.layers as usize * 8;
-        self.barriers = self.alloc(barrier_bytes, "grid barriers")?;
-        // SAFETY: `barriers` holds barrier_bytes bytes.
-        check(
-            unsafe { result::memset_d8_sync(self.barriers, 0, barrier_bytes) },
-            "cuMemsetD8",
-            "grid barriers",
-        )?;
         self.globals = KGlobals {
             embed,
             lm_head,

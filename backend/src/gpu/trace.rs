@@ -17,8 +17,6 @@ pub use crate::abi::TRACE_SLOTS;
 pub struct GridTrace {
     /// Operator kind.
     pub kind: OpKind,
-    /// The second operator of a fused grid.
-    pub then: Option<OpKind>,
     /// Layer (None for the LM head).
     pub layer: Option<u32>,
     /// Per CTA: the TRACE_SLOTS marks.
@@ -41,11 +39,7 @@ impl Runner {
         let mut offsets = Vec::with_capacity(plan.kernels.len());
         let mut total = 0usize;
         let g = &schedule.graph;
-        let ctas: Vec<u32> = plan
-            .kernels
-            .iter()
-            .map(|k| self.grid_ctas((g.op(k.op).kind, k.then.map(|t| g.op(t).kind)), k.ctas))
-            .collect();
+        let ctas: Vec<u32> = plan.kernels.iter().map(|k| k.ctas).collect();
         for &c in &ctas {
             offsets.push(total);
             total += c as usize * slots;
@@ -59,11 +53,7 @@ impl Runner {
         )?;
         if self.traced.is_none() {
             let compiled = kernels::compile_traced("sm_90a", &self.model)?;
-            self.traced = Some(load_operators(
-                &compiled.cubin,
-                &self.model,
-                self._gpu.sms as u32,
-            )?);
+            self.traced = Some(load_operators(&compiled.cubin, &self.model)?);
         }
         let funcs = self
             .traced
@@ -95,7 +85,6 @@ impl Runner {
                 let op = g.op(k.op);
                 GridTrace {
                     kind: op.kind,
-                    then: k.then.map(|t| g.op(t).kind),
                     layer: op.layer,
                     ctas: (0..n as usize)
                         .map(|c| {

@@ -1,0 +1,179 @@
+//! Threads and shared-memory layouts of the operator kernels: what a CTA of each kernel holds,
+//! sized from the model's geometry and tuning. The kernels carve their shared memory by the
+//! same rules (`carve_stream`, `ring_offset`, `ring_slot`, `warm_l2` in `mkc.cu`).
+
+use mkc_ir::work::MatvecWork;
+use mkc_ir::{Model, OpKind, Tuning};
+
+/// Threads per CTA of the attention kernel (the source's `ATT_THREADS` default).
+pub const ATT_THREADS: u32 = 512;
+
+/// Consumer warps of a streaming kernel (the source's `CONSUMER_WARPS` default).
+pub const CONSUMER_WARPS: u32 = 8;
+
+/// Most ring slots a streaming kernel may use (the source's `MAX_SLOTS`).
+pub const MAX_SLOTS: u32 = 16;
+
+/// Shared memory one CTA may use on sm_90 with the opt-in (bytes).
+pub const SMEM_PER_CTA: u32 = 232_448;
+
+/// Shared memory of one SM on sm_90 (228 KiB).
+pub const SMEM_PER_SM: u32 = 233_472;
+
+/// Bytes before a streaming CTA's input vector in its shared memory (the source's
+/// `carve_stream`): the full and empty mbarriers of every slot, then the norm mbarrier.
+const STREAM_X_OFFSET: u32 = 2 * MAX_SLOTS * 8 + 16;
+
+/// Fewest KV positions attention stages per chunk.
+const MIN_ATT_CHUNK: u32 = 128;
+
+/// Threads per attention CTA as built: [`ATT_THREADS`], or `tuning.att_threads` (validated:
+/// 128-1024, a multiple of 128; a smaller CTA, capped at 72 registers, fits beside a QKV or
+/// O-projection CTA).
+pub fn att_threads(t: &Tuning) -> u32 {
+    t.att_threads.unwrap_or(ATT_THREADS)
+}
+
+/// Consumer warps the streaming kernels are built with: [`CONSUMER_WARPS`], or
+/// `tuning.consumer_warps` (validated: 1-8; with fewer warps and a smaller ring,
+/// `tuning.stream_smem`, two streaming CTAs can share an SM).
+pub fn consumer_warps(t: &Tuning) -> u32 {
+    t.consumer_warps.unwrap_or(CONSUMER_WARPS)
+}
+
+/// Threads per CTA of the streaming kernels as built: the consumer warps and the producer.
+pub fn stream_threads(t: &Tuning) -> u32 {
+    consumer_warps(t) * 32 + 32
+}
+
+/// Threads per CTA of the kernel for `kind`.
+pub fn threads(t: &Tuning, kind: OpKind) -> u32 {
+    if kind == OpKind::Attention {
+        att_threads(t)
+    } else {
+        stream_threads(t)
+    }
+}
+
+/// KV positions attention stages per chunk (the kernel derives it from its dynamic shared
+/// memory, which [`dynamic_smem`] sizes from this). Attention asks for more than half the SM's
+/// shared memory, so that two attention CTAs never share an SM: packed two to an SM they
+/// measured 11 µs per step slower (docs/perf.md). The chunk is what that shared memory holds,
+/// a multiple of 32 and at least 128; every chunk after the first costs two more dependent L2
+/// round trips. `tuning.att_chunk` sets it instead, within what one CTA may use.
+pub fn attention_chunk(model: &Model) -> u32 {
+    let per_position = attention_position_smem(model);
+    let vectors = attention_vectors_smem(model);
+    if let Some(c) = model.tuning.att_chunk {
+        // 1 KiB of slack for a traced build's static shared memory.
+        let alone = SMEM_PER_CTA.saturating_sub(vectors + 1024) / per_position;
+        return c.min(alone).max(1);
+    }
+    let half = SMEM_PER_SM / 2;
+    let chunk = half.saturating_sub(vectors).div_ceil(per_position);
+    (chunk.div_ceil(32) * 32).max(MIN_ATT_CHUNK)
+}
+
+/// Shared memory attention stages per KV position: a K row padded by 8 elements and a V row.
+fn attention_position_smem(model: &Model) -> u32 {
+    (2 * model.geometry.head_dim + 8) * 2
+}
+
+/// Attention's q and scores in shared memory (bytes): every head of the task, every position.
+fn attention_vectors_smem(model: &Model) -> u32 {
+    let hp = model.heads_per_attention_task();
+    (hp * model.geometry.head_dim + hp * model.workload.max_seq_len) * 4
+}
+
+/// How a streaming matvec kernel lays out its CTA: its work geometry and what it stages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stream {
+    /// Pages and tasks of the operator (`mkc_ir::work`).
+    pub work: MatvecWork,
+    /// Floats of the input vector staged in shared memory.
+    pub x_len: u32,
+    /// RMSNorm weights (bf16) the producer copies into shared memory first; 0 for none.
+    pub norm_len: u32,
+    /// Consumer warps of the kernel as built (`tuning.consumer_warps`).
+    pub warps: u32,
+    /// Shared memory the CTA budgets for itself (`tuning.stream_smem`, else the whole SM:
+    /// halving it so that a successor's CTA could be resident early measured 25% slower).
+    pub budget: u32,
+}
+
+impl Stream {
+    /// Shared memory before the ring: barriers, input vector, norm weights, scratch (the
+    /// source's `ring_offset`).
+    pub fn ring_offset(&self) -> u32 {
+        (STREAM_X_OFFSET + self.x_len * 4 + self.norm_len * 2 + 64 * 4).div_ceil(128) * 128
+    }
+
+    /// Ring slots per consumer warp: as many as fit the streaming budget, at least one, at
+    /// most `MAX_SLOTS / warps`.
+    pub fn slots_per_warp(&self) -> u32 {
+        let budget = self.budget.min(SMEM_PER_CTA);
+        let fit = budget.saturating_sub(self.ring_offset()) / (self.work.page_bytes * self.warps);
+        fit.clamp(1, MAX_SLOTS / self.warps)
+    }
+
+    /// Dynamic shared memory of the kernel.
+    pub fn dynamic_smem(&self) -> u32 {
+        self.ring_offset() + self.slots_per_warp() * self.warps * self.work.page_bytes
+    }
+}
+
+/// The first item and item count of CTA `b` of `g` over `n` items (the source's `page_range`):
+/// contiguous ranges, balanced to within one item.
+pub fn page_range(n: u32, b: u32, g: u32) -> (u32, u32) {
+    let first = (b as u64 * n as u64 / g as u64) as u32;
+    let end = ((b as u64 + 1) * n as u64 / g as u64) as u32;
+    (first, end - first)
+}
+
+/// Ring slot and lap of a CTA's page `i` (the source's `ring_slot`): page i belongs to consumer
+/// warp `i % warps`, which owns `per_warp` slots and takes its pages in order. The parity
+/// waits on a slot's barriers are sound only because each slot has one consumer whose laps
+/// come in order (tested as a property).
+pub fn ring_slot(i: u32, per_warp: u32, warps: u32) -> (u32, u32) {
+    let (w, j) = (i % warps, i / warps);
+    (w * per_warp + j % per_warp, j / per_warp)
+}
+
+/// Ring slot and lap of the `n`-th page a CTA with `count` pages of its own warms L2 with, at
+/// most `depth` in flight (the source's `warm_l2`): the slots of the consumer warps that have
+/// no page here, so that warming never overwrites a page a consumer reads (tested as a
+/// property). None when every warp has a page.
+pub fn warm_slot(count: u32, per_warp: u32, depth: u32, warps: u32, n: u32) -> Option<(u32, u32)> {
+    if count >= warps || depth == 0 {
+        return None;
+    }
+    let slots = ((warps - count) * per_warp).min(depth);
+    Some((count * per_warp + n % slots, n / slots))
+}
+
+/// The streaming layout of a matvec operator (None for attention).
+pub fn stream(model: &Model, kind: OpKind) -> Option<Stream> {
+    let work = mkc_ir::work::matvec(model, kind)?;
+    let hidden = model.geometry.hidden;
+    // The O-projection and down read their inputs from global memory: no staged vector.
+    let (x_len, norm_len) = match kind {
+        OpKind::OProj | OpKind::Down => (0, 0),
+        _ => (hidden, hidden),
+    };
+    Some(Stream {
+        work,
+        x_len,
+        norm_len,
+        warps: consumer_warps(&model.tuning),
+        budget: model.tuning.stream_smem.unwrap_or(SMEM_PER_CTA),
+    })
+}
+
+/// Dynamic shared memory of the kernel of operator `kind` for `model`.
+pub fn dynamic_smem(model: &Model, kind: OpKind) -> u32 {
+    if let Some(s) = stream(model, kind) {
+        return s.dynamic_smem();
+    }
+    // K chunk (rows padded by 8 elements), V chunk, q, then the scores.
+    attention_chunk(model) * attention_position_smem(model) + attention_vectors_smem(model)
+}

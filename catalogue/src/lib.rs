@@ -1,0 +1,123 @@
+//! The operator catalogue: for each operator kind, its kernel entry point, its work unit
+//! (`mkc_ir::work`), its launch shape (CTAs, threads, declared registers) and its shared-memory
+//! layout. It needs no cudarc: the scheduler builds the launch plan from it, the simulator times
+//! that plan, and the CUDA backend launches it and generates the kernels' constants from it.
+
+pub mod launch;
+pub mod layout;
+
+pub use launch::{cta_tasks, declared_resources, grid, GridShape, ResourceSource, Resources};
+pub use layout::{
+    att_threads, attention_chunk, consumer_warps, dynamic_smem, page_range, ring_slot, stream,
+    stream_threads, threads, warm_slot, Stream, ATT_THREADS, CONSUMER_WARPS, MAX_SLOTS,
+    SMEM_PER_CTA, SMEM_PER_SM,
+};
+
+use mkc_ir::OpKind;
+
+/// Kernel entry names, in operator order.
+pub const ENTRY_POINTS: &[(&str, OpKind)] = &[
+    ("k_qkv_rope", OpKind::QkvRope),
+    ("k_attention", OpKind::Attention),
+    ("k_o_proj", OpKind::OProj),
+    ("k_up_gate", OpKind::UpGate),
+    ("k_down", OpKind::Down),
+    ("k_lm_head", OpKind::LmHead),
+];
+
+/// The kernel entry point of operator `kind`.
+pub fn entry_point(kind: OpKind) -> &'static str {
+    ENTRY_POINTS
+        .iter()
+        .find(|(_, k)| *k == kind)
+        .map_or("k_unknown", |(n, _)| n)
+}
+
+/// The operator kind whose kernel is `name`, if any.
+pub fn kind_of(name: &str) -> Option<OpKind> {
+    ENTRY_POINTS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, k)| *k)
+}
+
+/// Why the CUDA kernels cannot run a model; the message names the field and the fix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unsupported(pub String);
+
+impl std::fmt::Display for Unsupported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Unsupported {}
+
+/// Checks the model fits the kernels' assumptions; the error names the field and the fix.
+pub fn check_model(model: &mkc_ir::Model) -> Result<(), Unsupported> {
+    let g = &model.geometry;
+    let fail = |field: &str, why: String| {
+        Err(Unsupported(format!(
+            "the CUDA backend cannot run this model: {field}: {why}"
+        )))
+    };
+    let hp = model.heads_per_attention_task();
+    let att = att_threads(&model.tuning);
+    if hp * g.head_dim > 2 * att || !g.head_dim.is_multiple_of(8) {
+        return fail(
+            "lowering.attention_split",
+            format!(
+                "{hp} query heads of {} per attention task exceed the kernel's {} outputs \
+                 (head_dim must also be a multiple of 8); raise attention_split",
+                g.head_dim,
+                2 * att
+            ),
+        );
+    }
+    if dynamic_smem(model, OpKind::Attention) > SMEM_PER_CTA {
+        return fail(
+            "workload.max_seq_len",
+            "the attention scores do not fit in shared memory; lower max_seq_len".into(),
+        );
+    }
+    let page = model.lowering.page_bytes;
+    if !page.is_power_of_two() || page < 8192 {
+        return fail(
+            "lowering.page_bytes",
+            format!(
+                "the kernels stream pages of a power of two of at least 8192 bytes (a QKV page \
+                 must hold whole RoPE pairs), not {page}; use 16384 (8192 measured ~15% slower)"
+            ),
+        );
+    }
+    for kind in mkc_ir::work::MATVECS {
+        let Some(s) = stream(model, kind) else {
+            continue;
+        };
+        let field = match kind {
+            OpKind::OProj => "lowering.vtp_shards.attention_o_proj",
+            OpKind::Down => "lowering.vtp_shards.up_gate_down",
+            _ => "geometry.hidden",
+        };
+        // For QKV the chunk is the hidden size, so this also keeps the residual stream within
+        // the 2048 floats the kernels' `stage_sum` stages.
+        if ![512, 1024, 2048].contains(&s.work.k) {
+            return fail(
+                field,
+                format!(
+                    "{} streams rows of {} columns; the kernels take 512, 1024 or 2048 per K \
+                     chunk (choose shards so that the chunk is one of these)",
+                    kind.name(),
+                    s.work.k
+                ),
+            );
+        }
+        if s.ring_offset() + s.warps * page > SMEM_PER_CTA {
+            return fail(
+                "geometry",
+                format!("{} needs too much shared memory", kind.name()),
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,135 @@
+//! The kernels' work units: what one task of each matvec operator is.
+//!
+//! A matvec operator streams its weights as pages of `lowering.page_bytes`: a page holds whole
+//! rows of one K chunk (of both matrices, gate and up, for the paired up/gate operator). A task
+//! is a run of `task_pages` consecutive pages of one K chunk, and a CTA of a chain grid runs a
+//! contiguous range of tasks. Lowering, the scheduler's launch plan, the simulator and the CUDA
+//! backend all take this geometry from here: it is the one description of page splits.
+
+use crate::graph::OpKind;
+use crate::model::Model;
+
+/// How one matvec operator is divided into pages and tasks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatvecWork {
+    /// Columns of one page row: the K chunk.
+    pub k: u32,
+    /// K chunks (split-K); chunk c covers input columns `[c k, (c + 1) k)`.
+    pub splits: u32,
+    /// Output rows of one chunk.
+    pub out_rows: u32,
+    /// A page holds matching rows of two matrices (gate and up).
+    pub paired: bool,
+    /// Bytes of one page.
+    pub page_bytes: u32,
+    /// Bytes of one weight element.
+    pub elem_bytes: u32,
+    /// Pages per task.
+    pub task_pages: u32,
+}
+
+impl MatvecWork {
+    /// Matrix rows in one page: as many as `page_bytes` holds, at least one per matrix and at
+    /// most the chunk's rows (validation refuses a page that would hold a fraction of a row).
+    pub fn page_rows(&self) -> u32 {
+        let per_matrix = if self.paired { 2 } else { 1 };
+        let fit = self.page_bytes as u64 / (self.elem_bytes as u64 * self.k.max(1) as u64);
+        (fit.min(self.out_rows as u64 * per_matrix as u64) as u32).max(per_matrix)
+    }
+
+    /// Output rows of one page (matrix rows, halved for a paired page).
+    pub fn page_out(&self) -> u32 {
+        self.page_rows() / if self.paired { 2 } else { 1 }
+    }
+
+    /// Pages of one K chunk.
+    pub fn chunk_pages(&self) -> u32 {
+        self.out_rows / self.page_out()
+    }
+
+    /// Pages of the operator.
+    pub fn pages(&self) -> u32 {
+        self.splits * self.chunk_pages()
+    }
+
+    /// Tasks of one K chunk.
+    pub fn chunk_tasks(&self) -> u32 {
+        self.chunk_pages() / self.task_pages
+    }
+
+    /// Tasks of the operator: chunk-major, row-minor.
+    pub fn tasks(&self) -> u32 {
+        self.splits * self.chunk_tasks()
+    }
+
+    /// Output rows of one task.
+    pub fn task_rows(&self) -> u32 {
+        self.page_out() * self.task_pages
+    }
+
+    /// Weight bytes of one task (its pages' matrix rows, both matrices when paired).
+    pub fn task_weight_bytes(&self) -> u64 {
+        self.task_pages as u64 * self.page_rows() as u64 * self.k as u64 * self.elem_bytes as u64
+    }
+
+    /// K chunk and first output row of task `t`.
+    pub fn task_coords(&self, t: u32) -> (u32, u32) {
+        let per_chunk = self.chunk_tasks();
+        (t / per_chunk, (t % per_chunk) * self.task_rows())
+    }
+}
+
+/// The work geometry of matvec operator `kind` of `model` (None for attention).
+pub fn matvec(model: &Model, kind: OpKind) -> Option<MatvecWork> {
+    let g = &model.geometry;
+    let l = &model.lowering;
+    let s = &l.vtp_shards;
+    let (k, splits, out_rows, paired, task_pages) = match kind {
+        OpKind::Attention => return None,
+        OpKind::QkvRope => (g.hidden, 1, model.qkv_rows(), false, l.matvec_task_pages),
+        OpKind::OProj => (
+            model.q_dim() / s.attention_o_proj.max(1),
+            s.attention_o_proj,
+            g.hidden,
+            false,
+            l.matvec_task_pages,
+        ),
+        OpKind::UpGate => (g.hidden, 1, g.intermediate, true, l.matvec_task_pages),
+        OpKind::Down => (
+            g.intermediate / s.up_gate_down.max(1),
+            s.up_gate_down,
+            g.hidden,
+            false,
+            l.matvec_task_pages,
+        ),
+        OpKind::LmHead => (g.hidden, 1, g.vocab, false, l.lm_head_task_pages),
+    };
+    Some(MatvecWork {
+        k,
+        splits,
+        out_rows,
+        paired,
+        page_bytes: l.page_bytes,
+        elem_bytes: g.dtype.bytes() as u32,
+        task_pages: task_pages.max(1),
+    })
+}
+
+/// Every matvec operator kind, in layer order.
+pub const MATVECS: [OpKind; 5] = [
+    OpKind::QkvRope,
+    OpKind::OProj,
+    OpKind::UpGate,
+    OpKind::Down,
+    OpKind::LmHead,
+];
+
+/// The rows `[start, end)` of a `len`-element residual vector that task `t` of `tasks` writes
+/// when an operator's tasks store a vector between them (the QKV operator's `x_in`, up/gate's
+/// `x_mid`): balanced runs of whole float4 groups, so that a CTA running a contiguous range of
+/// tasks stores one contiguous range. Empty (start == end) for a task with no share.
+pub fn residual_share(t: u32, tasks: u32, len: u32) -> (u32, u32) {
+    let groups = len.div_ceil(4) as u64;
+    let at = |i: u32| ((i as u64 * groups / tasks.max(1) as u64) as u32 * 4).min(len);
+    (at(t), at(t + 1))
+}
