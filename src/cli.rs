@@ -252,7 +252,7 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub trajectory: bool,
     /// Use the CUDA backend's compiled kernel resources (NVRTC; no GPU needed) instead of the
-    /// model file's declared ones for the pdl and graph grids.
+    /// operator catalogue's declared ones for the pdl and graph grids.
     #[arg(long)]
     pub compiled_kernels: bool,
     /// Print one JSON object (`schema`, and `targets` keyed by target name).
@@ -392,6 +392,10 @@ pub struct CompileArgs {
     /// Print one JSON object with the summary instead of the table.
     #[arg(long)]
     pub summary_json: bool,
+    /// Chain targets: the grids' registers and static shared memory from the compiled kernels
+    /// (NVRTC, no GPU needed; ~10 s) instead of the operator catalogue's declared values.
+    #[arg(long)]
+    pub compiled_kernels: bool,
     /// Re-verify the schedule with the independent checker.
     #[arg(long)]
     pub verify: bool,

@@ -45,9 +45,9 @@ fn llama1b_summary_has_the_anchors_shape() {
     assert_eq!(s["sms"], 132);
     assert_eq!(s["weight_bytes"], 2_471_628_800u64);
     assert_eq!(s["vtp_shards"], 16 * 8);
-    // Tasks of 2 pages (16 KiB each; 4 for the LM head): 384 QKV + 8 attention + 256 O-proj +
-    // 2048 up/gate + 1024 down per layer, 8016 LM-head tasks.
-    let tasks = 16 * (384 + 8 + 256 + 2048 + 1024) + 8016;
+    // Tasks of one 16 KiB page (4 for the LM head): 768 QKV + 8 attention + 512 O-proj +
+    // 4096 up/gate + 2048 down per layer, 8016 LM-head tasks.
+    let tasks = 16 * (768 + 8 + 512 + 4096 + 2048) + 8016;
     assert_eq!(s["tasks"], tasks);
     let (min, max) = (
         s["instructions_per_sm"]["min"].as_u64().unwrap(),

@@ -169,6 +169,19 @@ pub fn stream(model: &Model, kind: OpKind) -> Option<Stream> {
     })
 }
 
+/// Bytes of independent loads (weights, KV history) one CTA of operator `kind` holds before
+/// its wait: a streaming kernel's page ring (its producer can run no further ahead until the
+/// consumers free a slot, which they do only after the wait), attention's KV chunk.
+pub fn prefetch_bytes(model: &Model, kind: OpKind) -> u64 {
+    match stream(model, kind) {
+        Some(s) => s.slots_per_warp() as u64 * s.warps as u64 * s.work.page_bytes as u64,
+        None => {
+            let kv_position = 2 * model.geometry.head_dim as u64 * model.geometry.dtype.bytes();
+            attention_chunk(model) as u64 * kv_position
+        }
+    }
+}
+
 /// Dynamic shared memory of the kernel of operator `kind` for `model`.
 pub fn dynamic_smem(model: &Model, kind: OpKind) -> u32 {
     if let Some(s) = stream(model, kind) {

@@ -5,6 +5,7 @@
 //! read-after-write, and those are carried by counters (or implied by them, see [`Edge`]).
 
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 
 use crate::ids::{CounterId, EdgeId, OpId, TaskId, TensorId};
 
@@ -164,7 +165,14 @@ impl TaskCost {
     }
 }
 
-/// One tile of one operator.
+/// A task's reads or writes: almost always two or fewer, kept inline (a lowering makes ~10^5
+/// tasks; one heap allocation per list dominated compile time).
+pub type Accesses = SmallVec<[Access; 2]>;
+
+/// A task's waits or signals, inline up to two.
+pub type CounterIds = SmallVec<[CounterId; 2]>;
+
+/// One task of one operator: a run of its kernel's work units.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Task {
     /// Its id; ids increase along a topological order.
@@ -178,13 +186,13 @@ pub struct Task {
     /// Split-K chunk this task computes (0 when the operator is not split).
     pub k_chunk: u32,
     /// Tensor ranges it reads within the step.
-    pub reads: Vec<Access>,
-    /// Tensor ranges it writes (or accumulates into, when split-K).
-    pub writes: Vec<Access>,
+    pub reads: Accesses,
+    /// Tensor ranges it writes.
+    pub writes: Accesses,
     /// Counters it waits on before its first dependent read.
-    pub waits: Vec<CounterId>,
+    pub waits: CounterIds,
     /// Counters it signals after its writes are visible.
-    pub signals: Vec<CounterId>,
+    pub signals: CounterIds,
     /// Bytes and arithmetic.
     pub cost: TaskCost,
 }

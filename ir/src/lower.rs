@@ -6,10 +6,12 @@
 //! one K chunk per shard so they wait only for the shard they read.
 
 use crate::graph::{
-    Access, Counter, Edge, OpKind, Operator, Rows, Task, TaskCost, TaskGraph, Tensor,
+    Access, Accesses, Counter, CounterIds, Edge, OpKind, Operator, Rows, Task, TaskCost, TaskGraph,
+    Tensor,
 };
 use crate::ids::{CounterId, EdgeId, OpId, TaskId, TensorId};
 use crate::model::Model;
+use smallvec::smallvec;
 
 /// Bytes of one activation element as the kernels store activations (f32; the KV cache is in
 /// the model's dtype).
@@ -181,8 +183,8 @@ pub fn shard_edges(model: &Model) -> Vec<ShardEdgeSpec> {
 struct TileSpec {
     row_tile: u32,
     k_chunk: u32,
-    reads: Vec<Access>,
-    writes: Vec<Access>,
+    reads: Accesses,
+    writes: Accesses,
     cost: TaskCost,
 }
 
@@ -250,7 +252,8 @@ impl<'m> Builder<'m> {
                 model: model.name.clone(),
                 ops: Vec::new(),
                 tensors: Vec::new(),
-                tasks: Vec::new(),
+                // Sized once: growing ~10^5 tasks by doubling copied them several times.
+                tasks: Vec::with_capacity(task_count(model) as usize),
                 edges: Vec::new(),
                 counters: Vec::new(),
                 model_weight_bytes: model.weight_bytes(),
@@ -313,8 +316,8 @@ impl<'m> Builder<'m> {
                 k_chunk: spec.k_chunk,
                 reads: spec.reads,
                 writes: spec.writes,
-                waits: Vec::new(),
-                signals: Vec::new(),
+                waits: CounterIds::new(),
+                signals: CounterIds::new(),
                 cost: spec.cost,
             });
         }
@@ -338,14 +341,14 @@ impl<'m> Builder<'m> {
 
     /// What a task reads of the residual stream `stream` (the whole vector: its RMSNorm needs
     /// every row) and the bytes that costs.
-    fn stream_reads(&self, stream: &Stream) -> (Vec<Access>, u64) {
+    fn stream_reads(&self, stream: &Stream) -> (Accesses, u64) {
         let hidden = self.model.geometry.hidden;
         match *stream {
-            Stream::Embedding(row) => (vec![whole(row, hidden)], hidden as u64 * self.e),
+            Stream::Embedding(row) => (smallvec![whole(row, hidden)], hidden as u64 * self.e),
             Stream::Layer { x_mid, d_part, .. } => {
                 let parts = self.rows_of(d_part);
                 (
-                    vec![whole(x_mid, hidden), whole(d_part, parts)],
+                    smallvec![whole(x_mid, hidden), whole(d_part, parts)],
                     (hidden + parts) as u64 * ACTIVATION_BYTES,
                 )
             }
@@ -401,7 +404,7 @@ impl<'m> Builder<'m> {
                     .map(|i| {
                         let norm = if i == 0 { hidden as u64 * e } else { 0 };
                         let kv_rows = (i * t + t).saturating_sub(q_dim.max(i * t)).min(t);
-                        let mut writes = vec![part(out, i * t, t)];
+                        let mut writes: Accesses = smallvec![part(out, i * t, t)];
                         let share = share_access(x_in, i, n, hidden);
                         let share_bytes = share.map_or(0, |a| a.rows.len() as u64);
                         writes.extend(share);
@@ -458,12 +461,12 @@ impl<'m> Builder<'m> {
                         tiles.push(TileSpec {
                             row_tile: kv_head * split + s,
                             k_chunk: 0,
-                            reads: vec![
+                            reads: smallvec![
                                 part(qkv, q_head * hd, hp * hd),
                                 part(qkv, q_dim + kv_head * hd, hd),
                                 part(qkv, q_dim + kv_dim + kv_head * hd, hd),
                             ],
-                            writes: vec![part(out, q_head * hd, hp * hd)],
+                            writes: smallvec![part(out, q_head * hd, hp * hd)],
                             cost: TaskCost {
                                 activation_read_bytes: (hp as u64 + 2) * hd as u64 * a,
                                 write_bytes: hp as u64 * hd as u64 * a,
@@ -509,8 +512,8 @@ impl<'m> Builder<'m> {
                         TileSpec {
                             row_tile: row0 / rows,
                             k_chunk: c,
-                            reads: vec![part(input, c * w.k, w.k)],
-                            writes: vec![part(out, c * hidden + row0, rows)],
+                            reads: smallvec![part(input, c * w.k, w.k)],
+                            writes: smallvec![part(out, c * hidden + row0, rows)],
                             cost: TaskCost {
                                 weight_bytes: w.task_weight_bytes(),
                                 activation_read_bytes: w.k as u64 * a,
@@ -546,14 +549,14 @@ impl<'m> Builder<'m> {
                 let (n, t) = (w.tasks(), w.task_rows());
                 (0..n)
                     .map(|i| {
-                        let mut writes = vec![part(out, i * t, t)];
+                        let mut writes: Accesses = smallvec![part(out, i * t, t)];
                         let share = share_access(x_mid, i, n, hidden);
                         let share_bytes = share.map_or(0, |a| a.rows.len() as u64);
                         writes.extend(share);
                         TileSpec {
                             row_tile: i,
                             k_chunk: 0,
-                            reads: vec![whole(x_in, hidden), whole(o_part, parts)],
+                            reads: smallvec![whole(x_in, hidden), whole(o_part, parts)],
                             writes,
                             cost: TaskCost {
                                 weight_bytes: w.task_weight_bytes()
@@ -599,7 +602,7 @@ impl<'m> Builder<'m> {
                         row_tile: i,
                         k_chunk: 0,
                         reads: reads.clone(),
-                        writes: vec![part(out, i * t, t), whole(token, 1)],
+                        writes: smallvec![part(out, i * t, t), whole(token, 1)],
                         cost: TaskCost {
                             weight_bytes: w.task_weight_bytes()
                                 + if i == 0 { hidden as u64 * e } else { 0 },
@@ -618,35 +621,49 @@ impl<'m> Builder<'m> {
     }
 
     /// A synchronised edge: `shards` counters over `tensor`; producer tiles signal the shard
-    /// they write, consumer tiles wait on every shard they read.
+    /// they write, consumer tiles wait on every shard they read. Shards are equal row ranges,
+    /// so the shards an access touches are found by division, not by scanning every shard.
     fn connect(&mut self, producer: OpId, consumer: OpId, tensor: TensorId, shards: u32) {
         let edge = EdgeId::from_index(self.g.edges.len());
         let rows = self.rows_of(tensor);
         let shard_rows = rows / shards;
+        let first = self.g.counters.len();
+        let mut signals = vec![0u32; shards as usize];
+        // The shards that accesses of `tensor` touch, in row order, each once.
+        let touched = |accesses: &[Access]| -> smallvec::SmallVec<[u32; 4]> {
+            let mut out: smallvec::SmallVec<[u32; 4]> = accesses
+                .iter()
+                .filter(|a| a.tensor == tensor)
+                .flat_map(|a| a.rows.start / shard_rows..=(a.rows.end - 1) / shard_rows)
+                .collect();
+            out.sort_unstable();
+            out.dedup();
+            out
+        };
+        for t in self.op_task_range(producer) {
+            let task = &mut self.g.tasks[t];
+            for shard in touched(&task.writes) {
+                task.signals
+                    .push(CounterId::from_index(first + shard as usize));
+                signals[shard as usize] += 1;
+            }
+        }
+        for t in self.op_task_range(consumer) {
+            let task = &mut self.g.tasks[t];
+            for shard in touched(&task.reads) {
+                task.waits
+                    .push(CounterId::from_index(first + shard as usize));
+            }
+        }
         let mut counters = Vec::with_capacity(shards as usize);
         for shard in 0..shards {
-            let id = CounterId::from_index(self.g.counters.len());
-            let access = part(tensor, shard * shard_rows, shard_rows);
-            let mut signals = 0;
-            for t in self.op_task_range(producer) {
-                let task = &mut self.g.tasks[t];
-                if task.writes.iter().any(|w| overlap(w, &access)) {
-                    task.signals.push(id);
-                    signals += 1;
-                }
-            }
-            for t in self.op_task_range(consumer) {
-                let task = &mut self.g.tasks[t];
-                if task.reads.iter().any(|r| overlap(r, &access)) {
-                    task.waits.push(id);
-                }
-            }
+            let id = CounterId::from_index(first + shard as usize);
             self.g.counters.push(Counter {
                 id,
                 edge,
                 shard,
-                access,
-                signals_per_step: signals,
+                access: part(tensor, shard * shard_rows, shard_rows),
+                signals_per_step: signals[shard as usize],
             });
             counters.push(id);
         }
@@ -677,8 +694,4 @@ impl<'m> Builder<'m> {
         let o = &self.g.ops[op.index()];
         o.first_task.index()..o.first_task.index() + o.tasks as usize
     }
-}
-
-fn overlap(a: &Access, b: &Access) -> bool {
-    a.tensor == b.tensor && a.rows.overlaps(b.rows)
 }

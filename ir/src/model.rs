@@ -52,8 +52,6 @@ pub struct Tuning {
     /// KV positions attention stages per chunk (default: what half an SM holds); small values
     /// exercise the multi-chunk path on short prompts.
     pub att_chunk: Option<u32>,
-    /// KV positions the folded attention + O-projection grid stages per chunk, at most.
-    pub fold_chunk: Option<u32>,
     /// The O-projection runs on at most this many CTAs (default: one per SM).
     pub o_ctas: Option<u32>,
     /// QKV runs on at most this many CTAs (default: one per SM).
@@ -92,13 +90,12 @@ impl Tuning {
 
     /// Every numeric knob by its field name, with its value (`None`: the default): the one
     /// list that validation and reports read.
-    pub fn knobs(&self) -> [(&'static str, Option<u32>); 12] {
+    pub fn knobs(&self) -> [(&'static str, Option<u32>); 11] {
         [
             ("consumer_warps", self.consumer_warps),
             ("stream_smem", self.stream_smem),
             ("att_threads", self.att_threads),
             ("att_chunk", self.att_chunk),
-            ("fold_chunk", self.fold_chunk),
             ("o_ctas", self.o_ctas),
             ("qkv_ctas", self.qkv_ctas),
             ("warm_depth", self.warm_depth),

@@ -39,7 +39,7 @@ pub fn model_range(field: &str) -> Option<(u64, u64)> {
         "tuning.consumer_warps" => (1, 8),
         "tuning.stream_smem" => (1, 232_448),
         "tuning.att_threads" => (128, 1024),
-        "tuning.att_chunk" | "tuning.fold_chunk" => (1, MAX_DIM as u64),
+        "tuning.att_chunk" => (1, MAX_DIM as u64),
         "tuning.o_ctas" | "tuning.qkv_ctas" => (1, 4096),
         "tuning.warm_depth" | "tuning.warm_qkv" => (0, 16),
         "tuning.warm_skip" | "tuning.warm_qkv_skip" => (0, MAX_DIM as u64),

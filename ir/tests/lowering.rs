@@ -36,8 +36,8 @@ fn vtp_shards_on_the_mlp_edge_split_down_by_k() {
     let g = lower(&resolve_model("llama1b").unwrap());
     let down = g.ops.iter().find(|o| o.kind == OpKind::Down).unwrap();
     assert_eq!(down.k_split, 4);
-    // A K chunk of 2048 columns: 4 rows per 16 KiB page, 2 pages (8 rows) per task.
-    assert_eq!(down.tasks, 4 * 2048 / 8);
+    // A K chunk of 2048 columns: 4 rows per 16 KiB page, one page per task.
+    assert_eq!(down.tasks, 4 * 2048 / 4);
     let edge = g
         .edges
         .iter()
@@ -46,20 +46,20 @@ fn vtp_shards_on_the_mlp_edge_split_down_by_k() {
     assert_eq!(edge.shards, 4);
     for (shard, &c) in edge.counters.iter().enumerate() {
         let counter = g.counter(c);
-        // 8192 / 4 = 2048 rows per shard = 512 up/gate tasks of 4 rows (2 pages of 2 gate
-        // and 2 up rows each).
-        assert_eq!(counter.signals_per_step, 512);
+        // 8192 / 4 = 2048 rows per shard = 1024 up/gate tasks of 2 rows (one page of 2 gate
+        // and 2 up rows).
+        assert_eq!(counter.signals_per_step, 1024);
         assert_eq!(counter.access.rows.start, shard as u32 * 2048);
     }
     for t in g.tasks_of(down.id) {
-        // A down task waits for its own K chunk only (two 16 KiB pages: 8 x 2048 bf16), and
+        // A down task waits for its own K chunk only (one 16 KiB page: 4 x 2048 bf16), and
         // writes its rows of its chunk's partial block.
-        assert_eq!(t.waits, vec![edge.counters[t.k_chunk as usize]]);
-        assert_eq!(t.cost.weight_bytes, 8 * 2048 * 2);
+        assert_eq!(t.waits[..], [edge.counters[t.k_chunk as usize]]);
+        assert_eq!(t.cost.weight_bytes, 4 * 2048 * 2);
         let w = t.writes[0];
         assert_eq!(g.tensors[w.tensor.index()].name, "L0.d_part");
         assert_eq!(w.rows.start / 2048, t.k_chunk);
-        assert_eq!(w.rows.len(), 8);
+        assert_eq!(w.rows.len(), 4);
     }
 }
 
@@ -74,9 +74,9 @@ fn whole_tensor_edges_wait_for_every_producer_tile() {
     let mut share_rows = 0;
     for t in g.tasks_of(qkv1.id) {
         assert_eq!(t.waits.len(), 1);
-        // All 1024 split-K down tasks of layer 0 write its partials, which QKV sums with
+        // All 2048 split-K down tasks of layer 0 write its partials, which QKV sums with
         // x_mid: it reads both whole.
-        assert_eq!(g.counter(t.waits[0]).signals_per_step, 1024);
+        assert_eq!(g.counter(t.waits[0]).signals_per_step, 2048);
         let names: Vec<&str> = t
             .reads
             .iter()

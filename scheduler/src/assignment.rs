@@ -26,7 +26,12 @@ impl Assignment {
         sms: usize,
         resources: &KernelResources,
     ) -> PersistentPlan {
-        let mut streams: Vec<Vec<Instruction>> = vec![Vec::new(); sms];
+        let mut lens = vec![0usize; sms];
+        for s in &self.sm {
+            lens[s.index()] += 1;
+        }
+        let mut streams: Vec<Vec<Instruction>> =
+            lens.iter().map(|&n| Vec::with_capacity(n)).collect();
         for (seq, &task) in self.order.iter().enumerate() {
             let t = graph.task(task);
             streams[self.sm[task.index()].index()].push(Instruction {

@@ -59,6 +59,7 @@ pub fn plan(graph: &TaskGraph, model: &Model, sms: u32, pdl: bool, trigger: Trig
                 registers: r.registers,
                 static_smem_bytes: r.static_smem,
                 dynamic_smem_bytes: r.dynamic_smem,
+                prefetch_bytes: mkc_catalogue::prefetch_bytes(model, op.kind),
                 resources: r.source,
                 incoming,
                 pdl_attribute: waits,

@@ -279,7 +279,7 @@ fn check_coverage(g: &TaskGraph, v: &mut Violations) {
             if g.tensors[r.tensor.index()].producer.is_none() {
                 continue;
             }
-            let key = (task.waits.clone(), r.tensor);
+            let key = (task.waits.to_vec(), r.tensor);
             let unsafe_prefix = memo.entry(key).or_insert_with(|| {
                 let mut finished = TaskSet::new(n);
                 for c in &task.waits {
@@ -352,7 +352,7 @@ fn check_persistent(s: &Schedule, v: &mut Violations) {
             }
             last = Some(ins.seq);
             let waits: Vec<CounterId> = ins.waits.iter().map(|w| w.counter).collect();
-            if waits != task.waits || ins.signals != task.signals {
+            if waits[..] != task.waits[..] || ins.signals[..] != task.signals[..] {
                 v.push(format!(
                     "{}: instruction waits/signals differ from the task's",
                     ins.task

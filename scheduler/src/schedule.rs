@@ -92,10 +92,10 @@ pub struct Instruction {
     pub task: TaskId,
     /// Position in the schedule's global topological order.
     pub seq: u32,
-    /// Counters waited on before the first dependent read.
-    pub waits: Vec<Wait>,
+    /// Counters waited on before the first dependent read (inline up to two).
+    pub waits: smallvec::SmallVec<[Wait; 2]>,
     /// Counters signalled after the writes are visible.
-    pub signals: Vec<CounterId>,
+    pub signals: mkc_ir::graph::CounterIds,
 }
 
 /// The persistent target's plan: one stream per SM.
@@ -152,6 +152,10 @@ pub struct Kernel {
     pub static_smem_bytes: u32,
     /// Dynamic shared memory per CTA in bytes (the launch's `sharedMemBytes`).
     pub dynamic_smem_bytes: u32,
+    /// Bytes of independent loads a CTA holds before its wait (its page ring, attention's KV
+    /// chunk): the rest of its weights stream only once its consumers run.
+    #[serde(default)]
+    pub prefetch_bytes: u64,
     /// Where the registers and static shared memory come from: the compiled kernels (NVRTC)
     /// or the catalogue's declared values.
     pub resources: ResourceSource,

@@ -46,6 +46,28 @@ pub struct OpKindRow {
     pub tasks_per_op: u32,
     /// Weight bytes over all operators of that kind.
     pub weight_bytes: u64,
+    /// The grid every operator of that kind launches (chain targets only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grid: Option<GridRow>,
+}
+
+/// One operator kind's grid as the chain plan launches it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GridRow {
+    /// Kernel entry point.
+    pub entry: String,
+    /// CTAs.
+    pub ctas: u32,
+    /// Most tasks one CTA runs.
+    pub tasks_per_cta: u32,
+    /// Threads per CTA.
+    pub threads: u32,
+    /// Registers per thread.
+    pub registers: u32,
+    /// Static plus dynamic shared memory per CTA, bytes.
+    pub smem_bytes: u32,
+    /// `declared` (the catalogue's) or `compiled` (NVRTC's) registers and static memory.
+    pub resources: String,
 }
 
 /// Everything `mkc compile` reports about a schedule.
@@ -138,6 +160,21 @@ impl Summary {
                         .flat_map(|o| g.tasks_of(o.id))
                         .map(|t| t.cost.weight_bytes)
                         .sum(),
+                    grid: schedule.chain().and_then(|c| {
+                        let k = c.kernels.iter().find(|k| k.op == first.id)?;
+                        Some(GridRow {
+                            entry: k.entry.clone(),
+                            ctas: k.ctas,
+                            tasks_per_cta: k.runs.iter().map(|r| r[1]).max().unwrap_or(0),
+                            threads: k.threads,
+                            registers: k.registers,
+                            smem_bytes: k.static_smem_bytes + k.dynamic_smem_bytes,
+                            resources: match k.resources {
+                                mkc_catalogue::ResourceSource::Declared => "declared".into(),
+                                mkc_catalogue::ResourceSource::Compiled => "compiled".into(),
+                            },
+                        })
+                    }),
                 });
             }
         }
@@ -190,14 +227,37 @@ impl Summary {
         if let Some(mm) = &self.instructions_per_sm {
             s += &format!("  instructions per SM: min {}, max {}\n", mm.min, mm.max);
         }
-        s += "\n  operator     ops  tasks/op   weight MB\n";
+        let grids = self.op_kinds.iter().any(|r| r.grid.is_some());
+        s += "\n  operator     ops  tasks/op   weight MB";
+        s += if grids {
+            "   grid: kernel        CTAs  tasks/CTA  threads  regs  smem B\n"
+        } else {
+            "\n"
+        };
         for r in &self.op_kinds {
             s += &format!(
-                "  {:<11} {:>4} {:>9} {:>11.1}\n",
+                "  {:<11} {:>4} {:>9} {:>11.1}",
                 r.kind,
                 r.ops,
                 r.tasks_per_op,
                 r.weight_bytes as f64 / 1e6
+            );
+            if let Some(k) = &r.grid {
+                s += &format!(
+                    "         {:<13} {:>5} {:>10} {:>8} {:>5} {:>7}",
+                    k.entry, k.ctas, k.tasks_per_cta, k.threads, k.registers, k.smem_bytes
+                );
+            }
+            s += "\n";
+        }
+        if let Some(k) = self.op_kinds.iter().find_map(|r| r.grid.as_ref()) {
+            s += &format!(
+                "  grid registers and static shared memory: {}\n",
+                if k.resources == "compiled" {
+                    "compiled (NVRTC)"
+                } else {
+                    "declared by the operator catalogue (--compiled-kernels: NVRTC's)"
+                }
             );
         }
         if let Some(lb) = self.lower_bound_us {

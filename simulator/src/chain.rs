@@ -35,11 +35,12 @@ enum Event {
     Free(usize, usize),
 }
 
-/// The bytes one CTA moves: before its wait, and after.
+/// The bytes one CTA moves: before its wait (at most what it holds: its page ring), and after
+/// (the rest of its weights, its activations and its writes).
 #[derive(Clone, Copy, Debug, Default)]
 struct CtaBytes {
-    independent: f64,
-    dependent: f64,
+    early: f64,
+    late: f64,
 }
 
 /// The bytes of every CTA of every grid at KV length `kv_len`.
@@ -50,21 +51,31 @@ fn cta_bytes(plan: &ChainPlan, g: &mkc_ir::TaskGraph, kv_len: u32) -> Vec<Vec<Ct
             let first = g.op(k.op).first_task;
             (0..k.runs.len())
                 .map(|c| {
-                    let mut b = CtaBytes::default();
+                    let (mut independent, mut dependent) = (0.0, 0.0);
                     let mut last_reads: Option<&[mkc_ir::Access]> = None;
                     for t in k.cta_task_range(first, c) {
                         let task = &g.tasks[t as usize];
-                        b.independent += independent_bytes(task, kv_len);
+                        independent += independent_bytes(task, kv_len);
                         // An input the previous task staged is not loaded again.
                         let staged = last_reads == Some(task.reads.as_slice());
-                        b.dependent += if staged {
+                        dependent += if staged {
                             task.cost.write_bytes as f64
                         } else {
                             dependent_bytes(task)
                         };
                         last_reads = Some(task.reads.as_slice());
                     }
-                    b
+                    // A plan without the figure (older files) holds everything before its wait.
+                    let hold = if k.prefetch_bytes == 0 {
+                        f64::INFINITY
+                    } else {
+                        k.prefetch_bytes as f64
+                    };
+                    let early = independent.min(hold);
+                    CtaBytes {
+                        early,
+                        late: independent - early + dependent,
+                    }
                 })
                 .collect()
         })
@@ -123,7 +134,8 @@ pub fn simulate(
     let bytes = cta_bytes(plan, g, kv_len);
     let kernels = &plan.kernels;
     let n_sms = device.sms as usize;
-    let mut pool: Pool<(usize, u32, usize)> = Pool::new(bw, cap);
+    // Flows carry their CTA and whether they are its dependent (second) phase.
+    let mut pool: Pool<(usize, u32, usize, bool)> = Pool::new(bw, cap);
     let mut queue: EventQueue<Event> = EventQueue::default();
     let mut grids: Vec<Grid> = kernels.iter().map(|_| Grid::default()).collect();
     let mut used = vec![0u32; n_sms];
@@ -145,18 +157,18 @@ pub fn simulate(
                 queue.push(now, Event::Admissible(k + 1));
             }
         };
-    // A CTA whose loads landed and whose wait is released runs its dependent phase.
+    // A CTA whose early loads landed and whose wait is released runs its dependent phase:
+    // the rest of its weights and its activations, through the shared pool.
     let start_dependent = |k: usize,
                            cta: u32,
                            sm: usize,
                            now: f64,
                            spans: &mut Vec<Span>,
-                           queue: &mut EventQueue<Event>| {
-        let d = lat.instruction_overhead_ns + bytes[k][cta as usize].dependent / cap;
+                           pool: &mut Pool<(usize, u32, usize, bool)>| {
         for t in tasks_of(k, cta) {
             spans[t as usize].start = now;
         }
-        queue.push(now + d, Event::Exit(k, cta, sm));
+        pool.start(now, bytes[k][cta as usize].late, (k, cta, sm, true));
     };
     let mut end = 0.0f64;
     queue.push(0.0, Event::Admissible(0));
@@ -211,17 +223,20 @@ pub fn simulate(
                     span.sm = sm as u32;
                     span.load_start = now;
                 }
-                pool.start(now, bytes[k][cta as usize].independent, (k, cta, sm));
+                pool.start(now, bytes[k][cta as usize].early, (k, cta, sm, false));
                 if trigger(k) == Some(Trigger::Early) {
                     count_trigger(k, now, &mut grids, &mut queue);
                 }
             }
-            Next::Flow(now, (k, cta, sm)) => {
+            Next::Flow(now, (k, cta, sm, true)) => {
+                queue.push(now + lat.instruction_overhead_ns, Event::Exit(k, cta, sm));
+            }
+            Next::Flow(now, (k, cta, sm, false)) => {
                 if options.phase_release {
                     queue.push(now, Event::Free(k, sm));
                 }
                 if grids[k].released {
-                    start_dependent(k, cta, sm, now, &mut spans, &mut queue);
+                    start_dependent(k, cta, sm, now, &mut spans, &mut pool);
                 } else {
                     grids[k].parked.push((cta, sm));
                 }
@@ -229,7 +244,7 @@ pub fn simulate(
             Next::Event(now, Event::Release(k)) => {
                 grids[k].released = true;
                 for (cta, sm) in std::mem::take(&mut grids[k].parked) {
-                    start_dependent(k, cta, sm, now, &mut spans, &mut queue);
+                    start_dependent(k, cta, sm, now, &mut spans, &mut pool);
                 }
             }
             Next::Event(now, Event::Exit(k, cta, sm)) => {
