@@ -286,13 +286,14 @@ __device__ __forceinline__ void page_range(const Matvec& v, int& first, int& cou
 }
 
 // The rows [lo, hi) of an n-float residual vector this CTA stores: its tasks' shares, runs of
-// whole float4 groups (mkc_ir::work::residual_share).
+// whole float4 groups (mkc_ir::work::residual_share). Called in `prepare`, after the wait, so
+// that its divisions never delay the producer's first page; 32-bit: tasks x groups stays below
+// 2^32 for every model the kernels run (at most 10^6 tasks, 512 groups).
 __device__ __forceinline__ void residual_share(const Matvec& v, int n, int& lo, int& hi) {
-    int first, count, tasks = v.pages / v.task_pages;
-    task_range(tasks, first, count);
-    long groups = (n + 3) / 4;
-    lo = min((int)((long)first * groups / tasks) * 4, n);
-    hi = min((int)((long)(first + count) * groups / tasks) * 4, n);
+    unsigned b = blockIdx.x, g = gridDim.x, tasks = v.pages / v.task_pages;
+    unsigned first = b * tasks / g, end = (b + 1) * tasks / g, groups = (n + 3) / 4;
+    lo = min((int)(first * groups / tasks) * 4, n);
+    hi = min((int)(end * groups / tasks) * 4, n);
 }
 
 // Chunk and first output row of page p.
@@ -748,9 +749,11 @@ struct QkvEpilogue {
 __device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
     Matvec v = matvec(L.w_qkv, 0, m.hidden, m.hidden, 1, m.q_dim + 2 * m.kv_dim, m.task_pages[0]);
     QkvEpilogue ep{m, g, L, *g.pos};
-    int lo, hi;
-    residual_share(v, m.hidden, lo, hi);
-    auto prepare = [&](const Stream& s) { stage_layer_input(s, m, g, L, lo, hi); };
+    auto prepare = [&](const Stream& s) {
+        int lo, hi;
+        residual_share(v, m.hidden, lo, hi);
+        stage_layer_input(s, m, g, L, lo, hi);
+    };
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_QKV) up_gate.w0 = nullptr;
     run_stream(v, m.hidden, nullptr, L.norm1, m.hidden, m.ring[0], pdl, early, prepare, ep, NoFinish{}, up_gate,
@@ -807,9 +810,9 @@ __device__ void up_gate_body(const Model& m, const Globals& g, const Layer& L, i
     (void)g;
     Matvec v = up_gate_matvec(m, L);
     UpGateEpilogue ep{L};
-    int lo, hi;
-    residual_share(v, m.hidden, lo, hi);
     auto prepare = [&](const Stream& s) {
+        int lo, hi;
+        residual_share(v, m.hidden, lo, hi);
         stage_sum(s.x, L.x_in, L.o_part, m.s_attn, m.hidden, L.x_mid, lo, hi, &s, m.eps);
     };
     run_stream(v, m.hidden, nullptr, L.norm2, m.hidden, m.ring[3], pdl, early, prepare, ep, NoFinish{});
