@@ -246,10 +246,13 @@ struct Matvec {
     int page_rows;   // matrix rows held by one page
     int page_out;    // output rows per page (page_rows, or page_rows / 2 with w1)
     int pages;       // splits * out_rows / page_out
-    int task_pages;  // pages per task (the plan's work unit; mkc_ir::work)
+    int task_pages;  // pages per task (the plan's work unit): the generated TASK_PAGES_*
+                     // constants, so that the CTA's page range costs no run-time division (one
+                     // delayed every CTA's first page: graph +7 µs per step, docs/perf.md)
 };
 
-__device__ Matvec matvec(const bf16* w0, const bf16* w1, long ld, int k, int splits, int out_rows, int task_pages) {
+__device__ __forceinline__ Matvec matvec(const bf16* w0, const bf16* w1, long ld, int k, int splits, int out_rows,
+                                         int task_pages) {
     Matvec v;
     v.w0 = w0;
     v.w1 = w1;
@@ -267,7 +270,7 @@ __device__ Matvec matvec(const bf16* w0, const bf16* w1, long ld, int k, int spl
 // The gate/up pages of layer L (a page holds matching rows of both): streamed by up/gate, and
 // warmed into L2 by QKV and the O-projection.
 __device__ __forceinline__ Matvec up_gate_matvec(const Model& m, const Layer& L) {
-    return matvec(L.w_gate, L.w_up, m.hidden, m.hidden, 1, m.inter, m.task_pages[3]);
+    return matvec(L.w_gate, L.w_up, m.hidden, m.hidden, 1, m.inter, TASK_PAGES_UP_GATE);
 }
 
 // The tasks [first, first + count) of this CTA over `tasks`: contiguous, balanced to within
@@ -747,7 +750,7 @@ struct QkvEpilogue {
 };
 
 __device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
-    Matvec v = matvec(L.w_qkv, 0, m.hidden, m.hidden, 1, m.q_dim + 2 * m.kv_dim, m.task_pages[0]);
+    Matvec v = matvec(L.w_qkv, 0, m.hidden, m.hidden, 1, m.q_dim + 2 * m.kv_dim, TASK_PAGES_QKV_ROPE);
     QkvEpilogue ep{m, g, L, *g.pos};
     auto prepare = [&](const Stream& s) {
         int lo, hi;
@@ -774,7 +777,7 @@ struct PartialEpilogue {
 
 __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
     (void)g;
-    Matvec v = matvec(L.w_o, 0, m.q_dim, m.q_dim / m.s_attn, m.s_attn, m.hidden, m.task_pages[2]);
+    Matvec v = matvec(L.w_o, 0, m.q_dim, m.q_dim / m.s_attn, m.s_attn, m.hidden, TASK_PAGES_O_PROJ);
     PartialEpilogue ep{L.o_part, m.hidden};
     // Like down, the consumers load their slices of the attention output from global memory.
     auto prepare = [](const Stream&) {};
@@ -785,7 +788,7 @@ __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, in
 
 __device__ void down_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
     (void)g;
-    Matvec v = matvec(L.w_down, 0, m.inter, m.inter / m.s_down, m.s_down, m.hidden, m.task_pages[4]);
+    Matvec v = matvec(L.w_down, 0, m.inter, m.inter / m.s_down, m.s_down, m.hidden, TASK_PAGES_DOWN);
     PartialEpilogue ep{L.d_part, m.hidden};
     // The consumers load their slices of h straight from global memory (L2) into registers:
     // no staging pass and barrier before the first page (pdl -9 µs per step, docs/perf.md).
@@ -838,7 +841,7 @@ struct LmHeadEpilogue {
 };
 
 __device__ void lm_head_body(const Model& m, const Globals& g, int pdl, int early) {
-    Matvec v = matvec(g.lm_head, 0, m.hidden, m.hidden, 1, m.vocab, m.task_pages[5]);
+    Matvec v = matvec(g.lm_head, 0, m.hidden, m.hidden, 1, m.vocab, TASK_PAGES_LM_HEAD);
     LmHeadEpilogue ep{g, 0};
     auto prepare = [&](const Stream& s) {
         stage_sum(s.x, g.final_mid, g.final_part, m.s_down, m.hidden, nullptr, 0, 0, &s, m.eps);

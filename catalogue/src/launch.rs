@@ -42,8 +42,8 @@ pub fn declared_registers(t: &Tuning, kind: OpKind) -> u32 {
         OpKind::Attention => 60,
         OpKind::OProj => 108,
         OpKind::UpGate => 110,
-        OpKind::Down => 110,
-        OpKind::LmHead => 108,
+        OpKind::Down => 108,
+        OpKind::LmHead => 106,
     };
     match kind {
         // A smaller attention CTA is built with at most 72 registers (-DATT_MAXNREG).

@@ -135,10 +135,6 @@ impl Runner {
                 let kind = kernels::ENTRY_POINTS[i].1;
                 kernels::stream(model, kind).map_or(0, |s| s.slots_per_warp() as i32)
             }),
-            task_pages: std::array::from_fn(|i| {
-                let kind = kernels::ENTRY_POINTS[i].1;
-                mkc_ir::work::matvec(model, kind).map_or(1, |w| w.task_pages as i32)
-            }),
         };
         let mut runner = Runner {
             model: model.clone(),
