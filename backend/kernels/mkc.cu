@@ -277,17 +277,49 @@ __device__ __forceinline__ Matvec up_gate_matvec(const Model& m, const Layer& L)
     return matvec(L.w_gate, L.w_up, m.hidden, m.hidden, 1, m.inter, TASK_PAGES_UP_GATE);
 }
 
-// The tasks [first, first + count) of this CTA over `tasks`: contiguous, balanced to within
-// one task (the plan's `runs`: mkc_catalogue::cta_tasks, checked by mkc's checker).
-__device__ __forceinline__ void task_range(int tasks, int& first, int& count) {
-    long b = blockIdx.x, g = gridDim.x;
-    first = (int)(b * tasks / g);
-    count = (int)((b + 1) * tasks / g) - first;
-}
+// ---- how an operator body gets its work and waits for its inputs --------------------------
+// Every body takes both as parameters. The chain entries at the end of this file pass a
+// ChainWork (this CTA's run of tasks, from blockIdx and gridDim as the plan divides them) and
+// GridDeps (griddepcontrol); a persistent entry passes its instruction's run of tasks and
+// waits on counters instead (issue "persistent megakernel"), over the same bodies.
+
+struct ChainWork {
+    // Tasks [first, first + count) of `tasks`: contiguous, balanced to within one task (the
+    // plan's `runs`: mkc_catalogue::cta_tasks, checked by mkc's checker).
+    __device__ __forceinline__ void run(int tasks, int& first, int& count) const {
+        long b = blockIdx.x, g = gridDim.x;
+        first = (int)(b * tasks / g);
+        count = (int)((b + 1) * tasks / g) - first;
+    }
+    // The same run as [first, end), in 32-bit arithmetic (tasks x CTAs below 2^32).
+    __device__ __forceinline__ void run32(unsigned tasks, unsigned& first, unsigned& end) const {
+        unsigned b = blockIdx.x, g = gridDim.x;
+        first = b * tasks / g;
+        end = (b + 1) * tasks / g;
+    }
+    // The task of an operator that runs one task per CTA (attention).
+    __device__ __forceinline__ int task() const { return blockIdx.x; }
+};
+
+struct GridDeps {
+    int pdl;    // the grid is PDL-linked to its predecessor (and waits with griddepcontrol)
+    int early;  // it lets its successor launch once its own loads are issued
+    // Whether the grid overlaps its predecessor: only then is there idle HBM to warm L2 with.
+    __device__ __forceinline__ bool overlapped() const { return pdl; }
+    // The CTA's independent loads are issued: the successor may be admitted.
+    __device__ __forceinline__ void issued() const {
+        if (pdl && early) pdl_trigger();
+    }
+    // Before the first read of anything the predecessors write.
+    __device__ __forceinline__ void wait() const {
+        if (pdl) pdl_wait();
+    }
+};
 
 // The first page and page count of this CTA: the pages of its tasks.
-__device__ __forceinline__ void page_range(const Matvec& v, int& first, int& count) {
-    task_range(v.pages / v.task_pages, first, count);
+template <typename Work>
+__device__ __forceinline__ void page_range(const Work& work, const Matvec& v, int& first, int& count) {
+    work.run(v.pages / v.task_pages, first, count);
     first *= v.task_pages;
     count *= v.task_pages;
 }
@@ -296,9 +328,11 @@ __device__ __forceinline__ void page_range(const Matvec& v, int& first, int& cou
 // whole float4 groups (mkc_ir::work::residual_share). Called in `prepare`, after the wait, so
 // that its divisions never delay the producer's first page; 32-bit: tasks x groups stays below
 // 2^32 for every model the kernels run (at most 10^6 tasks, 512 groups).
-__device__ __forceinline__ void residual_share(const Matvec& v, int n, int& lo, int& hi) {
-    unsigned b = blockIdx.x, g = gridDim.x, tasks = v.pages / v.task_pages;
-    unsigned first = b * tasks / g, end = (b + 1) * tasks / g, groups = (n + 3) / 4;
+template <typename Work>
+__device__ __forceinline__ void residual_share(const Work& work, const Matvec& v, int n, int& lo, int& hi) {
+    unsigned tasks = v.pages / v.task_pages, first, end;
+    work.run32(tasks, first, end);
+    unsigned groups = (n + 3) / 4;
     lo = min((int)(first * groups / tasks) * 4, n);
     hi = min((int)(end * groups / tasks) * 4, n);
 }
@@ -521,7 +555,9 @@ __device__ __forceinline__ volatile int* warm_stop_flag(const Stream& s) { retur
 // above; the host's `kernels::warm_slot` mirrors the slot choice for its tests) and waits for
 // them. `flagged`: stop when warm_stop_flag is set; otherwise start only once this CTA's own
 // `count` pages have landed.
-__device__ void warm_l2(const Stream& s, const Matvec& u, int count, int skip, int limit, bool flagged) {
+template <typename Work>
+__device__ void warm_l2(const Work& work, const Stream& s, const Matvec& u, int count, int skip, int limit,
+                        bool flagged) {
     if (count >= CONSUMER_WARPS) return;
     if (!flagged) {
         int slot, lap;
@@ -530,7 +566,7 @@ __device__ void warm_l2(const Stream& s, const Matvec& u, int count, int skip, i
     }
     const int nslots = min((CONSUMER_WARPS - count) * s.per_warp, WARM_DEPTH);
     int f, c;
-    page_range(u, f, c);
+    page_range(work, u, f, c);
     const unsigned half = (unsigned)(u.page_rows * u.k);  // bytes of half a gate/up page
     int j = skip;
     for (; j < c && j < skip + limit && !(flagged && *warm_stop_flag(s)); ++j) {
@@ -556,27 +592,28 @@ __device__ void warm_l2(const Stream& s, const Matvec& u, int count, int skip, i
 // none), ahead of its pages: loaded after the wait instead, they queued behind every CTA's ring
 // fill and held the normalisation ~2-3 µs (docs/perf.md). `warm`: gate/up pages to warm L2 with
 // (null w0: none), until released or, with `warm_limit`, that many after the own pages landed.
-template <typename Prepare, typename Epilogue, typename Finish>
-__device__ void run_stream(const Matvec& v, int x_len, const float* x_global, const bf16* norm, int norm_len,
-                           int per_warp, int pdl, int early, Prepare prepare, Epilogue& epilogue, Finish finish,
-                           Matvec warm = Matvec{}, int warm_limit = 0) {
-    const bool warming = WARM_DEPTH > 0 && pdl && warm.w0, flagged = warming && !warm_limit;
+template <typename Work, typename Deps, typename Prepare, typename Epilogue, typename Finish>
+__device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, int x_len, const float* x_global,
+                           const bf16* norm, int norm_len, int per_warp, Prepare prepare, Epilogue& epilogue,
+                           Finish finish, Matvec warm = Matvec{}, int warm_limit = 0) {
+    const bool warming = WARM_DEPTH > 0 && deps.overlapped() && warm.w0, flagged = warming && !warm_limit;
     Stream s = carve_stream(x_len, norm ? norm_len : 0, per_warp);
     int first, count;
-    page_range(v, first, count);
-    if (pdl && early) pdl_trigger();
+    page_range(work, v, first, count);
+    deps.issued();
     if (threadIdx.x >= CONSUMER_THREADS) {
         // The stop flag, cleared before the ring barrier orders it before the consumers' use.
         if (flagged && threadIdx.x == CONSUMER_THREADS) *warm_stop_flag(s) = 0;
         start_producer(s, norm, norm_len);
         if (threadIdx.x == CONSUMER_THREADS) produce(s, v, first, count);
         if (warming && threadIdx.x == CONSUMER_THREADS)
-            warm_l2(s, warm, count, flagged ? WARM_SKIP : WARM_QKV_SKIP, flagged ? 1 << 30 : warm_limit, flagged);
+            warm_l2(work, s, warm, count, flagged ? WARM_SKIP : WARM_QKV_SKIP, flagged ? 1 << 30 : warm_limit,
+                    flagged);
         return;
     }
     mark(MARK_ISSUED);
     ring_ready_wait();  // the ring's barriers are initialised (the producer arrives at once)
-    if (pdl) pdl_wait();
+    deps.wait();
     mark(MARK_RELEASED);
     if (flagged && threadIdx.x == 0) *warm_stop_flag(s) = 1;
 #ifdef MKC_ABLATE_LOADS
@@ -754,17 +791,18 @@ struct QkvEpilogue {
     }
 };
 
-__device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
+template <typename Work, typename Deps>
+__device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, const Work& work, const Deps& deps) {
     Matvec v = matvec(L.w_qkv, 0, m.hidden, m.hidden, 1, m.q_dim + 2 * m.kv_dim, TASK_PAGES_QKV_ROPE);
     QkvEpilogue ep{m, g, L, *g.pos};
     auto prepare = [&](const Stream& s) {
         int lo, hi;
-        residual_share(v, m.hidden, lo, hi);
+        residual_share(work, v, m.hidden, lo, hi);
         stage_layer_input(s, m, g, L, lo, hi);
     };
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_QKV) up_gate.w0 = nullptr;
-    run_stream(v, m.hidden, nullptr, L.norm1, m.hidden, m.ring[0], pdl, early, prepare, ep, NoFinish{}, up_gate,
+    run_stream(work, deps, v, m.hidden, nullptr, L.norm1, m.hidden, m.ring[0], prepare, ep, NoFinish{}, up_gate,
                WARM_QKV);
 }
 
@@ -780,7 +818,8 @@ struct PartialEpilogue {
     }
 };
 
-__device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
+template <typename Work, typename Deps>
+__device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, const Work& work, const Deps& deps) {
     (void)g;
     Matvec v = matvec(L.w_o, 0, m.q_dim, m.q_dim / m.s_attn, m.s_attn, m.hidden, TASK_PAGES_O_PROJ);
     PartialEpilogue ep{L.o_part, m.hidden};
@@ -788,17 +827,18 @@ __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, in
     auto prepare = [](const Stream&) {};
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_O) up_gate.w0 = nullptr;
-    run_stream(v, 0, L.attn, nullptr, 0, m.ring[2], pdl, early, prepare, ep, NoFinish{}, up_gate);
+    run_stream(work, deps, v, 0, L.attn, nullptr, 0, m.ring[2], prepare, ep, NoFinish{}, up_gate);
 }
 
-__device__ void down_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
+template <typename Work, typename Deps>
+__device__ void down_body(const Model& m, const Globals& g, const Layer& L, const Work& work, const Deps& deps) {
     (void)g;
     Matvec v = matvec(L.w_down, 0, m.inter, m.inter / m.s_down, m.s_down, m.hidden, TASK_PAGES_DOWN);
     PartialEpilogue ep{L.d_part, m.hidden};
     // The consumers load their slices of h straight from global memory (L2) into registers:
     // no staging pass and barrier before the first page (pdl -9 µs per step, docs/perf.md).
     auto prepare = [](const Stream&) {};
-    run_stream(v, 0, L.h, nullptr, 0, m.ring[4], pdl, early, prepare, ep, NoFinish{});
+    run_stream(work, deps, v, 0, L.h, nullptr, 0, m.ring[4], prepare, ep, NoFinish{});
 }
 
 // (4) RMSNorm + gate/up matvecs + SiLU(gate) * up: a page holds matching gate and up rows.
@@ -814,16 +854,17 @@ struct UpGateEpilogue {
     }
 };
 
-__device__ void up_gate_body(const Model& m, const Globals& g, const Layer& L, int pdl, int early) {
+template <typename Work, typename Deps>
+__device__ void up_gate_body(const Model& m, const Globals& g, const Layer& L, const Work& work, const Deps& deps) {
     (void)g;
     Matvec v = up_gate_matvec(m, L);
     UpGateEpilogue ep{L};
     auto prepare = [&](const Stream& s) {
         int lo, hi;
-        residual_share(v, m.hidden, lo, hi);
+        residual_share(work, v, m.hidden, lo, hi);
         stage_sum(s.x, L.x_in, L.o_part, m.s_attn, m.hidden, L.x_mid, lo, hi, &s, m.eps);
     };
-    run_stream(v, m.hidden, nullptr, L.norm2, m.hidden, m.ring[3], pdl, early, prepare, ep, NoFinish{});
+    run_stream(work, deps, v, m.hidden, nullptr, L.norm2, m.hidden, m.ring[3], prepare, ep, NoFinish{});
 }
 
 // (6) Final RMSNorm + LM head + fused argmax into tokens[pos + 1]: each warp keeps its best
@@ -845,7 +886,8 @@ struct LmHeadEpilogue {
     }
 };
 
-__device__ void lm_head_body(const Model& m, const Globals& g, int pdl, int early) {
+template <typename Work, typename Deps>
+__device__ void lm_head_body(const Model& m, const Globals& g, const Work& work, const Deps& deps) {
     Matvec v = matvec(g.lm_head, 0, m.hidden, m.hidden, 1, m.vocab, TASK_PAGES_LM_HEAD);
     LmHeadEpilogue ep{g, 0};
     auto prepare = [&](const Stream& s) {
@@ -854,7 +896,7 @@ __device__ void lm_head_body(const Model& m, const Globals& g, int pdl, int earl
     auto finish = [&](const Stream&) {
         if (threadIdx.x % 32 == 0 && ep.best) atomicMax(&g.tokens[*g.pos + 1], ep.best);
     };
-    run_stream(v, m.hidden, nullptr, g.final_norm, m.hidden, m.ring[5], pdl, early, prepare, ep, finish);
+    run_stream(work, deps, v, m.hidden, nullptr, g.final_norm, m.hidden, m.ring[5], prepare, ep, finish);
 }
 
 // KV positions per attention chunk in `smem` bytes of dynamic shared memory beside q and the
@@ -906,15 +948,17 @@ __device__ __forceinline__ void softmax_rows(float* scores, int heads, int len, 
 // halves added through shared memory. The task's chain is latency, not bandwidth: more threads
 // per CTA shortened it. The host gives each CTA more than half an SM's shared memory, so that
 // two never share an SM (kernels::attention_chunk).
-__device__ void attention_body(const Model& m, const Globals& g, const Layer& L, int t, int pdl, int early) {
+template <typename Work, typename Deps>
+__device__ void attention_body(const Model& m, const Globals& g, const Layer& L, const Work& work, const Deps& deps) {
+    const int t = work.task();
     int gq = m.heads / m.kv_heads;
     int hp = gq / m.attn_split;
     int kvh = t / m.attn_split, split = t % m.attn_split;
     int qh0 = kvh * gq + split * hp;
     int hd = m.head_dim;
 #ifdef MKC_ABLATE_ATTENTION
-    if (pdl && early) pdl_trigger();
-    if (pdl) pdl_wait();
+    deps.issued();
+    deps.wait();
     for (int i = threadIdx.x; i < hp * hd; i += blockDim.x) L.attn[qh0 * hd + i] = 0.f;
     return;
 #endif
@@ -938,8 +982,8 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     load_kv_rows(kbuf, kc, 0, hist, hd, 0, ks);
     load_kv_rows(vbuf, vc, 0, hist, hd, 0, hd);
     mark(MARK_ISSUED);
-    if (pdl && early) pdl_trigger();
-    if (pdl) pdl_wait();
+    deps.issued();
+    deps.wait();
     mark(MARK_RELEASED);
     if (hist < first) {  // the current position, written by this step's QKV grid
         load_kv_rows(kbuf, kc, hist, first, hd, 0, ks);
@@ -1026,38 +1070,38 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) k_qkv_rope(OP_PARAMS) {
     trace_begin(trace);
-    qkv_rope_body(m, g, L, pdl, early);
+    qkv_rope_body(m, g, L, ChainWork{}, GridDeps{pdl, early});
     trace_end_stream();
 }
 
 extern "C" __global__ void ATT_BOUNDS k_attention(OP_PARAMS) {
     trace_begin(trace);
-    attention_body(m, g, L, blockIdx.x, pdl, early);
+    attention_body(m, g, L, ChainWork{}, GridDeps{pdl, early});
     trace_end();
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) k_o_proj(OP_PARAMS) {
     trace_begin(trace);
-    o_proj_body(m, g, L, pdl, early);
+    o_proj_body(m, g, L, ChainWork{}, GridDeps{pdl, early});
     trace_end_stream();
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) k_up_gate(OP_PARAMS) {
     trace_begin(trace);
-    up_gate_body(m, g, L, pdl, early);
+    up_gate_body(m, g, L, ChainWork{}, GridDeps{pdl, early});
     trace_end_stream();
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) k_down(OP_PARAMS) {
     trace_begin(trace);
-    down_body(m, g, L, pdl, early);
+    down_body(m, g, L, ChainWork{}, GridDeps{pdl, early});
     trace_end_stream();
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) k_lm_head(OP_PARAMS) {
     trace_begin(trace);
     (void)L;
-    lm_head_body(m, g, pdl, early);
+    lm_head_body(m, g, ChainWork{}, GridDeps{pdl, early});
     trace_end_stream();
 }
 
