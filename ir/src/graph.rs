@@ -12,15 +12,18 @@ use crate::ids::{CounterId, EdgeId, OpId, TaskId, TensorId};
 /// What a fused operator computes. The order of the variants is the order within a layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum OpKind {
-    /// RMSNorm + QKV matvec + RoPE + KV-cache append (layer 0 also gathers the embedding row).
+    /// Residual sum + RMSNorm + QKV matvec + RoPE + KV-cache append (layer 0 gathers the
+    /// embedding row instead of summing).
     QkvRope,
     /// Decode attention of one KV head's query heads over the KV cache.
     Attention,
-    /// O-projection matvec + residual add (split-K by the attention edge's shards).
+    /// O-projection matvec, one partial block per K chunk (split-K by the attention edge's
+    /// shards); up/gate adds the blocks to the residual.
     OProj,
-    /// RMSNorm + up and gate matvecs + SiLU(gate) * up.
+    /// Residual sum + RMSNorm + up and gate matvecs + SiLU(gate) * up.
     UpGate,
-    /// Down-projection matvec + residual add (split-K by the up/gate edge's shards).
+    /// Down-projection matvec, one partial block per K chunk (split-K by the up/gate edge's
+    /// shards); the next QKV or the LM head adds the blocks to the residual.
     Down,
     /// Final RMSNorm + LM-head matvec + fused cross-tile argmax.
     LmHead,
@@ -40,7 +43,7 @@ impl OpKind {
     }
 }
 
-/// A fused operator: a set of interchangeable-shape tiles.
+/// A fused operator: a set of tasks of one shape, each a run of its kernel's work units.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Operator {
     /// Its id (index in [`TaskGraph::ops`]).
@@ -53,9 +56,9 @@ pub struct Operator {
     pub embed_fused: bool,
     /// Its tasks: ids `first_task .. first_task + tasks`.
     pub first_task: TaskId,
-    /// Number of tiles.
+    /// Number of tasks.
     pub tasks: u32,
-    /// Split-K factor: tasks are `k_split` chunks (major) of row tiles (minor).
+    /// Split-K factor: tasks are `k_split` chunks (major) of row runs (minor).
     pub k_split: u32,
 }
 
@@ -179,9 +182,9 @@ pub struct Task {
     pub id: TaskId,
     /// The operator it belongs to.
     pub op: OpId,
-    /// Index of the tile within the operator.
+    /// Index of the task within the operator.
     pub tile: u32,
-    /// Row tile (of the output) this task computes.
+    /// Index of the run of output rows this task computes (within its K chunk).
     pub row_tile: u32,
     /// Split-K chunk this task computes (0 when the operator is not split).
     pub k_chunk: u32,

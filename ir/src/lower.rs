@@ -1,9 +1,10 @@
 //! Lowering: a validated [`Model`] becomes the tiled task DAG of one decode step.
 //!
 //! Per layer, five fused operators (QKV+RoPE, attention, O-proj, up/gate, down), then the LM
-//! head with fused argmax; the embedding gather is fused into layer 0's QKV. Every tile records
-//! its reads, writes and bytes; edges get one counter per VTP shard, and split-K consumers take
-//! one K chunk per shard so they wait only for the shard they read.
+//! head with fused argmax; the embedding gather is fused into layer 0's QKV. A matvec task is a
+//! run of weight pages (`crate::work`); every task records its reads, writes and bytes; edges
+//! get one counter per VTP shard, and split-K consumers take one K chunk per shard so they wait
+//! only for the shard they read.
 
 use crate::graph::{
     Access, Accesses, Counter, CounterIds, Edge, OpKind, Operator, Rows, Task, TaskCost, TaskGraph,

@@ -24,7 +24,7 @@ pub struct Model {
     /// The decode workload the schedule is built and measured for.
     #[serde(default)]
     pub workload: Workload,
-    /// How operators are split into tiles and edges into shards.
+    /// How operators are split into tasks (runs of weight pages) and edges into shards.
     #[serde(default)]
     pub lowering: Lowering,
     /// The CUDA backend's tuning knobs (developers' A/B runs); every knob left out keeps the
@@ -202,7 +202,7 @@ impl Default for Workload {
     }
 }
 
-/// Options of the lowering from operators to tiles, shards and kernels.
+/// Options of the lowering from operators to tasks, shards and kernels.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Lowering {
