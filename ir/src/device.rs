@@ -129,6 +129,12 @@ pub struct Latencies {
     pub signal_visible_ns: f64,
     /// Fixed cost of one persistent instruction (decode, setup, first-load latency).
     pub instruction_overhead_ns: f64,
+    /// From a chain CTA issuing bulk weight loads to their first bytes landing, with every SM
+    /// streaming (`mkc probe latency`: an L2 hit behind 8 bulk copies of 16 KiB per SM). A CTA's
+    /// pages start arriving this long after it issues them, and again after its wait (the
+    /// pages its consumers free room for). Absent in older profiles: 0.
+    #[serde(default)]
+    pub load_latency_ns: f64,
 }
 
 /// Everything mkc knows about one GPU.
@@ -195,6 +201,7 @@ impl DeviceProfile {
                 "latencies.instruction_overhead_ns",
                 l.instruction_overhead_ns,
             ),
+            ("latencies.load_latency_ns", l.load_latency_ns),
         ] {
             check_latency(file, field, v)?;
         }

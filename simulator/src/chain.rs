@@ -8,9 +8,12 @@
 //! frees. Without co-residency an SM holds CTAs of one grid at a time (the measured "rolling
 //! tail wave"); with phase-scoped release a CTA frees its slot when its loads are done.
 //!
-//! A CTA runs its run of tasks (the plan's `runs`, as the kernels divide them): its
-//! independent loads are its tasks' weights and KV history, its dependent phase stages each
-//! distinct input once and writes every task's output.
+//! A CTA runs its run of tasks (the plan's `runs`, as the kernels divide them). Before its
+//! wait it loads what its page ring holds (`prefetch_bytes`) of its tasks' weights and KV
+//! history; after it, the rest of its weights, each distinct input once, and every task's
+//! output. Both phases' bytes flow through the shared bandwidth pool; a CTA's first pages land
+//! `load_latency_ns` after it issues them, and a CTA that had to wait with a full ring (its
+//! producer stopped) waits that latency again after the release.
 
 use mkc_ir::device::DeviceProfile;
 use mkc_scheduler::schedule::{ChainPlan, EdgeSync};
@@ -33,6 +36,9 @@ enum Event {
     Exit(usize, u32, usize),
     /// A slot of grid `k` on `sm` frees.
     Free(usize, usize),
+    /// The first bytes of a CTA's loads land (`load_latency_ns` after it issued them): its
+    /// flow joins the bandwidth pool. The flag marks its dependent (second) phase.
+    Land(usize, u32, usize, bool),
 }
 
 /// The bytes one CTA moves: before its wait (at most what it holds: its page ring), and after
@@ -158,17 +164,21 @@ pub fn simulate(
             }
         };
     // A CTA whose early loads landed and whose wait is released runs its dependent phase:
-    // the rest of its weights and its activations, through the shared pool.
+    // the rest of its weights and its activations. If it had to wait (`parked`: its ring full,
+    // its producer stopped), their first bytes land a load latency after the release; a CTA
+    // released before its ring filled streams on without a gap.
     let start_dependent = |k: usize,
                            cta: u32,
                            sm: usize,
                            now: f64,
+                           parked: bool,
                            spans: &mut Vec<Span>,
-                           pool: &mut Pool<(usize, u32, usize, bool)>| {
+                           queue: &mut EventQueue<Event>| {
         for t in tasks_of(k, cta) {
             spans[t as usize].start = now;
         }
-        pool.start(now, bytes[k][cta as usize].late, (k, cta, sm, true));
+        let gap = if parked { lat.load_latency_ns } else { 0.0 };
+        queue.push(now + gap, Event::Land(k, cta, sm, true));
     };
     let mut end = 0.0f64;
     queue.push(0.0, Event::Admissible(0));
@@ -223,10 +233,14 @@ pub fn simulate(
                     span.sm = sm as u32;
                     span.load_start = now;
                 }
-                pool.start(now, bytes[k][cta as usize].early, (k, cta, sm, false));
+                queue.push(now + lat.load_latency_ns, Event::Land(k, cta, sm, false));
                 if trigger(k) == Some(Trigger::Early) {
                     count_trigger(k, now, &mut grids, &mut queue);
                 }
+            }
+            Next::Event(now, Event::Land(k, cta, sm, late)) => {
+                let b = &bytes[k][cta as usize];
+                pool.start(now, if late { b.late } else { b.early }, (k, cta, sm, late));
             }
             Next::Flow(now, (k, cta, sm, true)) => {
                 queue.push(now + lat.instruction_overhead_ns, Event::Exit(k, cta, sm));
@@ -236,7 +250,7 @@ pub fn simulate(
                     queue.push(now, Event::Free(k, sm));
                 }
                 if grids[k].released {
-                    start_dependent(k, cta, sm, now, &mut spans, &mut pool);
+                    start_dependent(k, cta, sm, now, false, &mut spans, &mut queue);
                 } else {
                     grids[k].parked.push((cta, sm));
                 }
@@ -244,7 +258,7 @@ pub fn simulate(
             Next::Event(now, Event::Release(k)) => {
                 grids[k].released = true;
                 for (cta, sm) in std::mem::take(&mut grids[k].parked) {
-                    start_dependent(k, cta, sm, now, &mut spans, &mut pool);
+                    start_dependent(k, cta, sm, now, true, &mut spans, &mut queue);
                 }
             }
             Next::Event(now, Event::Exit(k, cta, sm)) => {
