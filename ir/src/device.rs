@@ -131,8 +131,8 @@ pub struct Latencies {
     pub instruction_overhead_ns: f64,
     /// From a chain CTA issuing bulk weight loads to their first bytes landing, with every SM
     /// streaming (`mkc probe latency`: an L2 hit behind 8 bulk copies of 16 KiB per SM). A CTA's
-    /// pages start arriving this long after it issues them, and again after its wait (the
-    /// pages its consumers free room for). Absent in older profiles: 0.
+    /// pages start arriving this long after it issues them, and the activations it reads after
+    /// its wait this long after the release. Absent in older profiles: 0.
     #[serde(default)]
     pub load_latency_ns: f64,
 }

@@ -12,8 +12,8 @@
 //! wait it loads what its page ring holds (`prefetch_bytes`) of its tasks' weights and KV
 //! history; after it, the rest of its weights, each distinct input once, and every task's
 //! output. Both phases' bytes flow through the shared bandwidth pool; a CTA's first pages land
-//! `load_latency_ns` after it issues them, and a CTA that had to wait with a full ring (its
-//! producer stopped) waits that latency again after the release.
+//! `load_latency_ns` after it issues them, and its activations, read after the release, land
+//! that latency after the release (the CTA exits after both).
 
 use mkc_ir::device::DeviceProfile;
 use mkc_scheduler::schedule::{ChainPlan, EdgeSync};
@@ -164,21 +164,18 @@ pub fn simulate(
             }
         };
     // A CTA whose early loads landed and whose wait is released runs its dependent phase:
-    // the rest of its weights and its activations. If it had to wait (`parked`: its ring full,
-    // its producer stopped), their first bytes land a load latency after the release; a CTA
-    // released before its ring filled streams on without a gap.
+    // the rest of its weights stream on, and its activations, read only now, land a load
+    // latency after the release (its exit waits for both).
     let start_dependent = |k: usize,
                            cta: u32,
                            sm: usize,
                            now: f64,
-                           parked: bool,
                            spans: &mut Vec<Span>,
                            queue: &mut EventQueue<Event>| {
         for t in tasks_of(k, cta) {
             spans[t as usize].start = now;
         }
-        let gap = if parked { lat.load_latency_ns } else { 0.0 };
-        queue.push(now + gap, Event::Land(k, cta, sm, true));
+        queue.push(now, Event::Land(k, cta, sm, true));
     };
     let mut end = 0.0f64;
     queue.push(0.0, Event::Admissible(0));
@@ -243,14 +240,17 @@ pub fn simulate(
                 pool.start(now, if late { b.late } else { b.early }, (k, cta, sm, late));
             }
             Next::Flow(now, (k, cta, sm, true)) => {
-                queue.push(now + lat.instruction_overhead_ns, Event::Exit(k, cta, sm));
+                // The first task's dependent phase started at the release.
+                let released = spans[tasks_of(k, cta).start as usize].start;
+                let done = now.max(released + lat.load_latency_ns);
+                queue.push(done + lat.instruction_overhead_ns, Event::Exit(k, cta, sm));
             }
             Next::Flow(now, (k, cta, sm, false)) => {
                 if options.phase_release {
                     queue.push(now, Event::Free(k, sm));
                 }
                 if grids[k].released {
-                    start_dependent(k, cta, sm, now, false, &mut spans, &mut queue);
+                    start_dependent(k, cta, sm, now, &mut spans, &mut queue);
                 } else {
                     grids[k].parked.push((cta, sm));
                 }
@@ -258,7 +258,7 @@ pub fn simulate(
             Next::Event(now, Event::Release(k)) => {
                 grids[k].released = true;
                 for (cta, sm) in std::mem::take(&mut grids[k].parked) {
-                    start_dependent(k, cta, sm, now, true, &mut spans, &mut queue);
+                    start_dependent(k, cta, sm, now, &mut spans, &mut queue);
                 }
             }
             Next::Event(now, Event::Exit(k, cta, sm)) => {
