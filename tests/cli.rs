@@ -535,6 +535,37 @@ fn tuning_is_data_and_the_environment_changes_nothing() {
 /// A compiled schedule is read back by `simulate`, `run` and `bench`: it is timed as written,
 /// and each flag the schedule fixes is refused rather than ignored.
 #[test]
+fn edited_task_runs_are_refused_on_read_back() {
+    let path = scratch("runs.json");
+    let p = path.to_str().unwrap();
+    let o = mkc(&["compile", "tiny", "--target", "pdl", "-o", p]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let runs = |v: &mut serde_json::Value| -> serde_json::Value {
+        v["plan"]["chain"]["kernels"][0]["runs"].clone()
+    };
+    assert!(runs(&mut v).is_array(), "{}", runs(&mut v));
+    for (edit, needle) in [
+        // A run beyond its operator's tasks: refused by the structure check (it once panicked
+        // the simulator), and a run shifted within them: refused by the checker.
+        (serde_json::json!([0, 100000]), "plan.kernels[0]"),
+        (serde_json::json!([1, 1]), "invariants"),
+    ] {
+        let mut bad = v.clone();
+        bad["plan"]["chain"]["kernels"][0]["runs"][0] = edit;
+        let bad_path = scratch("runs_bad.json");
+        std::fs::write(&bad_path, bad.to_string()).unwrap();
+        for cmd in ["simulate", "run", "bench"] {
+            let o = mkc(&[cmd, bad_path.to_str().unwrap()]);
+            assert_eq!(o.status.code(), Some(2), "{cmd}: {}", stderr(&o));
+            assert!(stderr(&o).contains(needle), "{cmd}: {}", stderr(&o));
+            assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+        }
+    }
+}
+
+#[test]
 fn compiled_schedules_are_read_back() {
     for (target, ext) in [("pdl", "json"), ("persistent", "ron"), ("graph", "ron")] {
         let path = scratch(&format!("readback-{target}.{ext}"));

@@ -18,7 +18,9 @@ pub mod work;
 
 /// The bounds model validation keeps every derived size within.
 pub mod validate_bounds {
-    pub use crate::validate::{MAX_DIM, MAX_TASKS, NORM_EPS_RANGE, ROPE_THETA_RANGE};
+    pub use crate::validate::{
+        MAX_DIM, MAX_TASKS, MAX_TENSOR_ROWS, NORM_EPS_RANGE, ROPE_THETA_RANGE,
+    };
 }
 
 pub use error::InputError;

@@ -10,6 +10,9 @@ pub const MAX_DIM: u32 = 1 << 20;
 /// Largest task count a lowering may produce: it bounds compile time and memory (1 M tasks
 /// compile and verify in ~2 GB) and guards against accidental 1-row tiles on huge models.
 pub const MAX_TASKS: u64 = 1_000_000;
+/// Most rows a tensor may have (a split-K operator's partial blocks: K chunks x hidden); what a
+/// schedule file's tensors are checked against when it is read back.
+pub const MAX_TENSOR_ROWS: u64 = 1 << 24;
 /// Range of `geometry.rope_theta`: kept well inside f32, which the kernels compute in.
 pub const ROPE_THETA_RANGE: (f64, f64) = (1.0, 1e12);
 /// Range of `geometry.norm_eps`: a normal f32 that leaves RMSNorm meaningful.
@@ -343,12 +346,13 @@ fn check_lowering(m: &Model, file: &str) -> Result<(), InputError> {
     ] {
         let field = format!("lowering.vtp_shards.{field}");
         divides(file, &field, shards, "the shard count", rows, name)?;
-        if shards as u64 * g.hidden as u64 > 1 << 31 {
+        if shards as u64 * g.hidden as u64 > MAX_TENSOR_ROWS {
             return Err(InputError::invalid(
                 file,
                 &field,
                 format!(
-                    "{shards} partial blocks of {} rows exceed 2^31 rows",
+                    "{shards} partial blocks of {} rows exceed the {MAX_TENSOR_ROWS} rows a tensor \
+                     may have",
                     g.hidden
                 ),
                 "use fewer shards",

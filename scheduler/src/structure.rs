@@ -8,9 +8,9 @@ use mkc_ir::{Access, FileKind, InputError};
 
 use crate::schedule::{Plan, Schedule, Target};
 
-/// Most rows a tensor of a schedule may have: 3 x 2^20 is the widest that validation lets a
-/// model lower to (QKV rows), so anything beyond is not a schedule mkc wrote.
-const MAX_ROWS: u32 = 1 << 24;
+/// Most rows a tensor of a schedule may have: the most validation lets a model lower to, so
+/// anything beyond is not a schedule mkc wrote.
+const MAX_ROWS: u32 = mkc_ir::validate_bounds::MAX_TENSOR_ROWS as u32;
 
 impl Schedule {
     /// Whether `path` looks like a schedule file rather than a model file: a JSON object, or
@@ -50,10 +50,25 @@ impl Schedule {
         Ok(s)
     }
 
-    /// Reads and parses a schedule file from disk.
+    /// Reads and parses a schedule file from disk, and refuses one that breaks an invariant
+    /// the independent checker proves (a hand-edited file is never timed or launched).
     pub fn load(path: &std::path::Path) -> Result<Schedule, InputError> {
         let text = mkc_ir::input::read_text(path, FileKind::Schedule)?;
-        Schedule::parse(&path.display().to_string(), &text)
+        let file = path.display().to_string();
+        let s = Schedule::parse(&file, &text)?;
+        let v = crate::check::check(&s);
+        if let Some(first) = v.0.first() {
+            return Err(InputError::invalid(
+                &file,
+                "plan",
+                format!(
+                    "the schedule breaks mkc's invariants ({} found; the first: {first})",
+                    v.0.len()
+                ),
+                "use a schedule written by `mkc compile -o`, or recompile it",
+            ));
+        }
+        Ok(s)
     }
 
     /// The structural check: the first id out of range, id out of place or row range outside
@@ -194,7 +209,12 @@ impl Schedule {
             }
             (Plan::Chain(c), Target::Pdl | Target::Graph) => {
                 for (i, k) in c.kernels.iter().enumerate() {
-                    let ops_ok = k.op.index() < n_ops && k.runs.len() == k.ctas as usize;
+                    // Every run lies within its operator's tasks (what a timeline indexes).
+                    let ops_ok = k.op.index() < n_ops
+                        && k.runs.len() == k.ctas as usize
+                        && k.runs.iter().all(|&[first, count]| {
+                            first as u64 + count as u64 <= self.graph.ops[k.op.index()].tasks as u64
+                        });
                     let reads_ok = k
                         .wait
                         .as_ref()
