@@ -7,7 +7,7 @@
 use std::ffi::{c_char, CString};
 
 use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys};
-use mkc_ir::{Model, OpKind, Tuning};
+use mkc_ir::{Model, Tuning};
 use serde::Serialize;
 
 use crate::error::BackendError;
@@ -356,20 +356,4 @@ pub fn apply_to_schedule(schedule: &mut mkc_scheduler::Schedule, infos: &[Kernel
         }
     }
     updated
-}
-
-/// The kind of each operator kernel in `infos` with its compiled resources for `model`.
-pub fn compiled_resources(
-    infos: &[KernelInfo],
-    model: &Model,
-    kind: OpKind,
-) -> Option<mkc_catalogue::Resources> {
-    let info = infos.iter().find(|i| i.name == entry_point(kind))?;
-    Some(mkc_catalogue::Resources {
-        threads: info.threads,
-        registers: info.registers,
-        static_smem: info.static_smem,
-        dynamic_smem: dynamic_smem(model, kind),
-        source: mkc_catalogue::ResourceSource::Compiled,
-    })
 }

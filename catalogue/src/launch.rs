@@ -71,10 +71,8 @@ pub fn declared_resources(model: &Model, kind: OpKind) -> Resources {
 pub struct GridShape {
     /// The kernel entry point.
     pub entry: &'static str,
-    /// CTAs of the grid.
+    /// CTAs of the grid, among which [`cta_tasks`] divides the operator's tasks.
     pub ctas: u32,
-    /// Tasks of the operator, divided among the CTAs by [`cta_tasks`].
-    pub tasks: u32,
     /// Each CTA's resources (declared; the backend's compiled values replace them).
     pub resources: Resources,
 }
@@ -99,7 +97,6 @@ pub fn grid(model: &Model, kind: OpKind, tasks: u32, sms: u32) -> GridShape {
     GridShape {
         entry: crate::entry_point(kind),
         ctas,
-        tasks,
         resources: declared_resources(model, kind),
     }
 }

@@ -40,9 +40,7 @@ pub fn run(args: CompileArgs) -> Result<(), CommandError> {
                     .into(),
             ));
         }
-        mkc_backend::kernels::check_model(&model)?;
-        let built = mkc_backend::kernels::compile("sm_90a", &model)?;
-        let (found, _) = super::kernels::kernel_figures(built, &model.tuning)?;
+        let (found, _) = super::kernels::built_kernel_figures("sm_90a", &model)?;
         mkc_backend::kernels::apply_to_schedule(&mut compiled.schedule, &found);
         compiled.summary = mkc_scheduler::summary::Summary::new(
             &compiled.schedule,

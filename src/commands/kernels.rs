@@ -31,6 +31,18 @@ pub fn kernel_figures(
     ))
 }
 
+/// Builds the kernels for `model` on `arch` and returns their figures and where they come from;
+/// a model the kernels cannot run is refused naming the field, not handed to NVRTC. What
+/// `mkc kernels`, `compile --compiled-kernels` and `simulate --compiled-kernels` all read.
+pub fn built_kernel_figures(
+    arch: &str,
+    model: &mkc_ir::Model,
+) -> Result<(Vec<kernels::KernelInfo>, &'static str), CommandError> {
+    kernels::check_model(model)?;
+    let compiled = kernels::compile(arch, model)?;
+    kernel_figures(compiled, &model.tuning)
+}
+
 /// Runs `mkc kernels`.
 pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
     let mut model = mkc_ir::embedded::resolve_model(&args.model)?;
@@ -47,11 +59,7 @@ pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
             )))
         }
     };
-    // The kernels are built for the model (its page size, tuning): one they cannot run is
-    // refused naming the field, not handed to NVRTC.
-    kernels::check_model(&model)?;
-    let compiled = kernels::compile(&args.arch, &model)?;
-    let (found, source) = kernel_figures(compiled, &model.tuning)?;
+    let (found, source) = built_kernel_figures(&args.arch, &model)?;
     let infos = kernels::with_model(found, &model);
     let rules = ArchRules::of(arch);
     if args.json {

@@ -61,9 +61,7 @@ pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
         .trajectory
         .then_some((model.workload.prompt_len, model.workload.generate));
     let compiled = if args.compiled_kernels {
-        let compiled = mkc_backend::kernels::compile("sm_90a", &model)?;
-        let (found, _) = super::kernels::kernel_figures(compiled, &model.tuning)?;
-        Some(mkc_backend::kernels::with_model(found, &model))
+        Some(super::kernels::built_kernel_figures("sm_90a", &model)?.0)
     } else {
         None
     };
