@@ -37,6 +37,7 @@ pub fn lower(model: &Model) -> TaskGraph {
     let mut stream = Stream::Embedding(embed);
     for layer in 0..g.layers {
         let qkv = b.qkv(layer, &stream);
+        b.link_stream(&stream, qkv.op, shards.down_qkv);
         let attn = b.attention(layer, qkv.out);
         b.connect(qkv.op, attn.op, qkv.out, shards.qkv_attention);
         let o_proj = b.split_k_matvec(OpKind::OProj, layer, "o_part", attn.out);
@@ -58,16 +59,9 @@ pub fn lower(model: &Model) -> TaskGraph {
             d_part: down.out,
             down: down.op,
         };
-        if layer + 1 < g.layers {
-            b.link_stream(&stream, OpId::from_index(b.g.ops.len()), shards.down_qkv);
-        }
     }
-    b.link_stream(
-        &stream,
-        OpId::from_index(b.g.ops.len()),
-        shards.down_lm_head,
-    );
-    b.lm_head(&stream);
+    let lm_head = b.lm_head(&stream);
+    b.link_stream(&stream, lm_head, shards.down_lm_head);
     b.finish()
 }
 
@@ -217,10 +211,6 @@ struct Builder<'m> {
     /// Bytes per weight element.
     e: u64,
     g: TaskGraph,
-    /// Stream edges into the next operator, connected once its tasks exist.
-    pending: Vec<(OpId, OpId, TensorId, u32)>,
-    /// Implied stream edges into the next operator.
-    pending_implied: Vec<(OpId, OpId, TensorId)>,
 }
 
 fn whole(tensor: TensorId, rows: u32) -> Access {
@@ -260,8 +250,6 @@ impl<'m> Builder<'m> {
                 model_weight_bytes: model.weight_bytes(),
                 typical_kv_len: w.prompt_len + w.generate / 2,
             },
-            pending: Vec::new(),
-            pending_implied: Vec::new(),
         }
     }
 
@@ -366,18 +354,8 @@ impl<'m> Builder<'m> {
             down,
         } = *stream
         {
-            self.pending.push((down, consumer, d_part, shards));
-            self.pending_implied.push((producer, consumer, x_mid));
-        }
-    }
-
-    /// Connects the stream edges recorded for the operator just added.
-    fn flush_pending(&mut self) {
-        for (p, c, t, s) in std::mem::take(&mut self.pending) {
-            self.connect(p, c, t, s);
-        }
-        for (p, c, t) in std::mem::take(&mut self.pending_implied) {
-            self.imply(p, c, t);
+            self.connect(down, consumer, d_part, shards);
+            self.imply(producer, consumer, x_mid);
         }
     }
 
@@ -428,7 +406,6 @@ impl<'m> Builder<'m> {
             },
         );
         self.g.tensors[x_in.index()].producer = Some(added.op);
-        self.flush_pending();
         AddedStream {
             op: added.op,
             out: added.out,
@@ -581,7 +558,7 @@ impl<'m> Builder<'m> {
     }
 
     /// Final RMSNorm + LM head + fused argmax (every task folds its local best into `token`).
-    fn lm_head(&mut self, stream: &Stream) {
+    fn lm_head(&mut self, stream: &Stream) -> OpId {
         let (m, e) = (self.model, self.e);
         let w = self.work(OpKind::LmHead);
         let hidden = m.geometry.hidden;
@@ -617,8 +594,7 @@ impl<'m> Builder<'m> {
                     .collect()
             },
         );
-        debug_assert_eq!(added.op.index() + 1, self.g.ops.len());
-        self.flush_pending();
+        added.op
     }
 
     /// A synchronised edge: `shards` counters over `tensor`; producer tiles signal the shard
