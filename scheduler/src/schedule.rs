@@ -154,7 +154,6 @@ pub struct Kernel {
     pub dynamic_smem_bytes: u32,
     /// Bytes of independent loads a CTA holds before its wait (its page ring, attention's KV
     /// chunk): the rest of its weights stream only once its consumers run.
-    #[serde(default)]
     pub prefetch_bytes: u64,
     /// Where the registers and static shared memory come from: the compiled kernels (NVRTC)
     /// or the catalogue's declared values.

@@ -71,13 +71,7 @@ fn cta_bytes(plan: &ChainPlan, g: &mkc_ir::TaskGraph, kv_len: u32) -> Vec<Vec<Ct
                         };
                         last_reads = Some(task.reads.as_slice());
                     }
-                    // A plan without the figure (older files) holds everything before its wait.
-                    let hold = if k.prefetch_bytes == 0 {
-                        f64::INFINITY
-                    } else {
-                        k.prefetch_bytes as f64
-                    };
-                    let early = independent.min(hold);
+                    let early = independent.min(k.prefetch_bytes as f64);
                     CtaBytes {
                         early,
                         late: independent - early + dependent,
