@@ -419,7 +419,7 @@ fn check_pages(m: &Model, file: &str, kind: crate::graph::OpKind) -> Result<(), 
         w.task_pages,
         "pages per task",
         w.chunk_pages(),
-        &format!("the {} pages of a {} K chunk", w.chunk_pages(), kind.name()),
+        &format!("the pages of one {} K chunk", kind.name()),
     )
 }
 
