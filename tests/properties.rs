@@ -51,8 +51,12 @@ proptest! {
         let v = check(&c.schedule);
         prop_assert!(v.is_empty(), "{v}");
         let Plan::Persistent(p) = &c.schedule.plan else { panic!("not persistent") };
-        let scheduled: usize = p.streams.iter().map(Vec::len).sum();
-        prop_assert_eq!(scheduled, c.schedule.graph.tasks.len());
+        let scheduled: u64 = p.streams.iter().flatten().map(|i| i.count as u64).sum();
+        prop_assert_eq!(scheduled, c.schedule.graph.tasks.len() as u64);
+        // Instructions are runs: never more than one per operator per SM.
+        let runs: usize = p.streams.iter().map(Vec::len).sum();
+        let most: usize = c.schedule.graph.ops.iter().map(|o| (o.tasks as usize).min(sms as usize)).sum();
+        prop_assert!(runs <= most, "{runs} instructions, more than {most}");
         // The cost-model makespan never beats the lower bound.
         for e in &c.summary.estimates {
             prop_assert!(e.gap >= -1e-9, "{} beats the bound by {}", e.policy, e.gap);
@@ -108,17 +112,24 @@ proptest! {
         prop_assert!(!check(&c.schedule).is_empty());
     }
 
-    /// A stream not in topological order, or a wrong counter target, is caught.
+    /// A stream not in topological order, a wrong counter target, a run that spills into the
+    /// next operator or one that loses its last task is caught.
     #[test]
-    fn checker_catches_bad_streams(model in arb_model(), wrong_target in any::<bool>()) {
+    fn checker_catches_bad_streams(model in arb_model(), fault in 0u32..4) {
         let mut c = compile(&model, &device(1), &options(Target::Persistent, Policy::RoundRobin));
         let Plan::Persistent(p) = &mut c.schedule.plan else { panic!("not persistent") };
         let stream = &mut p.streams[0];
-        if wrong_target {
-            let ins = stream.iter_mut().find(|i| !i.waits.is_empty()).expect("a waiting instruction");
-            ins.waits[0].target_per_step += 1;
-        } else {
-            stream.reverse();
+        match fault {
+            0 => {
+                let ins = stream.iter_mut().find(|i| !i.waits.is_empty()).expect("a waiting instruction");
+                ins.waits[0].target_per_step += 1;
+            }
+            1 => stream.reverse(),
+            2 => stream[0].count += 1,
+            _ => {
+                let ins = stream.iter_mut().find(|i| i.count > 1).expect("a run of two tasks or more");
+                ins.count -= 1;
+            }
         }
         prop_assert!(!check(&c.schedule).is_empty());
     }

@@ -13,10 +13,12 @@
 //!    writing that row is guaranteed finished by the task's waits (directly or transitively).
 //! 5. Task ids form a topological order (signalers of a waited counter have smaller ids).
 //! 6. The summed task weight bytes equal the model's weight bytes.
-//! 7. Persistent plans: every task exactly once; `seq` is a permutation and a topological
-//!    order; each SM's stream is increasing in `seq` (a subsequence of one topological order,
-//!    so one resident CTA per SM cannot deadlock); instruction waits, targets and signals
-//!    match the graph.
+//! 7. Persistent plans: every task exactly once, each instruction a run of consecutive tasks
+//!    of one operator; `seq` is a permutation of the instructions and a topological order
+//!    (every counter an instruction waits on is signalled only by instructions of smaller
+//!    `seq`); each SM's stream is increasing in `seq` (a subsequence of one topological order,
+//!    so one resident CTA per SM cannot deadlock); an instruction's waits are its tasks'
+//!    counters once each, its signals their counts, its targets the counters' signals per step.
 //! 8. Chain plans: one grid per operator in order, launching that operator's kernel; its CTAs
 //!    run every task once, in contiguous runs as the kernels divide them; with PDL, every grid that
 //!    reads a tensor produced in the step waits, its early loads are independent of the step,
@@ -328,17 +330,31 @@ fn check_persistent(s: &Schedule, v: &mut Violations) {
         ));
     }
     let n = g.tasks.len();
+    let total: usize = plan.streams.iter().map(Vec::len).sum();
     let mut seq_of = vec![None; n];
-    let mut seen_seq = vec![false; n];
+    let mut seen_seq = vec![false; total];
     for (sm, stream) in plan.streams.iter().enumerate() {
         let mut last = None;
         for ins in stream {
-            let Some(task) = g.tasks.get(ins.task.index()) else {
-                v.push(format!("sm{sm}: unknown {}", ins.task));
+            let end = ins.first.index() + ins.count as usize;
+            if ins.count == 0 || end > n {
+                v.push(format!(
+                    "sm{sm}: instruction at {} runs {} tasks, outside the graph's {n}",
+                    ins.first, ins.count
+                ));
                 continue;
-            };
-            if seq_of[ins.task.index()].replace(ins.seq).is_some() {
-                v.push(format!("{} is scheduled twice", ins.task));
+            }
+            let last_task = TaskId(end as u32 - 1);
+            if g.task(ins.first).op != g.task(last_task).op {
+                v.push(format!(
+                    "sm{sm}: instruction {}..={last_task} spans two operators",
+                    ins.first
+                ));
+            }
+            for (t, seq) in seq_of[ins.first.index()..end].iter_mut().enumerate() {
+                if seq.replace(ins.seq).is_some() {
+                    v.push(format!("task{} is scheduled twice", ins.first.index() + t));
+                }
             }
             match seen_seq.get_mut(ins.seq as usize) {
                 Some(seen) if !*seen => *seen = true,
@@ -347,27 +363,49 @@ fn check_persistent(s: &Schedule, v: &mut Violations) {
             if last.is_some_and(|l| l >= ins.seq) {
                 v.push(format!(
                     "sm{sm}: stream is not in global order at {}",
-                    ins.task
+                    ins.first
                 ));
             }
             last = Some(ins.seq);
-            let waits: Vec<CounterId> = ins.waits.iter().map(|w| w.counter).collect();
-            if waits[..] != task.waits[..] || ins.signals[..] != task.signals[..] {
+            // The run's waits are every counter its tasks wait on, once; its signals the
+            // number of its tasks signalling each counter, both in first-appearance order.
+            let mut waits: Vec<CounterId> = Vec::new();
+            let mut signals: Vec<(CounterId, u32)> = Vec::new();
+            for t in &g.tasks[ins.first.index()..end] {
+                for &c in &t.waits {
+                    if !waits.contains(&c) {
+                        waits.push(c);
+                    }
+                }
+                for &c in &t.signals {
+                    match signals.iter_mut().find(|(d, _)| *d == c) {
+                        Some((_, k)) => *k += 1,
+                        None => signals.push((c, 1)),
+                    }
+                }
+            }
+            let got_waits: Vec<CounterId> = ins.waits.iter().map(|w| w.counter).collect();
+            let got_signals: Vec<(CounterId, u32)> =
+                ins.signals.iter().map(|s| (s.counter, s.count)).collect();
+            if got_waits != waits || got_signals != signals {
                 v.push(format!(
-                    "{}: instruction waits/signals differ from the task's",
-                    ins.task
+                    "{}: instruction waits/signals differ from its tasks'",
+                    ins.first
                 ));
             }
             for w in &ins.waits {
                 if w.target_per_step != g.counter(w.counter).signals_per_step {
                     v.push(format!(
                         "{} waits for {} per step on {}, which receives {}",
-                        ins.task,
+                        ins.first,
                         w.target_per_step,
                         w.counter,
                         g.counter(w.counter).signals_per_step
                     ));
                 }
+            }
+            if v.full() {
+                return;
             }
         }
     }
@@ -375,20 +413,30 @@ fn check_persistent(s: &Schedule, v: &mut Violations) {
         v.push(format!("task{missing} is not scheduled"));
         return;
     }
-    let signalers = g.signalers();
-    for task in &g.tasks {
-        let mine = seq_of[task.id.index()];
-        for c in &task.waits {
-            if let Some(&s) = signalers[c.index()]
-                .iter()
-                .find(|s| seq_of[s.index()] >= mine)
-            {
-                v.push(format!(
-                    "{} is ordered before {s}, which signals the {c} it waits on",
-                    task.id
-                ));
-                if v.full() {
-                    return;
+    // Every counter an instruction waits on is signalled only by instructions before it.
+    let mut last_signal: Vec<Option<(u32, TaskId)>> = vec![None; g.counters.len()];
+    for t in &g.tasks {
+        let mine = seq_of[t.id.index()].expect("every task is scheduled");
+        for c in &t.signals {
+            let slot = &mut last_signal[c.index()];
+            if slot.is_none_or(|(s, _)| mine > s) {
+                *slot = Some((mine, t.id));
+            }
+        }
+    }
+    for stream in &plan.streams {
+        for ins in stream {
+            for w in &ins.waits {
+                if let Some((s, signaller)) = last_signal[w.counter.index()] {
+                    if s >= ins.seq {
+                        v.push(format!(
+                            "{} is ordered before {signaller}, which signals the {} it waits on",
+                            ins.first, w.counter
+                        ));
+                        if v.full() {
+                            return;
+                        }
+                    }
                 }
             }
         }

@@ -9,35 +9,45 @@ use mkc_ir::{TaskGraph, TaskId};
 
 use crate::assignment::Assignment;
 
-/// Per-task durations and dependency latency, in nanoseconds.
+/// Per-task durations, the per-instruction overhead and dependency latency, in nanoseconds.
 #[derive(Clone, Debug)]
 pub struct CostModel {
-    /// Duration of each task (indexed by task id).
+    /// Streaming time of each task (indexed by task id), without instruction overhead.
     pub task_ns: Vec<f64>,
+    /// Fixed cost of one instruction (a run of consecutive tasks of one operator on one SM).
+    pub overhead_ns: f64,
     /// Latency from a signal to a waiting consumer seeing it.
     pub signal_ns: f64,
 }
 
 impl CostModel {
     /// Costs for `graph` on `device` at the graph's typical KV length: each task streams its
-    /// bytes at an equal share of the read bandwidth, plus a fixed instruction overhead.
+    /// bytes at an equal share of the read bandwidth; each instruction adds a fixed overhead.
     pub fn new(graph: &TaskGraph, device: &DeviceProfile) -> CostModel {
         let bw = device.per_sm_bytes_per_ns();
-        let overhead = device.latencies.instruction_overhead_ns;
         let kv = graph.typical_kv_len;
         CostModel {
             task_ns: graph
                 .tasks
                 .iter()
-                .map(|t| overhead + t.cost.bytes_at(kv) as f64 / bw)
+                .map(|t| t.cost.bytes_at(kv) as f64 / bw)
                 .collect(),
+            overhead_ns: device.latencies.instruction_overhead_ns,
             signal_ns: device.latencies.signal_visible_ns,
         }
     }
 
-    /// Duration of task `t`.
+    /// Streaming time of task `t`.
     pub fn ns(&self, t: TaskId) -> f64 {
         self.task_ns[t.index()]
+    }
+
+    /// Duration of one instruction running tasks `first .. first + count`.
+    pub fn run_ns(&self, first: TaskId, count: u32) -> f64 {
+        self.overhead_ns
+            + self.task_ns[first.index()..first.index() + count as usize]
+                .iter()
+                .sum::<f64>()
     }
 }
 
@@ -60,26 +70,37 @@ pub struct Timing {
     pub sm_free_ns: Vec<f64>,
     /// When each counter has received its last signal (NaN if never signalled).
     pub counter_done_ns: Vec<f64>,
+    /// Busy time of each SM (streaming plus instruction overheads).
+    pub busy_ns: Vec<f64>,
 }
 
 /// Times tasks that are already placed, in the assignment's global order: each starts when its
-/// SM is free and every counter it waits on is complete (plus the signal latency).
+/// SM is free and every counter it waits on is complete (plus the signal latency). A task that
+/// does not continue its SM's run (the previous task there, of the same operator) starts a new
+/// instruction and pays the instruction overhead, as `Assignment::to_plan` merges them.
 pub fn time(graph: &TaskGraph, cost: &CostModel, a: &Assignment, sms: usize) -> Timing {
     let mut t = Timing {
         start_ns: vec![f64::NAN; graph.tasks.len()],
         end_ns: vec![f64::NAN; graph.tasks.len()],
         sm_free_ns: vec![0.0; sms],
         counter_done_ns: vec![0.0; graph.counters.len()],
+        busy_ns: vec![0.0; sms],
     };
+    let mut last: Vec<Option<TaskId>> = vec![None; sms];
     for &task in &a.order {
         let sm = a.sm[task.index()].index();
+        let continues =
+            last[sm].is_some_and(|p| p.0 + 1 == task.0 && graph.task(p).op == graph.task(task).op);
+        last[sm] = Some(task);
         let ready = graph
             .task(task)
             .waits
             .iter()
             .map(|c| t.counter_done_ns[c.index()] + cost.signal_ns)
             .fold(t.sm_free_ns[sm], f64::max);
-        let end = ready + cost.ns(task);
+        let ns = cost.ns(task) + if continues { 0.0 } else { cost.overhead_ns };
+        let end = ready + ns;
+        t.busy_ns[sm] += ns;
         t.start_ns[task.index()] = ready;
         t.end_ns[task.index()] = end;
         t.sm_free_ns[sm] = end;
@@ -94,13 +115,9 @@ pub fn time(graph: &TaskGraph, cost: &CostModel, a: &Assignment, sms: usize) -> 
 /// Evaluates a complete assignment.
 pub fn evaluate(graph: &TaskGraph, cost: &CostModel, a: &Assignment, sms: usize) -> Estimate {
     let timing = time(graph, cost, a, sms);
-    let mut busy_ns = vec![0.0; sms];
-    for &task in &a.order {
-        busy_ns[a.sm[task.index()].index()] += cost.ns(task);
-    }
     Estimate {
         makespan_ns: timing.sm_free_ns.iter().cloned().fold(0.0, f64::max),
-        busy_ns,
+        busy_ns: timing.busy_ns,
     }
 }
 
@@ -124,6 +141,9 @@ pub fn lower_bound(graph: &TaskGraph, cost: &CostModel, sms: usize) -> f64 {
             seg_path = 0.0;
             counter_path.iter_mut().for_each(|c| *c = 0.0);
         }
+        // Every operator runs in at least one instruction, and every task on a path is in an
+        // instruction of its own operator: one overhead each.
+        seg_work += cost.overhead_ns;
         for t in op.task_ids() {
             let task = graph.task(t);
             let start = task
@@ -131,7 +151,7 @@ pub fn lower_bound(graph: &TaskGraph, cost: &CostModel, sms: usize) -> f64 {
                 .iter()
                 .map(|c| counter_path[c.index()])
                 .fold(0.0, f64::max);
-            let end = start + cost.ns(t);
+            let end = start + cost.overhead_ns + cost.ns(t);
             path_ns[t.index()] = end;
             seg_work += cost.ns(t);
             seg_path = seg_path.max(end);

@@ -110,7 +110,7 @@ pub fn run_on_threads(
                                         return Err(ExecError::Stalled {
                                             step,
                                             sm,
-                                            task: ins.task,
+                                            task: ins.first,
                                             counter: w.counter,
                                             value: c.load(Ordering::Acquire),
                                             target,
@@ -119,13 +119,20 @@ pub fn run_on_threads(
                                     std::thread::yield_now();
                                 }
                             }
-                            let i = base + ins.task.index();
-                            starts[i]
-                                .store(clock.fetch_add(1, Ordering::SeqCst) + 1, Ordering::Relaxed);
-                            ends[i]
-                                .store(clock.fetch_add(1, Ordering::SeqCst) + 1, Ordering::Relaxed);
-                            for c in &ins.signals {
-                                counters[c.index()].fetch_add(1, Ordering::Release);
+                            for task in ins.tasks() {
+                                let i = base + task.index();
+                                starts[i].store(
+                                    clock.fetch_add(1, Ordering::SeqCst) + 1,
+                                    Ordering::Relaxed,
+                                );
+                                ends[i].store(
+                                    clock.fetch_add(1, Ordering::SeqCst) + 1,
+                                    Ordering::Relaxed,
+                                );
+                            }
+                            for s in &ins.signals {
+                                counters[s.counter.index()]
+                                    .fetch_add(s.count as u64, Ordering::Release);
                             }
                         }
                         // Kernel boundary between steps: every SM finishes step `step`.

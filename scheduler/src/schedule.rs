@@ -85,17 +85,73 @@ pub struct Wait {
     pub target_per_step: u32,
 }
 
-/// One instruction of a persistent stream.
+/// One signal of a persistent instruction: add `count` to `counter` once its writes are
+/// visible (each of its tasks that signals the counter adds one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Signal {
+    /// The counter.
+    pub counter: CounterId,
+    /// How much the instruction adds.
+    pub count: u32,
+}
+
+/// One instruction of a persistent stream: a run of consecutive tasks of one operator, run in
+/// order by one CTA, as a chain CTA runs its task run (one instruction costs its fixed overhead
+/// once, however many tasks it runs).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Instruction {
-    /// The task executed.
-    pub task: TaskId,
-    /// Position in the schedule's global topological order.
+    /// The first task of the run.
+    pub first: TaskId,
+    /// Tasks in the run: `first .. first + count`, all of one operator.
+    pub count: u32,
+    /// Position in the schedule's global order of instructions (a topological order).
     pub seq: u32,
-    /// Counters waited on before the first dependent read (inline up to two).
+    /// Counters waited on before the first dependent read: every counter a task of the run
+    /// waits on, once, in first-appearance order (inline up to two).
     pub waits: smallvec::SmallVec<[Wait; 2]>,
-    /// Counters signalled after the writes are visible.
-    pub signals: mkc_ir::graph::CounterIds,
+    /// Counters signalled after the run's writes are visible, in first-appearance order.
+    pub signals: smallvec::SmallVec<[Signal; 2]>,
+}
+
+impl Instruction {
+    /// The instruction that runs tasks `first .. first + count` of `graph`: its waits are the
+    /// union of theirs, its signals their sum.
+    pub fn of_run(graph: &TaskGraph, first: TaskId, count: u32, seq: u32) -> Instruction {
+        let mut waits: smallvec::SmallVec<[Wait; 2]> = smallvec::SmallVec::new();
+        let mut signals: smallvec::SmallVec<[Signal; 2]> = smallvec::SmallVec::new();
+        for t in first.0..first.0 + count {
+            let task = graph.task(TaskId(t));
+            for &c in &task.waits {
+                if !waits.iter().any(|w| w.counter == c) {
+                    waits.push(Wait {
+                        counter: c,
+                        target_per_step: graph.counter(c).signals_per_step,
+                    });
+                }
+            }
+            for &c in &task.signals {
+                match signals.iter_mut().find(|s| s.counter == c) {
+                    Some(s) => s.count += 1,
+                    None => signals.push(Signal {
+                        counter: c,
+                        count: 1,
+                    }),
+                }
+            }
+        }
+        Instruction {
+            first,
+            count,
+            seq,
+            waits,
+            signals,
+        }
+    }
+
+    /// The ids of the tasks it runs, in order.
+    pub fn tasks(&self) -> impl Iterator<Item = TaskId> {
+        (self.first.0..self.first.0.saturating_add(self.count)).map(TaskId)
+    }
 }
 
 /// The persistent target's plan: one stream per SM.

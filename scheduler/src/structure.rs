@@ -196,12 +196,16 @@ impl Schedule {
                             .waits
                             .iter()
                             .map(|w| w.counter)
-                            .chain(ins.signals.iter().copied())
+                            .chain(ins.signals.iter().map(|s| s.counter))
                             .all(|c| c.index() < n_counters);
-                        if ins.task.index() >= n_tasks || !counters_ok {
+                        let run_ok = ins.count > 0
+                            && ins.first.index() as u64 + ins.count as u64 <= n_tasks as u64;
+                        if !run_ok || !counters_ok {
                             return bad(
                                 format!("plan.streams[{sm}][{j}]"),
-                                "a task or counter id is out of range".into(),
+                                "a task run or counter id is out of range (first + count must \
+                                 lie within the graph's tasks, count at least 1)"
+                                    .into(),
                             );
                         }
                     }

@@ -22,7 +22,7 @@ use mkc_scheduler::{Schedule, Target, Trigger};
 use crate::engine::{next, EventQueue, Next, Pool};
 use crate::occupancy::{occupancy, ArchRules, CtaResources};
 use crate::timeline::{
-    bandwidths, dependent_bytes, independent_bytes, SimOptions, Span, StepTimeline,
+    bandwidths, independent_bytes, run_dependent_bytes, SimOptions, Span, StepTimeline,
 };
 
 enum Event {
@@ -57,20 +57,9 @@ fn cta_bytes(plan: &ChainPlan, g: &mkc_ir::TaskGraph, kv_len: u32) -> Vec<Vec<Ct
             let first = g.op(k.op).first_task;
             (0..k.runs.len())
                 .map(|c| {
-                    let (mut independent, mut dependent) = (0.0, 0.0);
-                    let mut last_reads: Option<&[mkc_ir::Access]> = None;
-                    for t in k.cta_task_range(first, c) {
-                        let task = &g.tasks[t as usize];
-                        independent += independent_bytes(task, kv_len);
-                        // An input the previous task staged is not loaded again.
-                        let staged = last_reads == Some(task.reads.as_slice());
-                        dependent += if staged {
-                            task.cost.write_bytes as f64
-                        } else {
-                            dependent_bytes(task)
-                        };
-                        last_reads = Some(task.reads.as_slice());
-                    }
+                    let tasks = || k.cta_task_range(first, c).map(|t| &g.tasks[t as usize]);
+                    let independent: f64 = tasks().map(|t| independent_bytes(t, kv_len)).sum();
+                    let dependent = run_dependent_bytes(tasks());
                     let early = independent.min(k.prefetch_bytes as f64);
                     CtaBytes {
                         early,

@@ -1,35 +1,51 @@
 //! Timeline of the persistent target: per-SM instruction streams, counter waits with signal
-//! latency, and cross-instruction weight prefetch limited by shared-memory pages.
+//! latency, and cross-instruction weight prefetch limited by the kernel's shared memory.
 //!
-//! Each SM has a loader and a consumer. The loader streams instructions' independent bytes in
-//! stream order, never waiting on counters, as long as the weights buffered but not yet consumed
-//! fit in the kernel's dynamic shared memory. The consumer takes instructions in order: it
-//! waits until every counter it needs is complete and visible, and until the loader has its
-//! weights, then runs the dependent phase (activation reads, writes, instruction overhead) and
-//! signals.
+//! Each SM has a loader and a consumer. The loader streams the independent bytes (weights, KV
+//! history) of the stream's tasks in order, one task at a time, never waiting on counters, as
+//! long as what is buffered and not yet consumed fits in the kernel's dynamic shared memory
+//! (an empty buffer always takes the next task, so a run larger than the ring streams through
+//! it). The consumer takes instructions in order: once every counter the instruction waits on
+//! is complete and visible it is admitted, consumes its tasks' loads as they land (freeing
+//! their buffer space), and runs its dependent phase (instruction overhead, the load latency
+//! of its activations, then its activations and writes at the SM's bandwidth). It ends, and signals, when both are done.
 
 use mkc_ir::device::DeviceProfile;
 use mkc_scheduler::Schedule;
 
 use crate::engine::{next, EventQueue, Next, Pool};
 use crate::timeline::{
-    bandwidths, dependent_bytes, independent_bytes, SimOptions, Span, StepTimeline,
+    bandwidths, independent_bytes, run_dependent_bytes, SimOptions, Span, StepTimeline,
 };
 
 enum Event {
-    /// Try to start the SM's next instruction.
+    /// Try to admit the SM's current instruction.
     Check(usize),
-    /// The SM's current instruction ends.
-    Done(usize),
+    /// The dependent phase of the SM's current instruction ends.
+    Dependent(usize),
+}
+
+/// One task load of an SM's stream.
+struct Load {
+    /// Instruction (index in the stream) it belongs to.
+    ins: usize,
+    bytes: f64,
+    landed: bool,
+    landed_at: f64,
 }
 
 struct Sm {
+    loads: Vec<Load>,
+    /// First task load of each instruction (and one past the last).
+    first_load: Vec<usize>,
     next_load: usize,
     loading: bool,
-    loaded: Vec<bool>,
     buffered: f64,
+    /// Loads of the current instruction consumed so far.
+    consumed: usize,
     consumer: usize,
-    busy: bool,
+    admitted: Option<f64>,
+    dependent_done: bool,
 }
 
 /// Simulates one step at KV length `kv_len`. The chain targets' knobs (trigger,
@@ -51,65 +67,139 @@ pub fn simulate(
     let mut sms: Vec<Sm> = plan
         .streams
         .iter()
-        .map(|st| Sm {
-            next_load: 0,
-            loading: false,
-            loaded: vec![false; st.len()],
-            buffered: 0.0,
-            consumer: 0,
-            busy: false,
+        .map(|st| {
+            let mut loads = Vec::new();
+            let mut first_load = Vec::with_capacity(st.len() + 1);
+            for (i, ins) in st.iter().enumerate() {
+                first_load.push(loads.len());
+                for t in ins.tasks() {
+                    loads.push(Load {
+                        ins: i,
+                        bytes: independent_bytes(g.task(t), kv_len),
+                        landed: false,
+                        landed_at: 0.0,
+                    });
+                }
+            }
+            first_load.push(loads.len());
+            Sm {
+                loads,
+                first_load,
+                next_load: 0,
+                loading: false,
+                buffered: 0.0,
+                consumed: 0,
+                consumer: 0,
+                admitted: None,
+                dependent_done: false,
+            }
         })
         .collect();
     let mut remaining: Vec<u32> = g.counters.iter().map(|c| c.signals_per_step).collect();
     let mut done_at = vec![0.0f64; g.counters.len()];
     let mut waiting: Vec<Vec<usize>> = vec![Vec::new(); g.counters.len()];
     let mut spans = Span::unset(g.tasks.len());
-    let ind = |sm: usize, i: usize| independent_bytes(g.task(plan.streams[sm][i].task), kv_len);
 
-    // Starts as many loads as the buffer allows on `sm`.
+    // Starts the SM's next loads while the buffer has room.
     let try_load = |sm: usize,
                     now: f64,
                     sms: &mut Vec<Sm>,
                     pool: &mut Pool<(usize, usize)>,
-                    spans: &mut Vec<Span>,
-                    queue: &mut EventQueue<Event>| {
+                    spans: &mut Vec<Span>| {
         let st = &mut sms[sm];
-        while !st.loading && st.next_load < plan.streams[sm].len() {
-            let i = st.next_load;
-            let bytes = ind(sm, i);
-            if i > st.consumer && st.buffered + bytes > buffer {
+        while !st.loading && st.next_load < st.loads.len() {
+            let j = st.next_load;
+            let bytes = st.loads[j].bytes;
+            if st.buffered > 0.0 && st.buffered + bytes > buffer {
                 break;
             }
-            let task = plan.streams[sm][i].task;
-            spans[task.index()].load_start = now;
-            st.buffered += bytes;
+            let ins = &plan.streams[sm][st.loads[j].ins];
+            let task = ins.first.index() + j - st.first_load[st.loads[j].ins];
+            spans[task].load_start = now;
             st.next_load += 1;
             if bytes > 0.0 {
+                st.buffered += bytes;
                 st.loading = true;
-                pool.start(now, bytes, (sm, i));
+                pool.start(now, bytes, (sm, j));
             } else {
-                st.loaded[i] = true;
-                queue.push(now, Event::Check(sm));
+                st.loads[j].landed = true;
+                st.loads[j].landed_at = now;
             }
         }
     };
+    // Consumes the landed loads of the admitted instruction, in order; true when all are.
+    let consume = |st: &mut Sm| -> bool {
+        let (lo, hi) = (st.first_load[st.consumer], st.first_load[st.consumer + 1]);
+        while lo + st.consumed < hi && st.loads[lo + st.consumed].landed {
+            st.buffered -= st.loads[lo + st.consumed].bytes;
+            st.consumed += 1;
+        }
+        lo + st.consumed == hi
+    };
 
     for sm in 0..sms.len() {
-        try_load(sm, 0.0, &mut sms, &mut pool, &mut spans, &mut queue);
+        try_load(sm, 0.0, &mut sms, &mut pool, &mut spans);
         queue.push(0.0, Event::Check(sm));
     }
     let mut end = 0.0f64;
+    // Ends the SM's current instruction at `now` if its loads and dependent phase are done.
+    macro_rules! maybe_finish {
+        ($sm:expr, $now:expr) => {{
+            let (sm, now) = ($sm, $now);
+            let st = &mut sms[sm];
+            if st.admitted.is_some() && st.dependent_done && consume(st) {
+                let ins = &plan.streams[sm][st.consumer];
+                let admitted = st.admitted.expect("admitted");
+                // A task of the run starts once admitted and loading, ends once its load
+                // landed; the last one ends with the instruction.
+                for (k, t) in ins.tasks().enumerate() {
+                    let load = &st.loads[st.first_load[st.consumer] + k];
+                    let span = &mut spans[t.index()];
+                    span.start = admitted.max(span.load_start);
+                    span.end = if k + 1 == ins.count as usize {
+                        now
+                    } else {
+                        span.start.max(load.landed_at)
+                    };
+                    span.sm = sm as u32;
+                    span.task = t;
+                }
+                end = end.max(now);
+                for sig in &ins.signals {
+                    let c = sig.counter.index();
+                    remaining[c] -= sig.count;
+                    done_at[c] = done_at[c].max(now);
+                    if remaining[c] == 0 {
+                        for w in std::mem::take(&mut waiting[c]) {
+                            queue.push(now, Event::Check(w));
+                        }
+                    }
+                }
+                st.consumer += 1;
+                st.consumed = 0;
+                st.admitted = None;
+                st.dependent_done = false;
+                try_load(sm, now, &mut sms, &mut pool, &mut spans);
+                queue.push(now, Event::Check(sm));
+            }
+        }};
+    }
     while let Some(item) = next(&mut queue, &mut pool) {
         match item {
-            Next::Flow(now, (sm, i)) => {
-                sms[sm].loaded[i] = true;
-                sms[sm].loading = false;
-                try_load(sm, now, &mut sms, &mut pool, &mut spans, &mut queue);
-                queue.push(now, Event::Check(sm));
+            Next::Flow(now, (sm, j)) => {
+                let st = &mut sms[sm];
+                st.loads[j].landed = true;
+                st.loads[j].landed_at = now;
+                st.loading = false;
+                if st.admitted.is_some() {
+                    consume(st);
+                }
+                try_load(sm, now, &mut sms, &mut pool, &mut spans);
+                maybe_finish!(sm, now);
             }
             Next::Event(now, Event::Check(sm)) => {
                 let st = &sms[sm];
-                if st.busy || st.consumer >= plan.streams[sm].len() {
+                if st.admitted.is_some() || st.consumer >= plan.streams[sm].len() {
                     continue;
                 }
                 let ins = &plan.streams[sm][st.consumer];
@@ -131,39 +221,19 @@ pub fn simulate(
                     queue.push(ready, Event::Check(sm));
                     continue;
                 }
-                if !st.loaded[st.consumer] {
-                    continue;
-                }
-                let task = g.task(ins.task);
-                let duration = lat.instruction_overhead_ns + dependent_bytes(task) / cap;
-                spans[ins.task.index()].start = now;
-                spans[ins.task.index()].sm = sm as u32;
-                spans[ins.task.index()].task = ins.task;
-                sms[sm].busy = true;
-                queue.push(now + duration, Event::Done(sm));
-            }
-            Next::Event(now, Event::Done(sm)) => {
-                let i = sms[sm].consumer;
-                let ins = &plan.streams[sm][i];
-                spans[ins.task.index()].end = now;
-                end = end.max(now);
-                for c in &ins.signals {
-                    let c = c.index();
-                    remaining[c] -= 1;
-                    done_at[c] = done_at[c].max(now);
-                    if remaining[c] == 0 {
-                        for w in std::mem::take(&mut waiting[c]) {
-                            queue.push(now, Event::Check(w));
-                        }
-                    }
-                }
-                let freed = ind(sm, i);
+                let dependent = run_dependent_bytes(ins.tasks().map(|t| g.task(t)));
                 let st = &mut sms[sm];
-                st.buffered -= freed;
-                st.consumer += 1;
-                st.busy = false;
-                try_load(sm, now, &mut sms, &mut pool, &mut spans, &mut queue);
-                queue.push(now, Event::Check(sm));
+                st.admitted = Some(now);
+                consume(st);
+                try_load(sm, now, &mut sms, &mut pool, &mut spans);
+                // As in a chain CTA: activations read after the wait land a load latency
+                // later.
+                let duration = lat.instruction_overhead_ns + lat.load_latency_ns + dependent / cap;
+                queue.push(now + duration, Event::Dependent(sm));
+            }
+            Next::Event(now, Event::Dependent(sm)) => {
+                sms[sm].dependent_done = true;
+                maybe_finish!(sm, now);
             }
         }
     }

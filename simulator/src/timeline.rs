@@ -71,6 +71,24 @@ pub fn dependent_bytes(task: &Task) -> f64 {
     (task.cost.activation_read_bytes + task.cost.write_bytes) as f64
 }
 
+/// The bytes one run of tasks (a chain CTA's task run, a persistent instruction) moves after
+/// its wait: its tasks' activations and writes, where an input the previous task of the run
+/// staged is not loaded again.
+pub fn run_dependent_bytes<'g>(tasks: impl IntoIterator<Item = &'g Task>) -> f64 {
+    let mut dependent = 0.0;
+    let mut last_reads: Option<&[mkc_ir::Access]> = None;
+    for task in tasks {
+        let staged = last_reads == Some(task.reads.as_slice());
+        dependent += if staged {
+            task.cost.write_bytes as f64
+        } else {
+            dependent_bytes(task)
+        };
+        last_reads = Some(task.reads.as_slice());
+    }
+    dependent
+}
+
 /// Bytes per ns of the whole device and of one SM at most.
 pub fn bandwidths(device: &DeviceProfile) -> (f64, f64) {
     (device.read_bandwidth_gbps, device.sm_read_bandwidth_gbps)

@@ -148,6 +148,8 @@ struct OpProblem {
     groups: Vec<Vec<SmId>>,
     /// Start time of each group (the latest free time of its SMs).
     group_start: Vec<f64>,
+    /// The fixed cost of an instruction.
+    overhead_ns: f64,
 }
 
 impl OpProblem {
@@ -194,6 +196,7 @@ impl OpProblem {
             class_ns,
             groups,
             group_start,
+            overhead_ns: cost.overhead_ns,
         }
     }
 
@@ -228,7 +231,8 @@ impl OpProblem {
             }
         }
         for (g, &start) in self.group_start.iter().enumerate() {
-            let mut load = Expression::from(start);
+            // Each SM of the group runs the operator as one instruction: one overhead.
+            let mut load = Expression::from(start + self.overhead_ns);
             for (c, &ns) in self.class_ns.iter().enumerate() {
                 load.add_mul(ns, y[c][g]);
             }
@@ -276,8 +280,9 @@ impl OpProblem {
         counts
     }
 
-    /// Places the counted tasks: earliest-ready tasks to the earliest groups, spread evenly
-    /// over each group's SMs.
+    /// Places the counted tasks: earliest-ready tasks to the earliest groups, each SM of a
+    /// group taking a contiguous block of them (so that an SM's tasks of one class form one
+    /// run, one instruction, where the ready order is the id order).
     fn materialize(&self, counts: &[Vec<u32>], ready: &[f64], sm_of: &mut [SmId]) {
         let first = self
             .classes
@@ -286,8 +291,6 @@ impl OpProblem {
             .map(|t| t.0)
             .min()
             .unwrap_or(0);
-        // Classes continue where the previous class left off in each group.
-        let mut offset = vec![0usize; self.groups.len()];
         for (c, class) in self.classes.iter().enumerate() {
             let mut tasks = class.clone();
             tasks.sort_by(|a, b| {
@@ -297,10 +300,14 @@ impl OpProblem {
             });
             let mut next = tasks.into_iter();
             for (g, group) in self.groups.iter().enumerate() {
-                for _ in 0..counts[c][g] {
-                    let t = next.next().expect("counts add up to the class size");
-                    sm_of[t.index()] = group[offset[g] % group.len()];
-                    offset[g] += 1;
+                let k = counts[c][g];
+                let parts = (group.len() as u32).min(k).max(1);
+                for part in 0..parts {
+                    let (_, count) = mkc_catalogue::cta_tasks(k, parts, part);
+                    for _ in 0..count {
+                        let t = next.next().expect("counts add up to the class size");
+                        sm_of[t.index()] = group[part as usize];
+                    }
                 }
             }
         }

@@ -1,8 +1,10 @@
-//! Readiness-aware list scheduling with critical-path priority.
+//! Readiness-aware list scheduling with critical-path priority, over instruction-sized units.
 //!
-//! Simulates the cost model forward: the earliest-free SM takes, among the tasks whose
-//! counters are complete by then, the one with the longest path to the end of the step
-//! (ties: lowest id). If none is ready it takes the task that becomes ready first. Hazy's
+//! The unit is a run of an operator's tasks, divided as a chain grid divides them over its
+//! CTAs (one run per SM for an operator with more tasks than SMs), so that each placed unit is
+//! one instruction. Simulates the cost model forward: the earliest-free SM takes, among the
+//! units whose counters are complete by then, the one with the longest path to the end of the
+//! step (ties: lowest id). If none is ready it takes the unit that becomes ready first. Hazy's
 //! DAG-aware scheduler ignored readiness times and lost to round robin; this one does not.
 
 use std::cmp::Reverse;
@@ -18,87 +20,145 @@ fn ps(ns: f64) -> u64 {
     (ns * 1000.0).round() as u64
 }
 
-/// Longest path (cost plus signal latencies) from the start of each task to the step's end.
-pub fn bottom_levels(graph: &TaskGraph, cost: &CostModel) -> Vec<f64> {
-    let mut task_level = vec![0.0f64; graph.tasks.len()];
-    let mut counter_level = vec![0.0f64; graph.counters.len()];
-    for t in graph.tasks.iter().rev() {
-        let after = t
-            .signals
-            .iter()
-            .map(|c| counter_level[c.index()])
-            .fold(0.0, f64::max);
-        let level = cost.ns(t.id) + after;
-        task_level[t.id.index()] = level;
-        for c in &t.waits {
-            let cl = &mut counter_level[c.index()];
-            *cl = cl.max(cost.signal_ns + level);
-        }
-    }
-    task_level
+/// One schedulable unit: a run of consecutive tasks of one operator.
+struct Unit {
+    first: TaskId,
+    count: u32,
+    /// Counters any of its tasks waits on, once each.
+    waits: Vec<u32>,
+    /// Counters its tasks signal, with how many signals each.
+    signals: Vec<(u32, u32)>,
+    ns: f64,
 }
 
-/// Assigns every task to an SM by list scheduling.
+/// Every operator's tasks cut into `min(tasks, sms)` runs, in topological order.
+fn units(graph: &TaskGraph, cost: &CostModel, sms: usize) -> Vec<Unit> {
+    let mut out = Vec::new();
+    for op in &graph.ops {
+        let parts = (op.tasks as usize).min(sms).max(1) as u32;
+        for part in 0..parts {
+            let (first, count) = mkc_catalogue::cta_tasks(op.tasks, parts, part);
+            let first = TaskId(op.first_task.0 + first);
+            let mut waits = Vec::new();
+            let mut signals: Vec<(u32, u32)> = Vec::new();
+            for t in first.0..first.0 + count {
+                let task = graph.task(TaskId(t));
+                for c in &task.waits {
+                    if !waits.contains(&c.0) {
+                        waits.push(c.0);
+                    }
+                }
+                for c in &task.signals {
+                    match signals.iter_mut().find(|(d, _)| *d == c.0) {
+                        Some((_, k)) => *k += 1,
+                        None => signals.push((c.0, 1)),
+                    }
+                }
+            }
+            out.push(Unit {
+                first,
+                count,
+                waits,
+                signals,
+                ns: cost.run_ns(first, count),
+            });
+        }
+    }
+    out
+}
+
+/// Longest path (cost plus signal latencies) from the start of each unit to the step's end.
+fn bottom_levels(graph: &TaskGraph, units: &[Unit], cost: &CostModel) -> Vec<f64> {
+    let mut level = vec![0.0f64; units.len()];
+    let mut counter_level = vec![0.0f64; graph.counters.len()];
+    for (u, unit) in units.iter().enumerate().rev() {
+        let after = unit
+            .signals
+            .iter()
+            .map(|&(c, _)| counter_level[c as usize])
+            .fold(0.0, f64::max);
+        level[u] = unit.ns + after;
+        for &c in &unit.waits {
+            let cl = &mut counter_level[c as usize];
+            *cl = cl.max(cost.signal_ns + level[u]);
+        }
+    }
+    level
+}
+
+/// Assigns every task to an SM by list scheduling of its operator's runs.
 pub fn assign(graph: &TaskGraph, cost: &CostModel, sms: usize) -> Assignment {
-    let n = graph.tasks.len();
-    let level: Vec<u64> = bottom_levels(graph, cost).into_iter().map(ps).collect();
-    let waiters = graph.waiters();
+    let units = units(graph, cost, sms);
+    let n = units.len();
+    let level: Vec<u64> = bottom_levels(graph, &units, cost)
+        .into_iter()
+        .map(ps)
+        .collect();
+    let mut waiters: Vec<Vec<u32>> = vec![Vec::new(); graph.counters.len()];
+    for (u, unit) in units.iter().enumerate() {
+        for &c in &unit.waits {
+            waiters[c as usize].push(u as u32);
+        }
+    }
     let mut remaining: Vec<u32> = graph.counters.iter().map(|c| c.signals_per_step).collect();
     let mut counter_done = vec![0u64; graph.counters.len()];
-    let mut unmet: Vec<usize> = graph.tasks.iter().map(|t| t.waits.len()).collect();
+    let mut unmet: Vec<usize> = units.iter().map(|u| u.waits.len()).collect();
     let mut ready_at = vec![0u64; n];
     let signal = ps(cost.signal_ns);
 
-    // Tasks whose counters are all complete, keyed by the time they become ready.
-    let mut pending: BinaryHeap<Reverse<(u64, TaskId)>> = graph
-        .tasks
-        .iter()
-        .filter(|t| t.waits.is_empty())
-        .map(|t| Reverse((0, t.id)))
+    // Units whose counters are all complete, keyed by the time they become ready.
+    let mut pending: BinaryHeap<Reverse<(u64, u32)>> = (0..n)
+        .filter(|&u| unmet[u] == 0)
+        .map(|u| Reverse((0, u as u32)))
         .collect();
-    // Tasks ready by the current SM's free time, by priority (longest path, then lowest id).
-    let mut available: BinaryHeap<(u64, Reverse<TaskId>)> = BinaryHeap::new();
+    // Units ready by the current SM's free time, by priority (longest path, then lowest id).
+    let mut available: BinaryHeap<(u64, Reverse<u32>)> = BinaryHeap::new();
     let mut free_sms: BinaryHeap<Reverse<(u64, SmId)>> = (0..sms)
         .map(|s| Reverse((0, SmId::from_index(s))))
         .collect();
 
-    let mut order = Vec::with_capacity(n);
-    let mut sm_of = vec![SmId(0); n];
-    while order.len() < n {
+    let mut order = Vec::with_capacity(graph.tasks.len());
+    let mut sm_of = vec![SmId(0); graph.tasks.len()];
+    let mut placed = 0;
+    while placed < n {
         let Reverse((free, sm)) = free_sms.pop().expect("at least one SM");
-        while let Some(&Reverse((r, t))) = pending.peek() {
+        while let Some(&Reverse((r, u))) = pending.peek() {
             if r > free {
                 break;
             }
             pending.pop();
-            available.push((level[t.index()], Reverse(t)));
+            available.push((level[u as usize], Reverse(u)));
         }
         if available.is_empty() {
-            // Nothing is ready yet: admit every task that becomes ready first.
+            // Nothing is ready yet: admit every unit that becomes ready first.
             let Some(&Reverse((r, _))) = pending.peek() else {
                 unreachable!("a task graph with unmet waits has a counter cycle");
             };
-            while let Some(&Reverse((r2, t))) = pending.peek() {
+            while let Some(&Reverse((r2, u))) = pending.peek() {
                 if r2 > r {
                     break;
                 }
                 pending.pop();
-                available.push((level[t.index()], Reverse(t)));
+                available.push((level[u as usize], Reverse(u)));
             }
         }
-        let (_, Reverse(task)) = available.pop().expect("a ready task");
-        let start = free.max(ready_at[task.index()]);
-        let end = start + ps(cost.ns(task));
-        order.push(task);
-        sm_of[task.index()] = sm;
+        let (_, Reverse(u)) = available.pop().expect("a ready unit");
+        let unit = &units[u as usize];
+        let start = free.max(ready_at[u as usize]);
+        let end = start + ps(unit.ns);
+        placed += 1;
+        for t in unit.first.0..unit.first.0 + unit.count {
+            order.push(TaskId(t));
+            sm_of[t as usize] = sm;
+        }
         free_sms.push(Reverse((end, sm)));
-        for c in &graph.task(task).signals {
-            let ci = c.index();
+        for &(c, k) in &unit.signals {
+            let ci = c as usize;
             counter_done[ci] = counter_done[ci].max(end);
-            remaining[ci] -= 1;
+            remaining[ci] -= k;
             if remaining[ci] == 0 {
                 for &w in &waiters[ci] {
-                    let wi = w.index();
+                    let wi = w as usize;
                     ready_at[wi] = ready_at[wi].max(counter_done[ci] + signal);
                     unmet[wi] -= 1;
                     if unmet[wi] == 0 {

@@ -1,16 +1,30 @@
-//! Round robin: deal tasks to SMs in turn along the task-id topological order.
+//! Round robin: deal each operator's tasks to SMs in turn, in contiguous runs.
 //!
-//! The anchors' baseline (Hazy's megakernel and MPK deal tasks this way).
+//! The anchors' baseline (Hazy's megakernel and MPK deal work to SMs in turn). The dealt unit
+//! is a run of an operator's tasks, divided as a chain grid divides them over its CTAs (within
+//! one task of equal), so each SM runs one instruction per operator whose tasks outnumber the
+//! SMs; an operator with fewer tasks than SMs gets one task per SM, starting at the SM after
+//! the one the previous operator ended on.
 
 use mkc_ir::{SmId, TaskGraph, TaskId};
 
 use crate::assignment::Assignment;
 
-/// Deals task `i` (in id order) to SM `i mod sms`.
+/// Deals every operator's runs to SMs in turn, in task-id (topological) order.
 pub fn assign(graph: &TaskGraph, sms: usize) -> Assignment {
     let order: Vec<TaskId> = graph.tasks.iter().map(|t| t.id).collect();
-    let sm = (0..graph.tasks.len())
-        .map(|i| SmId::from_index(i % sms))
-        .collect();
+    let mut sm = vec![SmId(0); graph.tasks.len()];
+    let mut next = 0usize;
+    for op in &graph.ops {
+        let parts = (op.tasks as usize).min(sms).max(1);
+        for part in 0..parts {
+            let (first, count) = mkc_catalogue::cta_tasks(op.tasks, parts as u32, part as u32);
+            let to = SmId::from_index((next + part) % sms);
+            for t in first..first + count {
+                sm[op.first_task.index() + t as usize] = to;
+            }
+        }
+        next = (next + parts) % sms;
+    }
     Assignment { order, sm }
 }
