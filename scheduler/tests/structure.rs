@@ -42,7 +42,17 @@ fn corrupted_schedules_are_refused_by_field() {
     let s = compiled(Target::Persistent);
     let base: Value = serde_json::to_value(&s).unwrap();
     let mut v = base.clone();
-    v["plan"]["persistent"]["streams"][0][0]["task"] = 1_000_000.into();
+    v["plan"]["persistent"]["streams"][0][0]["first"] = 1_000_000.into();
+    refused(&v, "plan.streams[0][0]");
+    // A run reaching past the last task, or an empty one.
+    let mut v = base.clone();
+    v["plan"]["persistent"]["streams"][0][0]["count"] = u32::MAX.into();
+    refused(&v, "plan.streams[0][0]");
+    let mut v = base.clone();
+    v["plan"]["persistent"]["streams"][0][0]["count"] = 0.into();
+    refused(&v, "plan.streams[0][0]");
+    let mut v = base.clone();
+    v["plan"]["persistent"]["streams"][0][0]["signals"][0]["counter"] = 4242.into();
     refused(&v, "plan.streams[0][0]");
     let mut v = base.clone();
     v["graph"]["tasks"][3]["reads"][0]["tensor"] = 9999.into();
