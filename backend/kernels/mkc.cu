@@ -283,19 +283,25 @@ __device__ __forceinline__ Matvec up_gate_matvec(const Model& m, const Layer& L)
 // GridDeps (griddepcontrol); a persistent entry passes its instruction's run of tasks and
 // waits on counters instead (issue "persistent megakernel"), over the same bodies.
 
+// The first task of CTA b of g over n tasks: contiguous runs balanced to within one task (the
+// plan's `runs`, mkc_catalogue::cta_tasks; the generated static_asserts at the end of this file
+// check both forms against it).
+__host__ __device__ constexpr long run_start(long b, long n, long g) { return b * n / g; }
+// The same in 32-bit arithmetic (n x g below 2^32).
+__host__ __device__ constexpr unsigned run_start32(unsigned b, unsigned n, unsigned g) { return b * n / g; }
+
 struct ChainWork {
-    // Tasks [first, first + count) of `tasks`: contiguous, balanced to within one task (the
-    // plan's `runs`: mkc_catalogue::cta_tasks, checked by mkc's checker).
+    // Tasks [first, first + count) of `tasks`.
     __device__ __forceinline__ void run(int tasks, int& first, int& count) const {
         long b = blockIdx.x, g = gridDim.x;
-        first = (int)(b * tasks / g);
-        count = (int)((b + 1) * tasks / g) - first;
+        first = (int)run_start(b, tasks, g);
+        count = (int)run_start(b + 1, tasks, g) - first;
     }
-    // The same run as [first, end), in 32-bit arithmetic (tasks x CTAs below 2^32).
+    // The same run as [first, end), in 32-bit arithmetic.
     __device__ __forceinline__ void run32(unsigned tasks, unsigned& first, unsigned& end) const {
         unsigned b = blockIdx.x, g = gridDim.x;
-        first = b * tasks / g;
-        end = (b + 1) * tasks / g;
+        first = run_start32(b, tasks, g);
+        end = run_start32(b + 1, tasks, g);
     }
     // The task of an operator that runs one task per CTA (attention).
     __device__ __forceinline__ int task() const { return blockIdx.x; }
@@ -324,17 +330,23 @@ __device__ __forceinline__ void page_range(const Work& work, const Matvec& v, in
     count *= v.task_pages;
 }
 
-// The rows [lo, hi) of an n-float residual vector this CTA stores: its tasks' shares, runs of
-// whole float4 groups (mkc_ir::work::residual_share). Called in `prepare`, after the wait, so
-// that its divisions never delay the producer's first page; 32-bit: tasks x groups stays below
-// 2^32 for every model the kernels run (at most 10^6 tasks, 512 groups).
+// Where task t's share of an n-float residual vector (`groups` float4 groups) starts, of
+// `tasks` tasks: balanced runs of whole float4 groups (mkc_ir::work::residual_share, checked by the generated
+// static_asserts); 32-bit: tasks x groups stays below 2^32 for every model the kernels run (at
+// most 10^6 tasks, 512 groups).
+__host__ __device__ constexpr int share_start(unsigned t, unsigned groups, unsigned tasks, int n) {
+    return (int)(t * groups / tasks) * 4 < n ? (int)(t * groups / tasks) * 4 : n;
+}
+
+// The rows [lo, hi) of an n-float residual vector this CTA stores: its tasks' shares. Called in
+// `prepare`, after the wait, so that its divisions never delay the producer's first page.
 template <typename Work>
 __device__ __forceinline__ void residual_share(const Work& work, const Matvec& v, int n, int& lo, int& hi) {
     unsigned tasks = v.pages / v.task_pages, first, end;
     work.run32(tasks, first, end);
-    unsigned groups = (n + 3) / 4;
-    lo = min((int)(first * groups / tasks) * 4, n);
-    hi = min((int)(end * groups / tasks) * 4, n);
+    unsigned groups = (n + 3) / 4;  // float4 groups
+    lo = share_start(first, groups, tasks, n);
+    hi = share_start(end, groups, tasks, n);
 }
 
 // Chunk and first output row of page p.
@@ -357,20 +369,25 @@ struct Stream {
     int per_warp;  // ring slots per consumer warp
 };
 
-// Bytes before the ring: the catalogue's `Stream::ring_offset` (checked by the generated
-// static_asserts at the end of this file).
+// Byte offsets of the stream's parts: the catalogue's `Stream::*_offset` (checked by the
+// generated static_asserts at the end of this file).
+__host__ __device__ constexpr int empty_offset() { return MAX_SLOTS * 8; }
+__host__ __device__ constexpr int norm_bar_offset() { return 2 * MAX_SLOTS * 8; }
+__host__ __device__ constexpr int x_offset() { return 2 * MAX_SLOTS * 8 + 16; }
+__host__ __device__ constexpr int norm_offset(int x_len) { return x_offset() + x_len * 4; }
+__host__ __device__ constexpr int scratch_offset(int x_len, int norm_len) { return norm_offset(x_len) + norm_len * 2; }
 __host__ __device__ constexpr int ring_offset(int x_len, int norm_len) {
-    return (2 * MAX_SLOTS * 8 + 16 + x_len * 4 + norm_len * 2 + 64 * 4 + 127) / 128 * 128;
+    return (scratch_offset(x_len, norm_len) + 64 * 4 + 127) / 128 * 128;
 }
 
 __device__ Stream carve_stream(int x_len, int norm_len, int per_warp) {
     Stream s;
     s.full = (u64*)smem_raw;
-    s.empty = s.full + MAX_SLOTS;
-    s.norm_bar = s.empty + MAX_SLOTS;
-    s.x = (float*)(smem_raw + 2 * MAX_SLOTS * 8 + 16);
-    s.norm = (bf16*)(s.x + x_len);
-    s.scratch = (float*)(s.norm + norm_len);
+    s.empty = (u64*)(smem_raw + empty_offset());
+    s.norm_bar = (u64*)(smem_raw + norm_bar_offset());
+    s.x = (float*)(smem_raw + x_offset());
+    s.norm = (bf16*)(smem_raw + norm_offset(x_len));
+    s.scratch = (float*)(smem_raw + scratch_offset(x_len, norm_len));
     s.ring = (bf16*)(smem_raw + ring_offset(x_len, norm_len));
     s.per_warp = per_warp;
     return s;
@@ -393,10 +410,14 @@ __device__ __forceinline__ void ring_ready_wait() { asm volatile("bar.sync 2, %0
 // owns `per_warp` slots and takes its pages in order, so every slot has one consumer and its
 // mbarrier phases are awaited in order (a shared slot could let a fast warp wait on a parity
 // one lap ahead and see a stale completed phase).
+// (mkc_catalogue::ring_slot, checked by the generated static_asserts.)
+__host__ __device__ constexpr int ring_slot_of(int i, int per_warp) {
+    return (i % CONSUMER_WARPS) * per_warp + (i / CONSUMER_WARPS) % per_warp;
+}
+__host__ __device__ constexpr int ring_lap_of(int i, int per_warp) { return i / CONSUMER_WARPS / per_warp; }
 __device__ __forceinline__ void ring_slot(const Stream& s, int i, int& slot, int& lap) {
-    int w = i % CONSUMER_WARPS, j = i / CONSUMER_WARPS;
-    slot = w * s.per_warp + j % s.per_warp;
-    lap = j / s.per_warp;
+    slot = ring_slot_of(i, s.per_warp);
+    lap = ring_lap_of(i, s.per_warp);
 }
 
 // Producer (one lane): streams `count` pages from `first` through the ring.
@@ -551,9 +572,19 @@ __device__ __forceinline__ void start_producer(const Stream& s, const bf16* norm
 // The consumers' "released" flag in the stream's scratch, which stops the O-projection's warming.
 __device__ __forceinline__ volatile int* warm_stop_flag(const Stream& s) { return (volatile int*)(s.scratch + 63); }
 
+// Ring slots warming may use beside a CTA's `count` own pages, and the slot and lap of its n-th
+// warmed page: those of the consumer warps with no page here (mkc_catalogue::warm_slot,
+// checked by the generated static_asserts).
+__host__ __device__ constexpr int warm_slots(int count, int per_warp) {
+    return (CONSUMER_WARPS - count) * per_warp < WARM_DEPTH ? (CONSUMER_WARPS - count) * per_warp : WARM_DEPTH;
+}
+__host__ __device__ constexpr int warm_slot_of(int count, int per_warp, int n) {
+    return count * per_warp + n % warm_slots(count, per_warp);
+}
+__host__ __device__ constexpr int warm_lap_of(int count, int per_warp, int n) { return n / warm_slots(count, per_warp); }
+
 // Copies pages [skip, skip + limit) of this CTA's share of `u` through the idle ring slots (see
-// above; the host's `kernels::warm_slot` mirrors the slot choice for its tests) and waits for
-// them. `flagged`: stop when warm_stop_flag is set; otherwise start only once this CTA's own
+// above) and waits for them. `flagged`: stop when warm_stop_flag is set; otherwise start only once this CTA's own
 // `count` pages have landed.
 template <typename Work>
 __device__ void warm_l2(const Work& work, const Stream& s, const Matvec& u, int count, int skip, int limit,
@@ -564,13 +595,13 @@ __device__ void warm_l2(const Work& work, const Stream& s, const Matvec& u, int 
         ring_slot(s, count - 1, slot, lap);
         mbar_wait(&s.full[slot], lap & 1);
     }
-    const int nslots = min((CONSUMER_WARPS - count) * s.per_warp, WARM_DEPTH);
+    const int nslots = warm_slots(count, s.per_warp);
     int f, c;
     page_range(work, u, f, c);
     const unsigned half = (unsigned)(u.page_rows * u.k);  // bytes of half a gate/up page
     int j = skip;
     for (; j < c && j < skip + limit && !(flagged && *warm_stop_flag(s)); ++j) {
-        int n = j - skip, slot = count * s.per_warp + n % nslots, lap = n / nslots;
+        int n = j - skip, slot = warm_slot_of(count, s.per_warp, n), lap = warm_lap_of(count, s.per_warp, n);
         if (lap > 0) mbar_wait(&s.full[slot], (lap - 1) & 1);
         int chunk, row0;
         page_coords(u, f + j, chunk, row0);
@@ -581,7 +612,7 @@ __device__ void warm_l2(const Work& work, const Stream& s, const Matvec& u, int 
     }
     for (int i = max(skip, j - nslots); i < j; ++i) {
         int n = i - skip;
-        mbar_wait(&s.full[count * s.per_warp + n % nslots], (n / nslots) & 1);
+        mbar_wait(&s.full[warm_slot_of(count, s.per_warp, n)], warm_lap_of(count, s.per_warp, n) & 1);
     }
 }
 

@@ -297,6 +297,7 @@ pub fn model_checks(model: &mkc_ir::Model) -> String {
             st.ring_offset()
         );
     }
+    s += &rule_checks(model);
     let g = &model.geometry;
     s += &format!(
         "static_assert(kv_chunk_of({}u, {}, {}, {}) == {}, \"Rust and CUDA disagree on attention's KV chunk\");\n",
@@ -306,6 +307,125 @@ pub fn model_checks(model: &mkc_ir::Model) -> String {
         model.workload.max_seq_len,
         attention_chunk(model)
     );
+    s
+}
+
+/// Checks of the kernels' other `constexpr` rules against the catalogue's, at the values this
+/// model's build uses: the build's warp count and warming depth, every stream's byte offsets,
+/// the CTA task runs and residual shares of every matvec (at the grids of 1 CTA, 132 CTAs and
+/// one per task, and a prime in between), and the ring and warming slots of every stream.
+fn rule_checks(model: &mkc_ir::Model) -> String {
+    use mkc_catalogue::{consumer_warps, cta_tasks, ring_slot, stream, warm_depth, warm_slot};
+    let mut s = String::new();
+    let mut check = |expr: String, want: i64, what: &str| {
+        s += &format!(
+            "static_assert({expr} == {want}, \"Rust and CUDA disagree on the {what}\");\n"
+        );
+    };
+    let t = &model.tuning;
+    let warps = consumer_warps(t);
+    let depth = warm_depth(t);
+    check("CONSUMER_WARPS".into(), warps as i64, "consumer warps");
+    check("WARM_DEPTH".into(), depth as i64, "warming depth");
+    check(
+        "empty_offset()".into(),
+        mkc_catalogue::Stream::EMPTY_OFFSET as i64,
+        "empty barriers' offset",
+    );
+    check(
+        "norm_bar_offset()".into(),
+        mkc_catalogue::Stream::NORM_BAR_OFFSET as i64,
+        "norm barrier's offset",
+    );
+    check(
+        "x_offset()".into(),
+        mkc_catalogue::Stream::X_OFFSET as i64,
+        "input vector's offset",
+    );
+    let hidden = model.geometry.hidden;
+    for kind in mkc_ir::work::MATVECS {
+        let Some(st) = stream(model, kind) else {
+            continue;
+        };
+        let name = kind.name();
+        let (x, norm) = (st.x_len, st.norm_len);
+        check(
+            format!("norm_offset({x})"),
+            st.norm_offset() as i64,
+            &format!("norm weights' offset of {name}"),
+        );
+        check(
+            format!("scratch_offset({x}, {norm})"),
+            st.scratch_offset() as i64,
+            &format!("scratch offset of {name}"),
+        );
+        let tasks = st.work.tasks();
+        let mut grids = vec![1, 97.min(tasks), 132.min(tasks), tasks];
+        grids.dedup();
+        for g in grids {
+            for b in [0, g / 2, g - 1] {
+                let (first, count) = cta_tasks(tasks, g, b);
+                let what = format!("task run of CTA {b} of {g} of {name}");
+                check(format!("run_start({b}, {tasks}, {g})"), first as i64, &what);
+                check(
+                    format!("run_start({}, {tasks}, {g})", b + 1),
+                    (first + count) as i64,
+                    &what,
+                );
+                check(
+                    format!("run_start32({b}u, {tasks}u, {g}u)"),
+                    first as i64,
+                    &what,
+                );
+            }
+        }
+        for task in [0, 1, tasks / 3, tasks / 2, tasks - 1] {
+            let (lo, hi) = mkc_ir::work::residual_share(task, tasks, hidden);
+            let what = format!("residual share of task {task} of {name}");
+            let groups = hidden.div_ceil(4);
+            check(
+                format!("share_start({task}u, {groups}u, {tasks}u, {hidden})"),
+                lo as i64,
+                &what,
+            );
+            check(
+                format!("share_start({}u, {groups}u, {tasks}u, {hidden})", task + 1),
+                hi as i64,
+                &what,
+            );
+        }
+        let per_warp = st.slots_per_warp();
+        for i in [
+            0,
+            1,
+            warps - 1,
+            warps,
+            warps * per_warp,
+            3 * warps * per_warp + 1,
+        ] {
+            let (slot, lap) = ring_slot(i, per_warp, warps);
+            let what = format!("ring slot of page {i} of {name}");
+            check(format!("ring_slot_of({i}, {per_warp})"), slot as i64, &what);
+            check(format!("ring_lap_of({i}, {per_warp})"), lap as i64, &what);
+        }
+        for count in [1, warps / 2, warps - 1] {
+            for n in [0, 1, 2, 5] {
+                if let Some((slot, lap)) = warm_slot(count, per_warp, depth, warps, n) {
+                    let what = format!("warming slot {n} beside {count} pages of {name}");
+                    check(
+                        format!("warm_slot_of({count}, {per_warp}, {n})"),
+                        slot as i64,
+                        &what,
+                    );
+                    check(
+                        format!("warm_lap_of({count}, {per_warp}, {n})"),
+                        lap as i64,
+                        &what,
+                    );
+                }
+            }
+        }
+    }
     s
 }
 
@@ -388,13 +508,14 @@ mod tests {
         }
     }
 
-    /// NVRTC checks the shared-memory layout: a catalogue whose ring offset or KV chunk
-    /// disagrees with the kernels' rule fails to compile, naming the rule and the operator.
+    /// NVRTC checks the shared-memory layout and the work rules: a catalogue whose ring offset,
+    /// KV chunk, CTA task run, residual share, ring slot or warming depth disagrees with the
+    /// kernels' rule fails to compile, naming the rule and the operator.
     #[test]
     fn nvrtc_refuses_a_shared_memory_layout_that_disagrees_with_rust() {
         let m = mkc_ir::embedded::resolve_model("llama1b").unwrap();
         let checks = model_checks(&m);
-        assert_eq!(checks.matches("static_assert(").count(), 2 * 5 + 1);
+        assert!(checks.matches("static_assert(").count() > 2 * 5 + 1);
         let source = |checks: &str| {
             SOURCE
                 .replacen(MARKER, &model_header(&m), 1)
@@ -424,6 +545,26 @@ mod tests {
                         ),
                         "== 1, \"Rust and CUDA disagree on attention".to_string(),
                         "attention's KV chunk",
+                    ),
+                    (
+                        "== 0, \"Rust and CUDA disagree on the task run".to_string(),
+                        "== 1, \"Rust and CUDA disagree on the task run".to_string(),
+                        "task run of CTA 0 of 1 of qkv_rope",
+                    ),
+                    (
+                        "== 0, \"Rust and CUDA disagree on the residual share".to_string(),
+                        "== 4, \"Rust and CUDA disagree on the residual share".to_string(),
+                        "residual share of task 0 of qkv_rope",
+                    ),
+                    (
+                        "== 0, \"Rust and CUDA disagree on the ring slot".to_string(),
+                        "== 1, \"Rust and CUDA disagree on the ring slot".to_string(),
+                        "ring slot of page 0 of qkv_rope",
+                    ),
+                    (
+                        "== 2, \"Rust and CUDA disagree on the warming depth".to_string(),
+                        "== 3, \"Rust and CUDA disagree on the warming depth".to_string(),
+                        "warming depth",
                     ),
                 ] {
                     let bad = checks.replacen(&from, &to, 1);

@@ -24,6 +24,14 @@ pub const SMEM_PER_SM: u32 = 233_472;
 /// `carve_stream`): the full and empty mbarriers of every slot, then the norm mbarrier.
 const STREAM_X_OFFSET: u32 = 2 * MAX_SLOTS * 8 + 16;
 
+/// Pages in flight while a streaming kernel warms L2 (the source's `WARM_DEPTH` default).
+pub const WARM_DEPTH: u32 = 2;
+
+/// Pages in flight while warming L2 as built: [`WARM_DEPTH`], or `tuning.warm_depth` (0: off).
+pub fn warm_depth(t: &Tuning) -> u32 {
+    t.warm_depth.unwrap_or(WARM_DEPTH)
+}
+
 /// Fewest KV positions attention stages per chunk.
 const MIN_ATT_CHUNK: u32 = 128;
 
@@ -102,10 +110,27 @@ pub struct Stream {
 }
 
 impl Stream {
+    /// Where the empty mbarriers start (after every slot's full mbarrier).
+    pub const EMPTY_OFFSET: u32 = MAX_SLOTS * 8;
+    /// Where the norm mbarrier starts (after every slot's empty mbarrier).
+    pub const NORM_BAR_OFFSET: u32 = 2 * MAX_SLOTS * 8;
+    /// Where the staged input vector starts.
+    pub const X_OFFSET: u32 = STREAM_X_OFFSET;
+
+    /// Where the RMSNorm weights start: after the input vector.
+    pub fn norm_offset(&self) -> u32 {
+        STREAM_X_OFFSET + self.x_len * 4
+    }
+
+    /// Where the 64-float scratch starts: after the norm weights.
+    pub fn scratch_offset(&self) -> u32 {
+        self.norm_offset() + self.norm_len * 2
+    }
+
     /// Shared memory before the ring: barriers, input vector, norm weights, scratch (the
     /// source's `ring_offset`).
     pub fn ring_offset(&self) -> u32 {
-        (STREAM_X_OFFSET + self.x_len * 4 + self.norm_len * 2 + 64 * 4).div_ceil(128) * 128
+        (self.scratch_offset() + 64 * 4).div_ceil(128) * 128
     }
 
     /// Ring slots per consumer warp: as many as fit the streaming budget, at least one, at

@@ -9,8 +9,8 @@ pub mod layout;
 pub use launch::{cta_tasks, declared_resources, grid, GridShape, ResourceSource, Resources};
 pub use layout::{
     att_threads, attention_chunk, consumer_warps, dynamic_smem, page_range, prefetch_bytes,
-    ring_slot, stream, stream_threads, threads, warm_slot, Stream, ATT_THREADS, CONSUMER_WARPS,
-    MAX_SLOTS, SMEM_PER_CTA, SMEM_PER_SM,
+    ring_slot, stream, stream_threads, threads, warm_depth, warm_slot, Stream, ATT_THREADS,
+    CONSUMER_WARPS, MAX_SLOTS, SMEM_PER_CTA, SMEM_PER_SM, WARM_DEPTH,
 };
 
 use mkc_ir::OpKind;
