@@ -36,7 +36,8 @@ pub(crate) fn matvec(w: &[u16], x: &[f32], rows: usize) -> Vec<f32> {
         .collect()
 }
 
-fn rmsnorm(x: &[f32], w: &[u16], eps: f32) -> Vec<f32> {
+/// RMSNorm of `x` with bf16 weights `w`.
+pub(crate) fn rmsnorm(x: &[f32], w: &[u16], eps: f32) -> Vec<f32> {
     let ss: f32 = x.iter().map(|v| v * v).sum::<f32>() / x.len() as f32;
     let inv = 1.0 / (ss + eps).sqrt();
     x.iter().zip(w).map(|(v, &g)| v * inv * bf2f(g)).collect()

@@ -80,7 +80,7 @@ impl Runner {
 
     /// Launches one grid of a chain on the runner's stream (captured when a capture is open),
     /// exactly as its plan says.
-    fn launch(&self, grid: &GridLaunch) -> Result<(), BackendError> {
+    pub(super) fn launch(&self, grid: &GridLaunch) -> Result<(), BackendError> {
         let GridLaunch {
             f: (_, f),
             shape,

@@ -8,7 +8,8 @@
 //!
 //! Modules: `device` (context, buffers, events), `abi` (the kernels' parameter structs),
 //! `setup` (compile, load, allocate, fill), `launch` (grids and graph capture), `run` (the
-//! workload under a watchdog, timings), `trace` (CTA phase traces), `ablate` (chains with one
+//! workload under a watchdog, timings), `operators` (each operator kernel alone on random
+//! inputs against the CPU), `trace` (CTA phase traces), `ablate` (chains with one
 //! kind of dependent work removed), `info` (driver figures), `probe` (hardware facts:
 //! co-residency, latency under load, L2 as a weight source).
 
@@ -16,6 +17,7 @@ mod ablate;
 mod device;
 mod info;
 mod launch;
+mod operators;
 mod probe;
 mod run;
 mod setup;
@@ -27,6 +29,7 @@ use mkc_ir::Model;
 pub use device::Gpu;
 pub use info::loaded_kernel_info;
 pub use launch::StepGraph;
+pub use operators::{OperatorCheck, OutputCheck, OPERATOR_TOLERANCE};
 pub use probe::{
     chase_cycle, occupancy_kernels, probe_coresidency, probe_l2, probe_latency, probe_matvec,
     probe_occupancy, KernelShape, L2Probe, L2Row, L2Warmed, LatencyProbe, LoadedLatency, MatvecRow,

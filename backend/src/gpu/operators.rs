@@ -1,0 +1,405 @@
+//! Each operator kernel alone: its grid, as the plan launches it, run once on fresh random
+//! inputs in every buffer it reads, with every buffer it writes poisoned (all bits set: NaN in
+//! f32 and bf16), and each output compared with the same operator computed on the CPU from the
+//! same inputs and weights. A full step can hide an operator's fault behind a later one (a
+//! wrong row the next norm smooths over, a partial block nobody reads); one operator at a time
+//! cannot.
+
+use std::time::{Duration, Instant};
+
+use cudarc::driver::{result, sys};
+use mkc_ir::OpKind;
+use mkc_scheduler::Schedule;
+
+use super::device::STALLED;
+use super::launch::{op_fn, GridLaunch};
+use super::Runner;
+use crate::error::{check, BackendError};
+use crate::reference::{argmax_margin, matvec, rel_l2, rmsnorm};
+use crate::weights::{bf2f, f2bf, HostWeights, LayerTensor};
+
+/// Relative L2 error an output may have: the CPU sums in another order (and RoPE's angle,
+/// SiLU's and softmax's exponentials differ in the last bits); a wrong row, index or block is
+/// off by order one.
+pub const OPERATOR_TOLERANCE: f64 = 1e-3;
+
+/// One output buffer of one operator run alone.
+#[derive(Clone, Debug)]
+pub struct OutputCheck {
+    /// The buffer (`qkv`, `k_cache[pos]`, `o_part`, ...).
+    pub buffer: &'static str,
+    /// Relative L2 error against the CPU.
+    pub rel_l2: f64,
+    /// Elements still poisoned after the run (rows the kernel should have written and did not).
+    pub unwritten: usize,
+}
+
+impl OutputCheck {
+    /// Every element written and within [`OPERATOR_TOLERANCE`].
+    pub fn passed(&self) -> bool {
+        self.unwritten == 0 && self.rel_l2.is_finite() && self.rel_l2 <= OPERATOR_TOLERANCE
+    }
+}
+
+/// One operator's grid run alone.
+#[derive(Clone, Debug)]
+pub struct OperatorCheck {
+    /// Operator label (`L1.qkv_rope`).
+    pub operator: String,
+    /// The grid's CTAs.
+    pub ctas: u32,
+    /// Its outputs.
+    pub outputs: Vec<OutputCheck>,
+}
+
+impl OperatorCheck {
+    /// Every output passed.
+    pub fn passed(&self) -> bool {
+        self.outputs.iter().all(OutputCheck::passed)
+    }
+}
+
+/// splitmix64: the inputs' generator (any seed gives fresh, reproducible inputs).
+struct Inputs(u64);
+
+impl Inputs {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// `n` floats uniform in [-scale, scale).
+    fn floats(&mut self, n: usize, scale: f32) -> Vec<f32> {
+        (0..n)
+            .map(|_| ((self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale)
+            .collect()
+    }
+}
+
+fn upload<T>(ptr: u64, data: &[T], what: &str) -> Result<(), BackendError> {
+    // SAFETY: every caller passes a live device buffer at least `data`'s size.
+    check(
+        unsafe { result::memcpy_htod_sync(ptr, data) },
+        "cuMemcpyHtoD",
+        what,
+    )
+}
+
+fn download<T: Copy + Default>(ptr: u64, n: usize, what: &str) -> Result<Vec<T>, BackendError> {
+    let mut out = vec![T::default(); n];
+    // SAFETY: every caller passes a live device buffer of at least n elements of T.
+    check(
+        unsafe { result::memcpy_dtoh_sync(&mut out, ptr) },
+        "cuMemcpyDtoH",
+        what,
+    )?;
+    Ok(out)
+}
+
+fn poison(ptr: u64, bytes: usize, what: &str) -> Result<(), BackendError> {
+    // SAFETY: every caller passes a live device buffer of at least `bytes` bytes.
+    check(
+        unsafe { sys::cuMemsetD8_v2(ptr, 0xFF, bytes).result() },
+        "cuMemsetD8",
+        what,
+    )
+}
+
+/// An f32 output against the CPU's.
+fn compare(buffer: &'static str, got: &[f32], want: &[f32]) -> OutputCheck {
+    OutputCheck {
+        buffer,
+        rel_l2: rel_l2(got, want),
+        unwritten: got.iter().filter(|v| v.to_bits() == u32::MAX).count(),
+    }
+}
+
+/// `y[r] = sum_j W[r][col0 + j] x[j]` for `rows` rows of a row-major bf16 W with `ld` columns.
+fn matvec_cols(w: &[u16], ld: usize, col0: usize, x: &[f32], rows: usize) -> Vec<f32> {
+    (0..rows)
+        .map(|r| {
+            let row = &w[r * ld + col0..r * ld + col0 + x.len()];
+            row.iter().zip(x).map(|(&a, &b)| bf2f(a) * b).sum()
+        })
+        .collect()
+}
+
+/// The residual stream an operator stages: `base` plus the partial blocks.
+fn residual(base: &[f32], parts: &[f32]) -> Vec<f32> {
+    let n = base.len();
+    (0..n)
+        .map(|i| base[i] + parts.chunks(n).map(|p| p[i]).sum::<f32>())
+        .collect()
+}
+
+impl Runner {
+    /// Runs every operator kernel alone (QKV at layers 0 and 1, the others at layer 1, the LM
+    /// head) on inputs drawn from `seed`, at a position past attention's first KV chunk, and
+    /// checks each against the CPU. `host` must be the weights the runner was filled with;
+    /// `schedule` is a chain plan for this GPU (its grids are launched without PDL).
+    pub fn check_operators(
+        &self,
+        schedule: &Schedule,
+        host: &HostWeights,
+        seed: u64,
+        watchdog: Duration,
+    ) -> Result<Vec<OperatorCheck>, BackendError> {
+        let m = &self.model;
+        let g = &m.geometry;
+        let (hidden, inter, hd) = (
+            g.hidden as usize,
+            g.intermediate as usize,
+            g.head_dim as usize,
+        );
+        let (q_dim, kv_dim) = (m.q_dim() as usize, m.kv_dim() as usize);
+        let (kv_heads, max_seq) = (g.kv_heads as usize, m.workload.max_seq_len as usize);
+        let s_attn = m.lowering.vtp_shards.attention_o_proj as usize;
+        let s_down = m.lowering.vtp_shards.up_gate_down as usize;
+        let eps = g.norm_eps as f32;
+        let layer = 1.min(self.layers.len() - 1);
+        let pos = (mkc_catalogue::attention_chunk(m) as usize + 37).min(max_seq - 2);
+        let mut rng = Inputs(seed);
+        let shapes = crate::launch_plan::launch_plan(schedule, m)?;
+        let mut out = Vec::new();
+
+        let cases: Vec<(OpKind, usize)> = vec![
+            (OpKind::QkvRope, 0),
+            (OpKind::QkvRope, layer),
+            (OpKind::Attention, layer),
+            (OpKind::OProj, layer),
+            (OpKind::UpGate, layer),
+            (OpKind::Down, layer),
+            (OpKind::LmHead, self.layers.len() - 1),
+        ];
+        self.set_position(pos as u32)?;
+        for (kind, l) in cases {
+            let lay = self.layers[l];
+            let w = |t| host.layer(l, t);
+            let mut outputs = Vec::new();
+            let launch = |this: &Runner| -> Result<u32, BackendError> {
+                let mut shape = *shapes
+                    .iter()
+                    .find(|s| s.kind == kind && (kind == OpKind::LmHead || s.layer == l as u32))
+                    .ok_or_else(|| {
+                        BackendError::Unsupported(format!(
+                            "the plan has no {} grid for layer {l}",
+                            kind.name()
+                        ))
+                    })?;
+                // Alone: nothing to wait for, nothing to admit early.
+                shape.waits = false;
+                shape.pdl_attribute = false;
+                shape.early = false;
+                this.launch(&GridLaunch {
+                    f: op_fn(&this.funcs, kind)?,
+                    shape,
+                    trace: 0,
+                })?;
+                this.finish_within(shape.entry, watchdog)?;
+                Ok(shape.ctas)
+            };
+            let ctas;
+            match kind {
+                OpKind::QkvRope => {
+                    let x = if lay.prev_mid == 0 {
+                        let token = (rng.next() % g.vocab as u64) as u32;
+                        let mut tokens = vec![0u64; max_seq + 1];
+                        tokens[pos] = (0xFFFF_FFFFu64 << 32) | (0xFFFF_FFFF - token) as u64;
+                        upload(self.globals.tokens, &tokens, "tokens")?;
+                        let e = host.embed();
+                        e[token as usize * hidden..(token as usize + 1) * hidden]
+                            .iter()
+                            .map(|&b| bf2f(b))
+                            .collect::<Vec<f32>>()
+                    } else {
+                        let mid = rng.floats(hidden, 1.0);
+                        let parts = rng.floats(s_down * hidden, 0.5);
+                        upload(lay.prev_mid, &mid, "prev_mid")?;
+                        upload(lay.prev_part, &parts, "prev_part")?;
+                        residual(&mid, &parts)
+                    };
+                    poison(lay.x_in, hidden * 4, "x_in")?;
+                    poison(lay.qkv, (q_dim + 2 * kv_dim) * 4, "qkv")?;
+                    for c in [lay.k_cache, lay.v_cache] {
+                        for h in 0..kv_heads {
+                            poison(c + (((h * max_seq + pos) * hd) * 2) as u64, hd * 2, "cache")?;
+                        }
+                    }
+                    ctas = launch(self)?;
+                    let xn = rmsnorm(&x, w(LayerTensor::Norm1), eps);
+                    let mut qkv = matvec(w(LayerTensor::Qkv), &xn, q_dim + 2 * kv_dim);
+                    for r in (0..q_dim + kv_dim).step_by(2) {
+                        let freq = m.rope_freq(((r % hd) / 2) as u32);
+                        let (sn, cs) = (pos as f32 * freq).sin_cos();
+                        let (a, b) = (qkv[r], qkv[r + 1]);
+                        qkv[r] = a * cs - b * sn;
+                        qkv[r + 1] = a * sn + b * cs;
+                    }
+                    outputs.push(compare("x_in", &download(lay.x_in, hidden, "x_in")?, &x));
+                    let got = download(lay.qkv, q_dim + 2 * kv_dim, "qkv")?;
+                    outputs.push(compare("qkv", &got, &qkv));
+                    for (name, c, off) in [
+                        ("k_cache[pos]", lay.k_cache, q_dim),
+                        ("v_cache[pos]", lay.v_cache, q_dim + kv_dim),
+                    ] {
+                        let (mut got, mut want) = (Vec::new(), Vec::new());
+                        for h in 0..kv_heads {
+                            let at = c + (((h * max_seq + pos) * hd) * 2) as u64;
+                            let row: Vec<u16> = download(at, hd, name)?;
+                            got.extend(row.iter().map(|&b| {
+                                if b == u16::MAX {
+                                    f32::from_bits(u32::MAX)
+                                } else {
+                                    bf2f(b)
+                                }
+                            }));
+                            want.extend((0..hd).map(|d| bf2f(f2bf(qkv[off + h * hd + d]))));
+                        }
+                        outputs.push(compare(name, &got, &want));
+                    }
+                }
+                OpKind::Attention => {
+                    let qkv = rng.floats(q_dim + 2 * kv_dim, 2.0);
+                    upload(lay.qkv, &qkv, "qkv")?;
+                    let mut caches = Vec::new();
+                    for (c, name) in [(lay.k_cache, "k_cache"), (lay.v_cache, "v_cache")] {
+                        let vals: Vec<u16> = rng
+                            .floats(kv_heads * max_seq * hd, 1.0)
+                            .into_iter()
+                            .map(f2bf)
+                            .collect();
+                        upload(c, &vals, name)?;
+                        caches.push(vals);
+                    }
+                    poison(lay.attn, q_dim * 4, "attn")?;
+                    ctas = launch(self)?;
+                    let gq = (g.heads / g.kv_heads) as usize;
+                    let scale = 1.0 / (hd as f32).sqrt();
+                    let mut want = vec![0f32; q_dim];
+                    for h in 0..g.heads as usize {
+                        let kvh = h / gq;
+                        let q = &qkv[h * hd..(h + 1) * hd];
+                        let at = |p: usize, d: usize| (kvh * max_seq + p) * hd + d;
+                        let scores: Vec<f32> = (0..=pos)
+                            .map(|p| {
+                                (0..hd).map(|d| q[d] * bf2f(caches[0][at(p, d)])).sum::<f32>()
+                                    * scale
+                            })
+                            .collect();
+                        let mx = scores.iter().cloned().fold(f32::MIN, f32::max);
+                        let e: Vec<f32> = scores.iter().map(|s| (s - mx).exp()).collect();
+                        let sum: f32 = e.iter().sum();
+                        for d in 0..hd {
+                            want[h * hd + d] = (0..=pos)
+                                .map(|p| e[p] / sum * bf2f(caches[1][at(p, d)]))
+                                .sum();
+                        }
+                    }
+                    outputs.push(compare("attn", &download(lay.attn, q_dim, "attn")?, &want));
+                }
+                OpKind::OProj | OpKind::Down => {
+                    let (input, part, k_total, splits, wt) = if kind == OpKind::OProj {
+                        (lay.attn, lay.o_part, q_dim, s_attn, LayerTensor::O)
+                    } else {
+                        (lay.h, lay.d_part, inter, s_down, LayerTensor::Down)
+                    };
+                    let x = rng.floats(k_total, 1.0);
+                    upload(input, &x, "input")?;
+                    poison(part, splits * hidden * 4, "partials")?;
+                    ctas = launch(self)?;
+                    let k = k_total / splits;
+                    let want: Vec<f32> = (0..splits)
+                        .flat_map(|c| matvec_cols(w(wt), k_total, c * k, &x[c * k..(c + 1) * k], hidden))
+                        .collect();
+                    let name = if kind == OpKind::OProj { "o_part" } else { "d_part" };
+                    outputs.push(compare(name, &download(part, splits * hidden, name)?, &want));
+                }
+                OpKind::UpGate => {
+                    let base = rng.floats(hidden, 1.0);
+                    let parts = rng.floats(s_attn * hidden, 0.5);
+                    upload(lay.x_in, &base, "x_in")?;
+                    upload(lay.o_part, &parts, "o_part")?;
+                    poison(lay.x_mid, hidden * 4, "x_mid")?;
+                    poison(lay.h, inter * 4, "h")?;
+                    ctas = launch(self)?;
+                    let x = residual(&base, &parts);
+                    let xn = rmsnorm(&x, w(LayerTensor::Norm2), eps);
+                    let gate = matvec(w(LayerTensor::Gate), &xn, inter);
+                    let up = matvec(w(LayerTensor::Up), &xn, inter);
+                    let h: Vec<f32> = gate
+                        .iter()
+                        .zip(&up)
+                        .map(|(g, u)| g / (1.0 + (-g).exp()) * u)
+                        .collect();
+                    outputs.push(compare("x_mid", &download(lay.x_mid, hidden, "x_mid")?, &x));
+                    outputs.push(compare("h", &download(lay.h, inter, "h")?, &h));
+                }
+                OpKind::LmHead => {
+                    let base = rng.floats(hidden, 1.0);
+                    let parts = rng.floats(s_down * hidden, 0.5);
+                    upload(self.globals.final_mid, &base, "final_mid")?;
+                    upload(self.globals.final_part, &parts, "final_part")?;
+                    let vocab = g.vocab as usize;
+                    poison(self.globals.logits, vocab * 4, "logits")?;
+                    upload(self.globals.tokens, &vec![0u64; max_seq + 1], "tokens")?;
+                    ctas = launch(self)?;
+                    let x = residual(&base, &parts);
+                    let xn = rmsnorm(&x, host.final_norm(), eps);
+                    let want = matvec(host.lm_head(), &xn, vocab);
+                    let got = download(self.globals.logits, vocab, "logits")?;
+                    outputs.push(compare("logits", &got, &want));
+                    // The fused argmax: the token of the largest logit the GPU computed.
+                    let tokens: Vec<u64> = download(self.globals.tokens, max_seq + 1, "tokens")?;
+                    let token = 0xFFFF_FFFF - (tokens[pos + 1] & 0xFFFF_FFFF) as u32;
+                    let (best, _) = argmax_margin(&got);
+                    outputs.push(OutputCheck {
+                        buffer: "tokens[pos + 1] (argmax)",
+                        rel_l2: if token as usize == best { 0.0 } else { 1.0 },
+                        unwritten: usize::from(tokens[pos + 1] == 0),
+                    });
+                }
+            }
+            let label = match kind {
+                OpKind::LmHead => "lm_head".to_string(),
+                _ => format!("L{l}.{}", kind.name()),
+            };
+            out.push(OperatorCheck {
+                operator: label,
+                ctas,
+                outputs,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Waits for the runner's stream, or stops with a watchdog error after `limit`.
+    fn finish_within(&self, what: &str, limit: Duration) -> Result<(), BackendError> {
+        let started = Instant::now();
+        loop {
+            // SAFETY: the stream belongs to this runner.
+            match unsafe { sys::cuStreamQuery(self.stream) } {
+                sys::CUresult::CUDA_SUCCESS => return Ok(()),
+                sys::CUresult::CUDA_ERROR_NOT_READY => {}
+                e => {
+                    return Err(BackendError::Cuda {
+                        call: "cuStreamQuery",
+                        context: what.to_string(),
+                        error: format!("{e:?}"),
+                    })
+                }
+            }
+            if started.elapsed() > limit {
+                STALLED.store(true, std::sync::atomic::Ordering::SeqCst);
+                return Err(BackendError::Watchdog {
+                    target: what.to_string(),
+                    pos: 0,
+                    seconds: limit.as_secs_f64(),
+                });
+            }
+            std::thread::sleep(Duration::from_micros(20));
+        }
+    }
+}
