@@ -251,10 +251,9 @@ pub struct SimulateArgs {
     /// Also simulate every decode step of the workload (KV length growing).
     #[arg(long)]
     pub trajectory: bool,
-    /// Use the CUDA backend's compiled kernel resources (NVRTC; no GPU needed) instead of the
-    /// operator catalogue's declared ones for the pdl and graph grids.
-    #[arg(long)]
-    pub compiled_kernels: bool,
+    /// Where the pdl and graph grids' registers and static shared memory come from.
+    #[arg(long, value_enum, default_value_t = ResourcesArg::Auto)]
+    pub resources: ResourcesArg,
     /// Print one JSON object (`schema`, and `targets` keyed by target name).
     #[arg(long)]
     pub json: bool,
@@ -264,7 +263,7 @@ pub struct SimulateArgs {
     /// Run a what-if sweep from this RON spec instead (see the README); the spec's lists
     /// replace the target, trigger, policy and what-if flags.
     #[arg(long, conflicts_with_all = ["target", "trigger", "coresidency", "phase_release",
-        "policy", "json", "trace", "trajectory", "compiled_kernels"])]
+        "policy", "json", "trace", "trajectory"])]
     pub sweep: Option<PathBuf>,
     /// Where the sweep's CSV goes (default: stdout).
     #[arg(long, requires = "sweep")]
@@ -302,6 +301,19 @@ pub struct OccupancyArgs {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Where a chain plan's grid resources come from.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResourcesArg {
+    /// The compiled kernels' where NVRTC is installed (compiled once per build, ~10 s, then
+    /// read from the cache), the catalogue's declared values otherwise.
+    Auto,
+    /// The operator catalogue's declared values (a test keeps them equal to the default
+    /// build's).
+    Declared,
+    /// The compiled kernels' (NVRTC, no GPU needed); an error where NVRTC is missing.
+    Compiled,
 }
 
 /// Execution target.
@@ -392,10 +404,9 @@ pub struct CompileArgs {
     /// Print one JSON object with the summary instead of the table.
     #[arg(long)]
     pub summary_json: bool,
-    /// Chain targets: the grids' registers and static shared memory from the compiled kernels
-    /// (NVRTC, no GPU needed; ~10 s) instead of the operator catalogue's declared values.
-    #[arg(long)]
-    pub compiled_kernels: bool,
+    /// Where the pdl and graph grids' registers and static shared memory come from.
+    #[arg(long, value_enum, default_value_t = ResourcesArg::Auto)]
+    pub resources: ResourcesArg,
     /// Re-verify the schedule with the independent checker.
     #[arg(long)]
     pub verify: bool,

@@ -618,3 +618,65 @@ fn compiled_schedules_are_read_back() {
         stderr(&o)
     );
 }
+
+#[test]
+fn chain_plans_take_the_compiled_resources_where_nvrtc_is_installed() {
+    let cache = scratch("resource-cache");
+    // The grids of the plan `--resources R` writes: (resources, registers) of each.
+    let run = |resources: &str| -> Result<Vec<(String, u64)>, String> {
+        let file = scratch(&format!("resources-{resources}.json"));
+        let out = Command::new(env!("CARGO_BIN_EXE_mkc"))
+            .args([
+                "compile",
+                "llama1b",
+                "--target",
+                "pdl",
+                "--resources",
+                resources,
+                "-o",
+            ])
+            .arg(&file)
+            .env("XDG_CACHE_HOME", &cache)
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        Ok(v["plan"]["chain"]["kernels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| {
+                (
+                    k["resources"].as_str().unwrap().to_string(),
+                    k["registers"].as_u64().unwrap(),
+                )
+            })
+            .collect())
+    };
+    let declared = run("declared").unwrap();
+    assert!(declared.iter().all(|(r, _)| r == "declared"));
+    let auto = run("auto").unwrap();
+    match run("compiled") {
+        Ok(compiled) => {
+            assert!(compiled.iter().all(|(r, _)| r == "compiled"));
+            assert_eq!(auto, compiled, "auto uses NVRTC where it is installed");
+            // The default build's declared registers are its compiled ones (a backend test).
+            let regs = |v: &[(String, u64)]| v.iter().map(|(_, g)| *g).collect::<Vec<_>>();
+            assert_eq!(regs(&compiled), regs(&declared));
+            // One build, one cache entry, read back by every later run.
+            assert_eq!(std::fs::read_dir(cache.join("mkc")).unwrap().count(), 1);
+            assert_eq!(run("auto").unwrap(), compiled);
+        }
+        Err(err) => {
+            assert!(err.contains("NVRTC"), "{err}");
+            assert_eq!(
+                auto, declared,
+                "auto falls back to the declared resources without NVRTC"
+            );
+            eprintln!("SKIPPED the compiled half: no NVRTC library found");
+        }
+    }
+}

@@ -8,7 +8,7 @@ use std::ffi::{c_char, CString};
 
 use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys};
 use mkc_ir::{Model, Tuning};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::BackendError;
 
@@ -27,7 +27,7 @@ pub fn threads_of(t: &Tuning, name: &str) -> u32 {
 }
 
 /// What ptxas reported about one kernel, and the launch shape mkc uses.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelInfo {
     /// Entry point.
     pub name: String,
@@ -121,6 +121,18 @@ fn compile_with(
     traced: bool,
     defines: &[(&str, u32)],
 ) -> Result<Compiled, BackendError> {
+    let (text, options) = build_inputs(model, traced, defines)?;
+    compile_text(&text, c"mkc.cu", arch, options, &model.tuning)
+}
+
+/// The source NVRTC compiles for `model` (its generated header and checks in place) and the
+/// options its tuning adds: everything a build's figures depend on besides the architecture
+/// and the compiler.
+fn build_inputs(
+    model: &Model,
+    traced: bool,
+    defines: &[(&str, u32)],
+) -> Result<(String, Vec<String>), BackendError> {
     let tuning = &model.tuning;
     // An edited copy of the source, to try a change without rebuilding (the figures printed
     // then belong to that source).
@@ -141,7 +153,62 @@ fn compile_with(
         options.push("-DMKC_TRACE".to_string());
     }
     options.extend(defines.iter().map(|(name, v)| format!("-D{name}={v}")));
-    compile_text(&text, c"mkc.cu", arch, options, tuning)
+    Ok((text, options))
+}
+
+/// The default build's per-kernel figures for `model` on `arch`, read from `cache` when this
+/// exact build (source with its generated header, options, architecture, NVRTC version) was
+/// compiled before, else compiled now (~10 s) and stored there. `None` where NVRTC is not
+/// installed or reports no figures, or where the kernels cannot run the model: the plan then
+/// keeps the catalogue's declared resources. A cache that cannot be read or written is only
+/// slower.
+pub fn cached_figures(
+    arch: &str,
+    model: &Model,
+    cache: Option<&std::path::Path>,
+) -> Result<Option<Vec<KernelInfo>>, BackendError> {
+    // SAFETY: probing for the library has no preconditions.
+    if check_model(model).is_err() || !unsafe { nvrtc_sys::is_culib_present() } {
+        return Ok(None);
+    }
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: both pointers are valid for writes.
+    unsafe { nvrtc_sys::nvrtcVersion(&mut major, &mut minor) };
+    let (text, options) = build_inputs(model, false, &[])?;
+    let key = [
+        text.as_str(),
+        arch,
+        &options.join(" "),
+        &format!("{major}.{minor}"),
+    ]
+    .iter()
+    .flat_map(|part| part.bytes().chain([0]))
+    .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    let file = cache.map(|dir| dir.join(format!("kernels-{key:016x}.json")));
+    if let Some(found) = file
+        .as_ref()
+        .and_then(|f| std::fs::read_to_string(f).ok())
+        .and_then(|t| serde_json::from_str::<Vec<KernelInfo>>(&t).ok())
+    {
+        return Ok(Some(found));
+    }
+    let compiled = compile_text(&text, c"mkc.cu", arch, options, &model.tuning)?;
+    if compiled.kernels.is_empty() {
+        return Ok(None);
+    }
+    if let (Some(f), Ok(json)) = (&file, serde_json::to_string(&compiled.kernels)) {
+        if let Some(dir) = f.parent() {
+            std::fs::create_dir_all(dir).ok();
+        }
+        // Written aside and renamed, so that a concurrent reader sees all of it or nothing.
+        let aside = f.with_extension(format!("{}.tmp", std::process::id()));
+        if std::fs::write(&aside, json).is_ok() && std::fs::rename(&aside, f).is_err() {
+            std::fs::remove_file(&aside).ok();
+        }
+    }
+    Ok(Some(compiled.kernels))
 }
 
 /// The probes' source (`mkc probe coresidency|latency|l2`).

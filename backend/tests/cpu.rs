@@ -168,10 +168,22 @@ fn changed_kernels<'a>(base: &kernels::Compiled, other: &kernels::Compiled) -> V
 /// the O-projection's alone (`warm_o: 0`) changes the O-projection only.
 #[test]
 fn l2_warming_changes_only_the_o_projection_and_qkv() {
+    // The knobs as data (the generated footer checks the build's WARM_DEPTH against them).
+    let tuned = |t: mkc_ir::Tuning| {
+        let mut m = llama1b();
+        m.tuning = t;
+        kernels::compile("sm_90a", &m)
+    };
     let compiled = (
         kernels::compile("sm_90a", &llama1b()),
-        kernels::compile_with_defines("sm_90a", &llama1b(), &[("WARM_DEPTH", 0)]),
-        kernels::compile_with_defines("sm_90a", &llama1b(), &[("WARM_O", 0)]),
+        tuned(mkc_ir::Tuning {
+            warm_depth: Some(0),
+            ..mkc_ir::Tuning::default()
+        }),
+        tuned(mkc_ir::Tuning {
+            warm_o: Some(0),
+            ..mkc_ir::Tuning::default()
+        }),
     );
     let (on, off, o_off) = match compiled {
         (Err(mkc_backend::BackendError::NoNvrtc), _, _) => {

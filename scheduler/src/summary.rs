@@ -256,7 +256,7 @@ impl Summary {
                 if k.resources == "compiled" {
                     "compiled (NVRTC)"
                 } else {
-                    "declared by the operator catalogue (--compiled-kernels: NVRTC's)"
+                    "declared by the operator catalogue (NVRTC not used: --resources)"
                 }
             );
         }

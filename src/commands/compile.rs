@@ -1,9 +1,9 @@
 //! `mkc compile`: model file -> task DAG -> schedule, with a summary.
 
-use mkc_scheduler::{check, CompileOptions, IlpOptions, Policy, Trigger};
+use mkc_scheduler::{check, CompileOptions, IlpOptions, Policy, Target, Trigger};
 
 use super::CommandError;
-use crate::cli::{CompileArgs, FormatArg};
+use crate::cli::{CompileArgs, FormatArg, ResourcesArg};
 
 /// Converts the CLI's options into the scheduler's, refusing flags the target would ignore.
 fn options(args: &CompileArgs) -> Result<CompileOptions, CommandError> {
@@ -32,15 +32,25 @@ fn options(args: &CompileArgs) -> Result<CompileOptions, CommandError> {
 pub fn run(args: CompileArgs) -> Result<(), CommandError> {
     let opts = options(&args)?;
     let (model, device) = args.setup.resolve(&[opts.target])?;
-    let mut compiled = mkc_scheduler::compile(&model, &device, &opts);
-    if args.compiled_kernels {
-        if compiled.schedule.chain().is_none() {
-            return Err(CommandError::Input(
-                "--compiled-kernels applies to the chain targets (pdl, graph). Fix: drop it."
-                    .into(),
-            ));
-        }
-        let (found, _) = super::kernels::built_kernel_figures("sm_90a", &model)?;
+    let chain = opts.target != Target::Persistent;
+    if !chain && args.resources == ResourcesArg::Compiled {
+        return Err(CommandError::Input(
+            "--resources compiled applies to the chain targets (pdl, graph): no persistent \
+             kernel is compiled yet. Fix: drop it."
+                .into(),
+        ));
+    }
+    // The kernels' figures (loading NVRTC, or compiling on a cache miss) on a second thread,
+    // beside the lowering and scheduling.
+    let (mut compiled, found) = std::thread::scope(|scope| {
+        let figures =
+            chain.then(|| scope.spawn(|| super::kernels::resource_figures(args.resources, &model)));
+        let compiled = mkc_scheduler::compile(&model, &device, &opts);
+        let found = figures.map(|h| h.join().expect("the kernel figures' thread panicked"));
+        (compiled, found)
+    });
+    let found = found.transpose()?.flatten();
+    if let Some(found) = found {
         mkc_backend::kernels::apply_to_schedule(&mut compiled.schedule, &found);
         compiled.summary = mkc_scheduler::summary::Summary::new(
             &compiled.schedule,

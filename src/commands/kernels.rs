@@ -5,7 +5,7 @@ use mkc_ir::device::Arch;
 use mkc_simulator::occupancy::{occupancy, ArchRules, CtaResources};
 
 use super::CommandError;
-use crate::cli::KernelsArgs;
+use crate::cli::{KernelsArgs, ResourcesArg};
 
 /// Each kernel's figures and where they come from: the ptxas log, or, where NVRTC printed no
 /// statistics (seen on the lent H200 for a second compile of the same source), the driver's
@@ -33,7 +33,7 @@ pub fn kernel_figures(
 
 /// Builds the kernels for `model` on `arch` and returns their figures and where they come from;
 /// a model the kernels cannot run is refused naming the field, not handed to NVRTC. What
-/// `mkc kernels`, `compile --compiled-kernels` and `simulate --compiled-kernels` all read.
+/// `mkc kernels` reads, and `--resources compiled` where ptxas printed no figures.
 pub fn built_kernel_figures(
     arch: &str,
     model: &mkc_ir::Model,
@@ -41,6 +41,39 @@ pub fn built_kernel_figures(
     kernels::check_model(model)?;
     let compiled = kernels::compile(arch, model)?;
     kernel_figures(compiled, &model.tuning)
+}
+
+/// Where the compiled kernels' figures are cached: `$XDG_CACHE_HOME/mkc`, else
+/// `$HOME/.cache/mkc`; none when neither is set.
+fn cache_dir() -> Option<std::path::PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".cache")))?;
+    Some(base.join("mkc"))
+}
+
+/// The compiled kernels' figures for a chain plan of `model`, as `--resources` asks: none for
+/// `declared`; for `auto`, NVRTC's where it is installed and can build the model (cached by
+/// build), else none; for `compiled`, NVRTC's or an error saying why not.
+pub fn resource_figures(
+    choice: ResourcesArg,
+    model: &mkc_ir::Model,
+) -> Result<Option<Vec<kernels::KernelInfo>>, CommandError> {
+    match choice {
+        ResourcesArg::Declared => Ok(None),
+        ResourcesArg::Auto => Ok(kernels::cached_figures(
+            "sm_90a",
+            model,
+            cache_dir().as_deref(),
+        )?),
+        ResourcesArg::Compiled => {
+            kernels::check_model(model)?;
+            match kernels::cached_figures("sm_90a", model, cache_dir().as_deref())? {
+                Some(found) => Ok(Some(found)),
+                None => Ok(Some(built_kernel_figures("sm_90a", model)?.0)),
+            }
+        }
+    }
 }
 
 /// Runs `mkc kernels`.

@@ -5,7 +5,7 @@ use mkc_simulator::sweep::{self, SweepSpec};
 use mkc_simulator::{simulate, trace, SimOptions, SimReport};
 
 use super::CommandError;
-use crate::cli::{SimTargetArg, SimulateArgs};
+use crate::cli::{ResourcesArg, SimTargetArg, SimulateArgs};
 
 /// Runs `mkc simulate`.
 pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
@@ -60,10 +60,10 @@ pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
     let workload = args
         .trajectory
         .then_some((model.workload.prompt_len, model.workload.generate));
-    let compiled = if args.compiled_kernels {
-        Some(super::kernels::built_kernel_figures("sm_90a", &model)?.0)
-    } else {
-        None
+    let chain = targets.iter().any(|t| *t != Target::Persistent);
+    let compiled = match chain {
+        true => super::kernels::resource_figures(args.resources, &model)?,
+        false => None,
     };
     let mut reports: Vec<SimReport> = Vec::new();
     for target in targets {
@@ -110,7 +110,7 @@ fn run_schedule(args: &SimulateArgs, s: mkc_scheduler::Schedule) -> Result<(), C
             ("--tune", args.setup.tune.is_some()),
             ("--sweep", args.sweep.is_some()),
             ("--trajectory", args.trajectory),
-            ("--compiled-kernels", args.compiled_kernels),
+            ("--resources", args.resources != ResourcesArg::Auto),
         ],
     )?;
     if (args.coresidency || args.phase_release) && s.target == Target::Persistent {

@@ -285,7 +285,9 @@ impl Runner {
                         let at = |p: usize, d: usize| (kvh * max_seq + p) * hd + d;
                         let scores: Vec<f32> = (0..=pos)
                             .map(|p| {
-                                (0..hd).map(|d| q[d] * bf2f(caches[0][at(p, d)])).sum::<f32>()
+                                (0..hd)
+                                    .map(|d| q[d] * bf2f(caches[0][at(p, d)]))
+                                    .sum::<f32>()
                                     * scale
                             })
                             .collect();
@@ -312,10 +314,20 @@ impl Runner {
                     ctas = launch(self)?;
                     let k = k_total / splits;
                     let want: Vec<f32> = (0..splits)
-                        .flat_map(|c| matvec_cols(w(wt), k_total, c * k, &x[c * k..(c + 1) * k], hidden))
+                        .flat_map(|c| {
+                            matvec_cols(w(wt), k_total, c * k, &x[c * k..(c + 1) * k], hidden)
+                        })
                         .collect();
-                    let name = if kind == OpKind::OProj { "o_part" } else { "d_part" };
-                    outputs.push(compare(name, &download(part, splits * hidden, name)?, &want));
+                    let name = if kind == OpKind::OProj {
+                        "o_part"
+                    } else {
+                        "d_part"
+                    };
+                    outputs.push(compare(
+                        name,
+                        &download(part, splits * hidden, name)?,
+                        &want,
+                    ));
                 }
                 OpKind::UpGate => {
                     let base = rng.floats(hidden, 1.0);
