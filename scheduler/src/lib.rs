@@ -81,34 +81,41 @@ pub fn schedule_graph(
     let (policy, plan) = match options.target {
         Target::Persistent => {
             let cost = CostModel::new(&graph, device);
-            let lb = cost::lower_bound(&graph, &cost, sms);
             let (assignment, report) = assign(&graph, &cost, sms, options.policy, &options.ilp);
             ilp = report;
-            // The ILP policy is compared against the heuristics; others report themselves.
-            let compared: Vec<(Policy, Assignment)> = if options.policy == Policy::Ilp {
-                vec![
-                    (Policy::RoundRobin, policy::round_robin::assign(&graph, sms)),
-                    (Policy::List, policy::list::assign(&graph, &cost, sms)),
-                ]
-            } else {
-                Vec::new()
-            };
-            for (p, a) in compared
-                .iter()
-                .chain([(options.policy, assignment.clone())].iter())
-            {
-                let makespan = cost::evaluate(&graph, &cost, a, sms).makespan_ns;
-                estimates.push(PolicyEstimate {
-                    policy: p.name().to_string(),
-                    makespan_us: makespan / 1e3,
-                    gap: (makespan - lb) / lb,
-                });
-            }
+            // The streams and the cost-model figures (bound, estimates) are independent: the
+            // two run side by side.
+            let (plan, (lb, policy_estimates)) = std::thread::scope(|scope| {
+                let plan = scope.spawn(|| assignment.to_plan(&graph, sms, &model.lowering.kernel));
+                let lb = cost::lower_bound(&graph, &cost, sms);
+                // The ILP policy is compared against the heuristics; others report themselves.
+                let compared: Vec<(Policy, Assignment)> = if options.policy == Policy::Ilp {
+                    vec![
+                        (Policy::RoundRobin, policy::round_robin::assign(&graph, sms)),
+                        (Policy::List, policy::list::assign(&graph, &cost, sms)),
+                    ]
+                } else {
+                    Vec::new()
+                };
+                let estimates: Vec<PolicyEstimate> = compared
+                    .iter()
+                    .map(|(p, a)| (*p, a))
+                    .chain(std::iter::once((options.policy, &assignment)))
+                    .map(|(p, a)| {
+                        let makespan = cost::evaluate(&graph, &cost, a, sms).makespan_ns;
+                        PolicyEstimate {
+                            policy: p.name().to_string(),
+                            makespan_us: makespan / 1e3,
+                            gap: (makespan - lb) / lb,
+                        }
+                    })
+                    .collect();
+                let plan = plan.join().expect("the stream builder panicked");
+                (plan, (lb, estimates))
+            });
+            estimates = policy_estimates;
             bound = Some(lb);
-            (
-                Some(options.policy),
-                Plan::Persistent(assignment.to_plan(&graph, sms, &model.lowering.kernel)),
-            )
+            (Some(options.policy), Plan::Persistent(plan))
         }
         Target::Pdl => (
             None,
