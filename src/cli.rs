@@ -127,6 +127,9 @@ pub struct KernelsArgs {
     /// Tuning knobs (a `Tuning(...)` RON file) replacing the model file's `tuning` section.
     #[arg(long, value_name = "FILE")]
     pub tune: Option<PathBuf>,
+    /// Build the persistent megakernel too (`k_persistent`, a build of its own).
+    #[arg(long)]
+    pub persistent: bool,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,

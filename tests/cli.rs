@@ -609,14 +609,11 @@ fn compiled_schedules_are_read_back() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
         assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
     }
+    // A persistent schedule is runnable too: here it stops only for want of a GPU.
     let persistent = scratch("readback-persistent.ron");
     let o = mkc(&["run", persistent.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("persistent megakernel"),
-        "{}",
-        stderr(&o)
-    );
+    assert!(stderr(&o).contains("CUDA"), "{}", stderr(&o));
 }
 
 #[test]

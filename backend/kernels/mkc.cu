@@ -1175,4 +1175,176 @@ extern "C" __global__ void k_read_bw(const uint4* p, unsigned long long n, unsig
     if (acc == 0x12345678u) *sink = acc;
 }
 
+// ---- the persistent megakernel -----------------------------------------------------------
+// One CTA per SM interprets its stream of instructions: the scheduler's persistent plan, in the
+// encoding generated from Rust (Instr, CounterRef, Persistent and the OP_* ids in the header).
+// An instruction runs a run of tasks of one operator through the same body a chain grid runs,
+// with its work unit from the instruction (PersistentWork) and its dependencies on the IR's
+// monotonic counters (CounterDeps: wait until counter >= signals per step x step). The step is
+// the kernel's own launch count (`epoch`), advanced by the last CTA to leave, so the launch
+// needs no memset and no argument that changes. A wait that spins past `watchdog_ns` records
+// the SM, instruction, counter, value and target in `stall` and stops every CTA.
+// Attention runs with every thread of the CTA: built only where its CTA is the larger
+// (mkc_catalogue::persistent_threads; the host refuses a tuning without it).
+#if defined(MKC_PERSISTENT) && ATT_THREADS >= THREADS
+#define PERSISTENT_THREADS ATT_THREADS
+
+__device__ __forceinline__ u64 clock_ns() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+struct PersistentWork {
+    int first, count;  // the instruction's tasks, within its operator
+    __device__ __forceinline__ void run(int, int& f, int& c) const {
+        f = first;
+        c = count;
+    }
+    __device__ __forceinline__ void run32(unsigned, unsigned& f, unsigned& e) const {
+        f = first;
+        e = first + count;
+    }
+    __device__ __forceinline__ int task() const { return first; }
+};
+
+struct CounterDeps {
+    const Persistent& p;
+    const Instr& ins;
+    int index;         // the instruction's index in the plan (for the stall record)
+    unsigned step;     // 1-based launch count: targets are signals per step x step
+    bool all_threads;  // the body's every thread waits (attention), else its consumers
+    __device__ __forceinline__ bool overlapped() const { return false; }
+    __device__ __forceinline__ void issued() const {}
+    // One thread spins on each counter with acquire loads, then releases the others.
+    __device__ void wait() const {
+        if (threadIdx.x == 0) {
+            for (int i = 0; i < ins.waits; ++i) {
+                const CounterRef w = p.refs[ins.wait0 + i];
+                const unsigned target = (unsigned)w.amount * step;
+                const unsigned* c = p.counters + w.counter;
+                u64 start = clock_ns();
+                unsigned v;
+                while ((int)((v = load_acquire(c)) - target) < 0) {
+                    if (*(volatile unsigned*)(p.stall + 5)) break;
+                    if (clock_ns() - start > p.watchdog_ns) {
+                        if (atomicCAS(p.stall, 0ull, 1ull) == 0ull) {
+                            p.stall[1] = blockIdx.x;
+                            p.stall[2] = index;
+                            p.stall[3] = w.counter;
+                            p.stall[4] = ((u64)v << 32) | target;
+                        }
+                        atomicExch((unsigned*)(p.stall + 5), 1u);
+                        break;
+                    }
+                }
+            }
+            __threadfence();
+        }
+        if (all_threads) __syncthreads();
+        else consumers_sync();
+    }
+};
+
+// Invalidates a streaming instruction's ring barriers, so that the next one may initialise
+// them again (or reuse their memory).
+__device__ void ring_inval(int per_warp) {
+    u64* bars = (u64*)smem_raw;
+    for (int i = 0; i < CONSUMER_WARPS * per_warp; ++i) {
+        asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(smem_addr(&bars[i])) : "memory");
+        asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(smem_addr(&bars[MAX_SLOTS + i])) : "memory");
+    }
+    asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(smem_addr(&bars[2 * MAX_SLOTS])) : "memory");
+}
+
+// Each operator's body as a function of its own: its registers are allocated alone, not
+// beside every other body's (inlined into one switch they spilled).
+#define PERSISTENT_OP(name, call)                                                                          \
+    __device__ __noinline__ void name(const Model& m, const Globals& g, const Layer& L, const PersistentWork& w, \
+                                      const CounterDeps& d) {                                              \
+        call;                                                                                              \
+    }
+PERSISTENT_OP(op_qkv_rope, qkv_rope_body(m, g, L, w, d))
+PERSISTENT_OP(op_o_proj, o_proj_body(m, g, L, w, d))
+PERSISTENT_OP(op_up_gate, up_gate_body(m, g, L, w, d))
+PERSISTENT_OP(op_down, down_body(m, g, L, w, d))
+PERSISTENT_OP(op_lm_head, lm_head_body(m, g, w, d))
+PERSISTENT_OP(op_attention, attention_body(m, g, L, w, d))
+
+extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent(Model mp, Globals gp, Persistent p) {
+    __shared__ Model m;
+    __shared__ Globals g;
+    if (threadIdx.x == 0) {
+        m = mp;
+        g = gp;
+    }
+    __shared__ unsigned step_s;
+    if (threadIdx.x == 0) step_s = *(volatile unsigned*)p.epoch + 1;
+    __syncthreads();
+    const unsigned step = step_s;
+    const int end = p.stream_start[blockIdx.x + 1];
+    // The instruction and its layer's pointers live in shared memory, not in registers across
+    // the body.
+    __shared__ Instr ins;
+    __shared__ Layer L;
+    for (int i = p.stream_start[blockIdx.x]; i < end; ++i) {
+        if (*(volatile unsigned*)(p.stall + 5)) break;
+        if (threadIdx.x == 0) {
+            ins = p.instrs[i];
+            L = p.layers[ins.layer];
+        }
+        __syncthreads();
+        const PersistentWork w{ins.first, ins.count};
+        const CounterDeps d{p, ins, i, step, ins.op == OP_ATTENTION};
+        const bool streams = threadIdx.x < THREADS;
+        switch (ins.op) {
+            case OP_QKV_ROPE:
+                if (streams) op_qkv_rope(m, g, L, w, d);
+                break;
+            case OP_O_PROJ:
+                if (streams) op_o_proj(m, g, L, w, d);
+                break;
+            case OP_UP_GATE:
+                if (streams) op_up_gate(m, g, L, w, d);
+                break;
+            case OP_DOWN:
+                if (streams) op_down(m, g, L, w, d);
+                break;
+            case OP_LM_HEAD:
+                if (streams) op_lm_head(m, g, L, w, d);
+                break;
+            case OP_ATTENTION:
+                for (int t = 0; t < ins.count; ++t) {
+                    if (t > 0) __syncthreads();
+                    op_attention(m, g, L, PersistentWork{ins.first + t, 1}, d);
+                }
+                break;
+        }
+        // Every store of the instruction is done and its shared memory free: signal.
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            if (ins.op != OP_ATTENTION) ring_inval(m.ring[ins.op]);
+            __threadfence();
+            for (int k = 0; k < ins.signals; ++k) {
+                const CounterRef s = p.refs[ins.signal0 + k];
+                asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p.counters + s.counter), "r"((unsigned)s.amount)
+                             : "memory");
+            }
+        }
+        __syncthreads();
+    }
+    // The last CTA to leave advances the step for the next launch.
+    if (threadIdx.x == 0) {
+        __threadfence();
+        if (atomicAdd(p.exited, 1u) == step * gridDim.x - 1) atomicAdd(p.epoch, 1u);
+    }
+}
+#endif
+
 // @MKC_CHECKS: generated by backend/src/abi.rs@

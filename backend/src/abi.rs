@@ -97,6 +97,55 @@ abi_struct! {
     }
 }
 
+abi_struct! {
+    /// One instruction of the persistent kernel: a run of tasks of one operator, with its
+    /// waits and signals as ranges of the plan's counter references.
+    KInstr as "Instr" {
+        op: i32 = "int op",
+        layer: i32 = "int layer",
+        first: i32 = "int first",
+        count: i32 = "int count",
+        wait0: i32 = "int wait0",
+        waits: i32 = "int waits",
+        signal0: i32 = "int signal0",
+        signals: i32 = "int signals",
+    }
+}
+
+abi_struct! {
+    /// A counter an instruction waits on (amount: signals per step) or signals (amount: how
+    /// much it adds).
+    KCounterRef as "CounterRef" {
+        counter: i32 = "int counter",
+        amount: i32 = "int amount",
+    }
+}
+
+abi_struct! {
+    /// The persistent kernel's plan and state: per-SM instruction ranges, the monotonic
+    /// counters, its own launch count, and the watchdog's stall record.
+    KPersistent as "Persistent" {
+        layers: u64 = "const Layer* layers",
+        instrs: u64 = "const Instr* instrs",
+        refs: u64 = "const CounterRef* refs",
+        stream_start: u64 = "const int* stream_start",
+        counters: u64 = "unsigned* counters",
+        epoch: u64 = "unsigned* epoch",
+        exited: u64 = "unsigned* exited",
+        stall: u64 = "unsigned long long* stall",
+        watchdog_ns: u64 = "unsigned long long watchdog_ns",
+    }
+}
+
+/// The persistent kernel's operator id of `kind`: its index in the catalogue's entry points
+/// (the kernels' `OP_*`, and the index of its ring slots in `Model::ring`).
+pub fn op_id(kind: mkc_ir::OpKind) -> i32 {
+    mkc_catalogue::ENTRY_POINTS
+        .iter()
+        .position(|(_, k)| *k == kind)
+        .expect("every operator has an entry point") as i32
+}
+
 /// The slots of one CTA's phase trace (`mkc bench --cta-phases`), described once: the kernels
 /// get them as the C enum `MARK_*` and `TRACE_SLOTS` from [`header`]. Clock marks are
 /// `clock64()`; `Sm` is the SM id; `EntryNs` and `ExitNs` are `%globaltimer`. A mark a kernel
@@ -256,10 +305,18 @@ pub fn header(page_bytes: u32) -> String {
         .collect();
     s += &marks.join(",");
     s += " };\n";
+    let ops: Vec<String> = mkc_catalogue::ENTRY_POINTS
+        .iter()
+        .map(|(_, k)| format!(" OP_{} = {}", k.name().to_ascii_uppercase(), op_id(*k)))
+        .collect();
+    s += &format!("enum {{{} }};\n", ops.join(","));
     for decl in [
         KModel::c_declaration(),
         KGlobals::c_declaration(),
         KLayer::c_declaration(),
+        KInstr::c_declaration(),
+        KCounterRef::c_declaration(),
+        KPersistent::c_declaration(),
     ] {
         s += &decl;
     }

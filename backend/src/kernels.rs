@@ -23,6 +23,9 @@ pub const SOURCE: &str = include_str!("../kernels/mkc.cu");
 
 /// Threads per CTA of the kernel named `name` (the helper kernels run 256).
 pub fn threads_of(t: &Tuning, name: &str) -> u32 {
+    if name == mkc_catalogue::PERSISTENT_ENTRY {
+        return mkc_catalogue::persistent_threads(t).unwrap_or(0);
+    }
     kind_of(name).map_or(256, |k| threads(t, k))
 }
 
@@ -76,6 +79,21 @@ pub fn compile_with_defines(
     defines: &[(&str, u32)],
 ) -> Result<Compiled, BackendError> {
     compile_with(arch, model, false, defines)
+}
+
+/// Compiles the kernels with the persistent megakernel (`k_persistent`, `-DMKC_PERSISTENT`)
+/// built too: a build of its own, so that the chain's kernels and their compile time stay the
+/// default build's.
+pub fn compile_persistent(arch: &str, model: &Model) -> Result<Compiled, BackendError> {
+    if mkc_catalogue::persistent_threads(&model.tuning).is_none() {
+        return Err(BackendError::Unsupported(
+            "the persistent kernel runs attention with every thread of its CTA, and this \
+             tuning's tuning.att_threads is smaller than a streaming CTA. Fix: drop \
+             tuning.att_threads or raise it to at least the streaming CTA's threads"
+                .into(),
+        ));
+    }
+    compile_with(arch, model, false, &[("MKC_PERSISTENT", 1)])
 }
 
 /// Compiles the kernels with CTA phase tracing compiled in (`-DMKC_TRACE`), for
@@ -401,6 +419,8 @@ pub fn with_model(mut kernels: Vec<KernelInfo>, model: &Model) -> Vec<KernelInfo
     for k in &mut kernels {
         if let Some(kind) = kind_of(&k.name) {
             k.dynamic_smem = dynamic_smem(model, kind);
+        } else if k.name == mkc_catalogue::PERSISTENT_ENTRY {
+            k.dynamic_smem = mkc_catalogue::persistent_dynamic_smem(model);
         }
     }
     kernels

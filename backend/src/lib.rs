@@ -13,6 +13,7 @@ pub mod error;
 pub mod gpu;
 pub mod kernels;
 pub mod launch_plan;
+pub mod persistent_plan;
 pub mod reference;
 pub mod weights;
 

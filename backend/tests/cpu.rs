@@ -725,3 +725,122 @@ fn a_probed_pair_is_judged_by_most_sms() {
     assert_eq!(pair(13).admitted_beside(), Some(false));
     assert_eq!(pair(0).admitted_beside(), Some(false));
 }
+
+/// The persistent plan's encoding is the plan: every instruction of every model the kernels
+/// run, under each heuristic policy, names its operator's kernel id, layer and task run, and
+/// its waits and signals as the plan has them; a plan for another SM count is refused.
+#[test]
+fn persistent_plans_encode_as_the_scheduler_wrote_them() {
+    use mkc_backend::abi::op_id;
+    use mkc_backend::persistent_plan::encode;
+    for name in [
+        "llama1b",
+        "models/llama1b_tuned.ron",
+        "models/llama3.2-1b.ron",
+    ] {
+        let model = if name.ends_with(".ron") {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join(name);
+            mkc_ir::model::Model::load(&path).unwrap()
+        } else {
+            llama1b()
+        };
+        for policy in [
+            mkc_scheduler::Policy::RoundRobin,
+            mkc_scheduler::Policy::List,
+        ] {
+            let device = mkc_ir::embedded::resolve_device("h200").unwrap();
+            let opts = mkc_scheduler::CompileOptions {
+                target: mkc_scheduler::Target::Persistent,
+                policy,
+                ..mkc_scheduler::CompileOptions::default()
+            };
+            let s = mkc_scheduler::compile(&model, &device, &opts).schedule;
+            let plan = s.persistent().unwrap();
+            let e = encode(&s, &model, device.sms).unwrap();
+            assert_eq!(e.stream_start.len(), plan.streams.len() + 1);
+            assert_eq!(e.counters, s.graph.counters.len());
+            for (sm, stream) in plan.streams.iter().enumerate() {
+                let range = e.stream_start[sm] as usize..e.stream_start[sm + 1] as usize;
+                assert_eq!(range.len(), stream.len());
+                for (ins, k) in stream.iter().zip(&e.instrs[range]) {
+                    let op = s.graph.op_of(ins.first);
+                    assert_eq!(k.op, op_id(op.kind));
+                    assert_eq!(mkc_catalogue::ENTRY_POINTS[k.op as usize].1, op.kind);
+                    assert_eq!(
+                        k.layer as u32,
+                        op.layer.unwrap_or(model.geometry.layers - 1)
+                    );
+                    assert_eq!(k.first as u32 + op.first_task.0, ins.first.0);
+                    assert_eq!(k.count as u32, ins.count);
+                    let refs = |at: i32, n: i32| &e.refs[at as usize..(at + n) as usize];
+                    let waits: Vec<(i32, i32)> = refs(k.wait0, k.waits)
+                        .iter()
+                        .map(|r| (r.counter, r.amount))
+                        .collect();
+                    let want: Vec<(i32, i32)> = ins
+                        .waits
+                        .iter()
+                        .map(|w| (w.counter.0 as i32, w.target_per_step as i32))
+                        .collect();
+                    assert_eq!(waits, want);
+                    let signals: Vec<(i32, i32)> = refs(k.signal0, k.signals)
+                        .iter()
+                        .map(|r| (r.counter, r.amount))
+                        .collect();
+                    let want: Vec<(i32, i32)> = ins
+                        .signals
+                        .iter()
+                        .map(|x| (x.counter.0 as i32, x.count as i32))
+                        .collect();
+                    assert_eq!(signals, want);
+                }
+            }
+            let err = encode(&s, &model, device.sms + 1).unwrap_err().to_string();
+            assert!(err.contains("--sms"), "{err}");
+        }
+    }
+}
+
+/// The persistent build adds `k_persistent` (over the same bodies, in the generated encoding)
+/// and changes no chain kernel's machine code; its CTA is resident one per SM.
+#[test]
+fn the_persistent_build_adds_its_kernel_and_changes_no_other() {
+    let (base, persistent) = match (
+        kernels::compile("sm_90a", &llama1b()),
+        kernels::compile_persistent("sm_90a", &llama1b()),
+    ) {
+        (Err(mkc_backend::BackendError::NoNvrtc), _) => {
+            eprintln!("SKIPPED: no NVRTC library found (set LD_LIBRARY_PATH to an NVRTC 13 lib directory)");
+            return;
+        }
+        (a, b) => (a.unwrap(), b.unwrap()),
+    };
+    assert!(changed_kernels(&base, &persistent).is_empty());
+    let k = persistent
+        .kernels
+        .iter()
+        .find(|k| k.name == mkc_catalogue::PERSISTENT_ENTRY)
+        .expect("k_persistent is built");
+    assert!(base
+        .kernels
+        .iter()
+        .all(|k| k.name != mkc_catalogue::PERSISTENT_ENTRY));
+    assert_eq!(k.threads, 512);
+    let rules = mkc_simulator::occupancy::ArchRules::for_device(
+        &mkc_ir::embedded::resolve_device("h200").unwrap(),
+    );
+    let occ = mkc_simulator::occupancy::occupancy(
+        &rules,
+        &mkc_simulator::occupancy::CtaResources {
+            threads: k.threads,
+            registers: k.registers,
+            static_smem: k.static_smem,
+            dynamic_smem: mkc_catalogue::persistent_dynamic_smem(&llama1b()),
+        },
+        None,
+    )
+    .unwrap();
+    assert_eq!(occ.blocks_per_sm, 1);
+}

@@ -25,6 +25,26 @@ pub const ENTRY_POINTS: &[(&str, OpKind)] = &[
     ("k_lm_head", OpKind::LmHead),
 ];
 
+/// The persistent megakernel's entry point: one CTA per SM runs every operator's body.
+pub const PERSISTENT_ENTRY: &str = "k_persistent";
+
+/// Threads of the persistent kernel's CTA: attention runs with all of them and a streaming
+/// body with its consumer warps and producer, so attention's CTA must be the larger (None
+/// where a tuning makes it smaller: the persistent kernel is not built then).
+pub fn persistent_threads(t: &mkc_ir::Tuning) -> Option<u32> {
+    let (att, stream) = (layout::att_threads(t), layout::stream_threads(t));
+    (att >= stream).then_some(att)
+}
+
+/// Dynamic shared memory of the persistent kernel: the most any operator of `model` carves.
+pub fn persistent_dynamic_smem(model: &mkc_ir::Model) -> u32 {
+    ENTRY_POINTS
+        .iter()
+        .map(|(_, k)| layout::dynamic_smem(model, *k))
+        .max()
+        .unwrap_or(0)
+}
+
 /// The kernel entry point of operator `kind`.
 pub fn entry_point(kind: OpKind) -> &'static str {
     ENTRY_POINTS

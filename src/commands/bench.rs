@@ -124,8 +124,11 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     let mut ablated = Vec::new();
     if args.ablate {
         for a in Ablation::LADDER {
+            // The rungs are chain builds; the persistent target's are not built yet.
             for (i, sched) in schedules.iter().enumerate() {
-                ablated.push((a, i, s.runner.capture_ablated(sched, a)?));
+                if sched.target != Target::Persistent {
+                    ablated.push((a, i, s.runner.capture_ablated(sched, a)?));
+                }
             }
         }
     }
@@ -224,9 +227,19 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     };
     let mut per_kernel = Vec::new();
     if args.per_kernel {
-        let graph = &schedules[0].graph;
+        // Each operator's grids alone: a chain plan's (the persistent kernel has none).
+        let chain = schedules
+            .iter()
+            .find(|c| c.target != Target::Persistent)
+            .ok_or_else(|| {
+                CommandError::Input(
+                    "--per-kernel times a chain's grids. Fix: add pdl or graph to --targets."
+                        .into(),
+                )
+            })?;
+        let graph = &chain.graph;
         let kv_len = s.prompt.len() as u32 + s.generate / 2;
-        let shapes = mkc_backend::launch_plan::launch_plan(&schedules[0], m)?;
+        let shapes = mkc_backend::launch_plan::launch_plan(chain, m)?;
         for (name, kind) in mkc_backend::kernels::ENTRY_POINTS {
             let ops: Vec<_> = graph.ops.iter().filter(|o| o.kind == *kind).collect();
             let launches: Vec<_> = shapes.iter().filter(|l| l.kind == *kind).copied().collect();
@@ -251,6 +264,9 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
         let pos = s.prompt.len() as u32 + s.generate.saturating_sub(1) / 2;
         let mut csv = String::from(TRACE_CSV_HEADER);
         for (&t, sched) in targets.iter().zip(&schedules) {
+            if t == Target::Persistent {
+                continue;
+            }
             let grids = s.runner.trace_step(sched, pos)?;
             cta_phases.extend(phase_rows(t.name(), &grids, khz));
             trace_csv(&mut csv, t.name(), &grids, khz);

@@ -37,17 +37,9 @@ pub struct Session {
     loaded: Option<Schedule>,
 }
 
-/// The target if the CUDA backend runs it.
+/// The target if the CUDA backend runs it (all three do).
 pub fn runnable(t: Target) -> Result<Target, CommandError> {
-    match t {
-        Target::Pdl | Target::Graph => Ok(t),
-        Target::Persistent => Err(CommandError::Input(
-            "--target persistent: the persistent megakernel is not implemented in the CUDA \
-             backend yet. Fix: use --target pdl or --target graph (mkc simulate predicts \
-             persistent)."
-                .into(),
-        )),
-    }
+    Ok(t)
 }
 
 /// What a GPU command runs: a model, and the compiled schedule it came from when the command

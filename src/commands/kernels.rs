@@ -92,7 +92,15 @@ pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
             )))
         }
     };
-    let (found, source) = built_kernel_figures(&args.arch, &model)?;
+    let (found, source) = if args.persistent {
+        kernels::check_model(&model)?;
+        kernel_figures(
+            kernels::compile_persistent(&args.arch, &model)?,
+            &model.tuning,
+        )?
+    } else {
+        built_kernel_figures(&args.arch, &model)?
+    };
     let infos = kernels::with_model(found, &model);
     let rules = ArchRules::of(arch);
     if args.json {

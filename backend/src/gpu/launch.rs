@@ -17,6 +17,25 @@ pub struct StepGraph {
     graph: sys::CUgraph,
     /// Target it runs.
     pub target: Target,
+    /// What the graph's kernels read that the runner does not own (the persistent plan, its
+    /// counters and module), freed after the graph.
+    pub(super) owned: Option<super::persistent::PersistentState>,
+}
+
+impl StepGraph {
+    pub(super) fn new(
+        exec: sys::CUgraphExec,
+        graph: sys::CUgraph,
+        target: Target,
+        owned: Option<super::persistent::PersistentState>,
+    ) -> StepGraph {
+        StepGraph {
+            exec,
+            graph,
+            target,
+            owned,
+        }
+    }
 }
 
 impl Drop for StepGraph {
@@ -29,6 +48,7 @@ impl Drop for StepGraph {
             result::graph::exec_destroy(self.exec).ok();
             result::graph::destroy(self.graph).ok();
         }
+        drop(self.owned.take());
     }
 }
 
@@ -134,6 +154,9 @@ impl Runner {
 
     /// Captures one decode step of a chain schedule (`graph` or `pdl`) into a CUDA graph.
     pub fn capture(&self, schedule: &Schedule) -> Result<StepGraph, BackendError> {
+        if schedule.target == Target::Persistent {
+            return self.capture_persistent(schedule);
+        }
         self.capture_with(schedule, &self.funcs, |_| 0)
     }
 
@@ -198,6 +221,7 @@ impl Runner {
             exec,
             graph,
             target,
+            owned: None,
         })
     }
 }

@@ -18,6 +18,7 @@ mod device;
 mod info;
 mod launch;
 mod operators;
+mod persistent;
 mod probe;
 mod run;
 mod setup;

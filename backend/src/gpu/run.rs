@@ -102,6 +102,7 @@ impl Runner {
                 )?;
             }
             self.watch(ev.end, graph.target, pos, opts.watchdog)?;
+            self.check_stall(graph, pos)?;
             if pos as usize >= p_len {
                 step_us.push(ev.elapsed_ms("step")? * 1e3);
             }
