@@ -542,12 +542,27 @@ mod tests {
     #[test]
     fn every_field_is_declared_and_checked() {
         let h = header(16384);
-        let fields = ["hidden", "ring", "final_part", "w_qkv", "d_part"];
+        let fields = [
+            "hidden",
+            "ring",
+            "final_part",
+            "w_qkv",
+            "d_part",
+            "signal0",
+            "amount",
+            "epoch",
+        ];
         for f in fields {
             assert!(h.contains(&format!("->{f})) == ")), "{f} unchecked");
         }
-        assert_eq!(h.matches("__INTADDR__").count(), 16 + 8 + 18);
-        assert_eq!(h.matches("sizeof(").count(), 3);
+        // Model, Globals, Layer, Instr, CounterRef, Persistent.
+        assert_eq!(h.matches("__INTADDR__").count(), 16 + 8 + 18 + 8 + 2 + 9);
+        assert_eq!(h.matches("sizeof(").count(), 6);
+        // The persistent kernel's operator ids are the catalogue's entry-point indices.
+        for (i, (_, kind)) in mkc_catalogue::ENTRY_POINTS.iter().enumerate() {
+            let id = format!("OP_{} = {i}", kind.name().to_ascii_uppercase());
+            assert!(h.contains(&id), "{id}");
+        }
         assert!(SOURCE.contains(MARKER));
         let m = mkc_ir::embedded::resolve_model("tiny").unwrap();
         assert!(with_header("no marker", &m).is_err());
