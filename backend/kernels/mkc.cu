@@ -979,7 +979,8 @@ __device__ __forceinline__ void softmax_rows(float* scores, int heads, int len, 
 // halves added through shared memory. The task's chain is latency, not bandwidth: more threads
 // per CTA shortened it. The host gives each CTA more than half an SM's shared memory, so that
 // two never share an SM (kernels::attention_chunk).
-template <typename Work, typename Deps>
+// NT: the CTA's threads (ATT_THREADS in the chain; the persistent kernel's CTA there).
+template <typename Work, typename Deps, int NT = ATT_THREADS>
 __device__ void attention_body(const Model& m, const Globals& g, const Layer& L, const Work& work, const Deps& deps) {
     const int t = work.task();
     int gq = m.heads / m.kv_heads;
@@ -1010,23 +1011,23 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     int len = p + 1;
     int first = len < C ? len : C;
     int hist = p < first ? p : first;
-    load_kv_rows(kbuf, kc, 0, hist, hd, 0, ks);
-    load_kv_rows(vbuf, vc, 0, hist, hd, 0, hd);
+    load_kv_rows<NT>(kbuf, kc, 0, hist, hd, 0, ks);
+    load_kv_rows<NT>(vbuf, vc, 0, hist, hd, 0, hd);
     mark(MARK_ISSUED);
     deps.issued();
     deps.wait();
     mark(MARK_RELEASED);
     if (hist < first) {  // the current position, written by this step's QKV grid
-        load_kv_rows(kbuf, kc, hist, first, hd, 0, ks);
-        load_kv_rows(vbuf, vc, hist, first, hd, 0, hd);
+        load_kv_rows<NT>(kbuf, kc, hist, first, hd, 0, ks);
+        load_kv_rows<NT>(vbuf, vc, hist, first, hd, 0, hd);
     }
-    for (int i = tid; i < hp * hd; i += ATT_THREADS) q[i] = L.qkv[qh0 * hd + i];
+    for (int i = tid; i < hp * hd; i += NT) q[i] = L.qkv[qh0 * hd + i];
     float scale = rsqrtf((float)hd);
     for (int base = 0; base < len; base += C) {
         int end = base + C < len ? base + C : len;
         if (base > 0) {
             __syncthreads();
-            load_kv_rows(kbuf, kc, base, end, hd, base, ks);
+            load_kv_rows<NT>(kbuf, kc, base, end, hd, base, ks);
         }
         cp_async_wait_all();
         __syncthreads();
@@ -1034,19 +1035,19 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
         // One thread per (head, position): a warp shares the head (q reads broadcast) and
         // takes consecutive positions (padded K rows: conflict-free).
         int c = end - base;
-        for (int idx = tid; idx < hp * c; idx += ATT_THREADS) {
+        for (int idx = tid; idx < hp * c; idx += NT) {
             int h = idx / c, i = idx % c;
             scores[h * len + base + i] = k_row_dot(kbuf + (long)i * ks, q + h * hd, hd) * scale;
         }
     }
     __syncthreads();
     mark(MARK_SUB1);
-    softmax_rows(scores, hp, len, ATT_THREADS / 32, warp, lane);
+    softmax_rows(scores, hp, len, NT / 32, warp, lane);
     mark(MARK_SUB2);  // softmax of warp 0's head done
     // Output: thread (h, d, slice) sums p[h][pos] * V[pos][d] over the positions of its slice
     // (pos = slice mod slices); the slices are added through shared memory at the end.
     const int outs = hp * hd;
-    const int slices = ATT_THREADS / outs > 0 ? ATT_THREADS / outs : 1;
+    const int slices = NT / outs > 0 ? NT / outs : 1;
     int idx0 = tid % outs, slice = tid / outs;
     bool active = slice < slices;
     float acc[2][4];
@@ -1058,14 +1059,14 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
         int end = base + C < len ? base + C : len;
         if (base > 0) {
             __syncthreads();
-            load_kv_rows(vbuf, vc, base, end, hd, base, hd);
+            load_kv_rows<NT>(vbuf, vc, base, end, hd, base, hd);
         }
         cp_async_wait_all();
         __syncthreads();
         if (!active) continue;
 #pragma unroll
         for (int o = 0; o < 2; ++o) {
-            int idx = idx0 + o * ATT_THREADS;
+            int idx = idx0 + o * NT;
             if (idx < outs) {
                 int h = idx / hd, d = idx % hd;
                 const float* ph = scores + h * len;
@@ -1083,11 +1084,11 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     float* red = scores;  // the scores are consumed: [slices][outs] partial sums
 #pragma unroll
     for (int o = 0; o < 2; ++o) {
-        int idx = idx0 + o * ATT_THREADS;
+        int idx = idx0 + o * NT;
         if (active && idx < outs) red[slice * outs + idx] = (acc[o][0] + acc[o][1]) + (acc[o][2] + acc[o][3]);
     }
     __syncthreads();
-    for (int idx = tid; idx < outs; idx += ATT_THREADS) {
+    for (int idx = tid; idx < outs; idx += NT) {
         float sum = 0.f;
         for (int sl = 0; sl < slices; ++sl) sum += red[sl * outs + idx];
         L.attn[qh0 * hd + idx] = sum;
@@ -1184,10 +1185,10 @@ extern "C" __global__ void k_read_bw(const uint4* p, unsigned long long n, unsig
 // the kernel's own launch count (`epoch`), advanced by the last CTA to leave, so the launch
 // needs no memset and no argument that changes. A wait that spins past `watchdog_ns` records
 // the SM, instruction, counter, value and target in `stall` and stops every CTA.
-// Attention runs with every thread of the CTA: built only where its CTA is the larger
-// (mkc_catalogue::persistent_threads; the host refuses a tuning without it).
-#if defined(MKC_PERSISTENT) && ATT_THREADS >= THREADS
-#define PERSISTENT_THREADS ATT_THREADS
+// A streaming CTA's threads: attention runs with all of them (its NT), so that the register
+// budget is a streaming kernel's (at 512 threads the bodies spilled 448-832 B each).
+#if defined(MKC_PERSISTENT)
+#define PERSISTENT_THREADS THREADS
 
 __device__ __forceinline__ u64 clock_ns() {
     u64 t;
@@ -1263,10 +1264,11 @@ __device__ void ring_inval(int per_warp) {
     asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(smem_addr(&bars[2 * MAX_SLOTS])) : "memory");
 }
 
-// Each operator's body as a function of its own: its registers are allocated alone, not
-// beside every other body's (inlined into one switch they spilled).
+// Each operator's body, inlined into the interpreter's switch: at a streaming CTA's 288
+// threads the registers suffice (168, 20 B of spills); as __noinline__ functions the bodies
+// spilled 384-768 B each and the step took 1477 µs against 1044 inlined (docs/perf.md).
 #define PERSISTENT_OP(name, call)                                                                          \
-    __device__ __noinline__ void name(const Model& m, const Globals& g, const Layer& L, const PersistentWork& w, \
+    __device__ __forceinline__ void name(const Model& m, const Globals& g, const Layer& L, const PersistentWork& w, \
                                       const CounterDeps& d) {                                              \
         call;                                                                                              \
     }
@@ -1275,7 +1277,7 @@ PERSISTENT_OP(op_o_proj, o_proj_body(m, g, L, w, d))
 PERSISTENT_OP(op_up_gate, up_gate_body(m, g, L, w, d))
 PERSISTENT_OP(op_down, down_body(m, g, L, w, d))
 PERSISTENT_OP(op_lm_head, lm_head_body(m, g, w, d))
-PERSISTENT_OP(op_attention, attention_body(m, g, L, w, d))
+PERSISTENT_OP(op_attention, (attention_body<PersistentWork, CounterDeps, PERSISTENT_THREADS>(m, g, L, w, d)))
 
 extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent(Model mp, Globals gp, Persistent p) {
     __shared__ Model m;

@@ -85,11 +85,11 @@ pub fn compile_with_defines(
 /// built too: a build of its own, so that the chain's kernels and their compile time stay the
 /// default build's.
 pub fn compile_persistent(arch: &str, model: &Model) -> Result<Compiled, BackendError> {
-    if mkc_catalogue::persistent_threads(&model.tuning).is_none() {
+    if mkc_catalogue::persistent_threads_for(model).is_none() {
         return Err(BackendError::Unsupported(
-            "the persistent kernel runs attention with every thread of its CTA, and this \
-             tuning's tuning.att_threads is smaller than a streaming CTA. Fix: drop \
-             tuning.att_threads or raise it to at least the streaming CTA's threads"
+            "the persistent kernel runs attention with a streaming CTA's threads, two outputs \
+             each, and this model's attention task has more outputs (query heads x head_dim). \
+             Fix: raise lowering.attention_split"
                 .into(),
         ));
     }

@@ -827,7 +827,7 @@ fn the_persistent_build_adds_its_kernel_and_changes_no_other() {
         .kernels
         .iter()
         .all(|k| k.name != mkc_catalogue::PERSISTENT_ENTRY));
-    assert_eq!(k.threads, 512);
+    assert_eq!(k.threads, 288);
     let rules = mkc_simulator::occupancy::ArchRules::for_device(
         &mkc_ir::embedded::resolve_device("h200").unwrap(),
     );

@@ -28,12 +28,18 @@ pub const ENTRY_POINTS: &[(&str, OpKind)] = &[
 /// The persistent megakernel's entry point: one CTA per SM runs every operator's body.
 pub const PERSISTENT_ENTRY: &str = "k_persistent";
 
-/// Threads of the persistent kernel's CTA: attention runs with all of them and a streaming
-/// body with its consumer warps and producer, so attention's CTA must be the larger (None
-/// where a tuning makes it smaller: the persistent kernel is not built then).
+/// Threads of the persistent kernel's CTA: a streaming CTA's (its consumer warps and
+/// producer); attention runs with all of them. None where attention's outputs (query heads x
+/// head dimension of a task) exceed the two per thread its output pass computes.
+pub fn persistent_threads_for(model: &mkc_ir::Model) -> Option<u32> {
+    let threads = layout::stream_threads(&model.tuning);
+    let outs = model.heads_per_attention_task() * model.geometry.head_dim;
+    (outs <= 2 * threads).then_some(threads)
+}
+
+/// Threads of the persistent kernel's CTA as `tuning` builds it (a streaming CTA's).
 pub fn persistent_threads(t: &mkc_ir::Tuning) -> Option<u32> {
-    let (att, stream) = (layout::att_threads(t), layout::stream_threads(t));
-    (att >= stream).then_some(att)
+    Some(layout::stream_threads(t))
 }
 
 /// Dynamic shared memory of the persistent kernel: the most any operator of `model` carves.
