@@ -1,14 +1,17 @@
-//! Timeline of the persistent target: per-SM instruction streams, counter waits with signal
-//! latency, and cross-instruction weight prefetch limited by the kernel's shared memory.
+//! Timeline of the persistent target as the kernel runs it: per-SM instruction streams,
+//! counter waits with signal latency, and each instruction's weights streamed through its
+//! operator's page ring.
 //!
-//! Each SM has a loader and a consumer. The loader streams the independent bytes (weights, KV
-//! history) of the stream's tasks in order, one task at a time, never waiting on counters, as
-//! long as what is buffered and not yet consumed fits in the kernel's dynamic shared memory
-//! (an empty buffer always takes the next task, so a run larger than the ring streams through
-//! it). The consumer takes instructions in order: once every counter the instruction waits on
-//! is complete and visible it is admitted, consumes its tasks' loads as they land (freeing
-//! their buffer space), and runs its dependent phase (instruction overhead, the load latency
-//! of its activations, then its activations and writes at the SM's bandwidth). It ends, and signals, when both are done.
+//! Each SM has a loader and a consumer. When an instruction starts, the loader streams its
+//! tasks' independent bytes (weights, KV history) in order, the first a load latency later,
+//! never waiting on counters, as long as what is buffered and not yet consumed fits the ring
+//! (the operator's `prefetch_bytes`; an empty ring always takes the next task, so a run larger
+//! than the ring streams through it). The loader does not run ahead into the next instruction:
+//! the kernel's producer starts an instruction's pages only when the instruction starts (its
+//! ring is set up per instruction). The consumer is admitted once every counter the instruction
+//! waits on is complete and visible, consumes the loads as they land, and runs its dependent
+//! phase (instruction overhead, the load latency of its activations, then its activations and
+//! writes at the SM's bandwidth). The instruction ends, and signals, when both are done.
 
 use mkc_ir::device::DeviceProfile;
 use mkc_scheduler::Schedule;
@@ -21,6 +24,8 @@ use crate::timeline::{
 enum Event {
     /// Try to admit the SM's current instruction.
     Check(usize),
+    /// The SM's loader may start the current instruction's loads.
+    Fill(usize),
     /// The dependent phase of the SM's current instruction ends.
     Dependent(usize),
 }
@@ -46,6 +51,8 @@ struct Sm {
     consumer: usize,
     admitted: Option<f64>,
     dependent_done: bool,
+    /// When the current instruction's first load may start (a load latency after it began).
+    filling_from: f64,
 }
 
 /// Simulates one step at KV length `kv_len`. The chain targets' knobs (trigger,
@@ -61,7 +68,16 @@ pub fn simulate(
     let g = &s.graph;
     let lat = &device.latencies;
     let (bw, cap) = bandwidths(device);
-    let buffer = plan.resources.dynamic_smem_bytes.max(1) as f64;
+    // Each operator's ring (what its producer holds ahead of its consumers), by kind.
+    let ring = |kind: mkc_ir::OpKind| -> f64 {
+        s.model
+            .as_ref()
+            .map_or(plan.resources.dynamic_smem_bytes as f64, |m| {
+                mkc_catalogue::prefetch_bytes(m, kind) as f64
+            })
+            .max(1.0)
+    };
+    let rings: Vec<f64> = g.ops.iter().map(|o| ring(o.kind)).collect();
     let mut pool: Pool<(usize, usize)> = Pool::new(bw, cap);
     let mut queue: EventQueue<Event> = EventQueue::default();
     let mut sms: Vec<Sm> = plan
@@ -92,6 +108,7 @@ pub fn simulate(
                 consumer: 0,
                 admitted: None,
                 dependent_done: false,
+                filling_from: lat.load_latency_ns,
             }
         })
         .collect();
@@ -110,10 +127,15 @@ pub fn simulate(
         while !st.loading && st.next_load < st.loads.len() {
             let j = st.next_load;
             let bytes = st.loads[j].bytes;
-            if st.buffered > 0.0 && st.buffered + bytes > buffer {
+            // Only the current instruction's loads, within its ring, once it has started.
+            if st.loads[j].ins != st.consumer || now < st.filling_from {
                 break;
             }
             let ins = &plan.streams[sm][st.loads[j].ins];
+            let buffer = rings[g.task(ins.first).op.index()];
+            if st.buffered > 0.0 && st.buffered + bytes > buffer {
+                break;
+            }
             let task = ins.first.index() + j - st.first_load[st.loads[j].ins];
             spans[task].load_start = now;
             st.next_load += 1;
@@ -138,7 +160,7 @@ pub fn simulate(
     };
 
     for sm in 0..sms.len() {
-        try_load(sm, 0.0, &mut sms, &mut pool, &mut spans);
+        queue.push(lat.load_latency_ns, Event::Fill(sm));
         queue.push(0.0, Event::Check(sm));
     }
     let mut end = 0.0f64;
@@ -179,7 +201,10 @@ pub fn simulate(
                 st.consumed = 0;
                 st.admitted = None;
                 st.dependent_done = false;
-                try_load(sm, now, &mut sms, &mut pool, &mut spans);
+                // The next instruction sets up its ring and issues its first pages now; they
+                // start landing a load latency later.
+                st.filling_from = now + lat.load_latency_ns;
+                queue.push(st.filling_from, Event::Fill(sm));
                 queue.push(now, Event::Check(sm));
             }
         }};
@@ -230,6 +255,9 @@ pub fn simulate(
                 // later.
                 let duration = lat.instruction_overhead_ns + lat.load_latency_ns + dependent / cap;
                 queue.push(now + duration, Event::Dependent(sm));
+            }
+            Next::Event(now, Event::Fill(sm)) => {
+                try_load(sm, now, &mut sms, &mut pool, &mut spans);
             }
             Next::Event(now, Event::Dependent(sm)) => {
                 sms[sm].dependent_done = true;
