@@ -568,6 +568,39 @@ fn edited_task_runs_are_refused_on_read_back() {
     }
 }
 
+/// A persistent schedule whose stream breaks the stream-order invariant (an SM's stream
+/// reversed: it would wait on counters its own later instructions signal, and deadlock) is
+/// refused by the checker before anything is simulated or launched.
+#[test]
+fn a_persistent_stream_out_of_order_is_refused_before_launch() {
+    let path = scratch("persistent-order.json");
+    let p = path.to_str().unwrap();
+    let o = mkc(&["compile", "llama1b", "--target", "persistent", "-o", p]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    v["plan"]["persistent"]["streams"][0]
+        .as_array_mut()
+        .unwrap()
+        .reverse();
+    let bad = scratch("persistent-order-bad.json");
+    std::fs::write(&bad, v.to_string()).unwrap();
+    for cmd in ["simulate", "run", "bench"] {
+        let o = mkc(&[cmd, bad.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("not in global order"),
+            "{cmd}: {}",
+            stderr(&o)
+        );
+        assert!(
+            !stderr(&o).contains("CUDA"),
+            "{cmd} reached the GPU: {}",
+            stderr(&o)
+        );
+    }
+}
+
 #[test]
 fn compiled_schedules_are_read_back() {
     for (target, ext) in [("pdl", "json"), ("persistent", "ron"), ("graph", "ron")] {

@@ -72,3 +72,61 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
         assert!(failed.is_empty(), "failed: {failed:?}");
     }
 }
+
+/// A persistent plan whose last wait can never complete (its target raised past what its
+/// counter receives; the checker would refuse such a file, the backend's API is handed it
+/// directly)
+/// is stopped by the kernel's own watchdog, and the host's error names the SM, the
+/// instruction and the counter.
+#[test]
+fn a_persistent_wait_that_never_completes_is_stopped_by_the_device_watchdog() {
+    let sms = match Gpu::open() {
+        Ok(g) => g.sms as u32,
+        Err(e) => {
+            eprintln!("SKIPPED GPU watchdog test: {e}");
+            return;
+        }
+    };
+    let model = mkc_ir::embedded::resolve_model("llama1b").unwrap();
+    let device = mkc_ir::embedded::resolve_device("h200")
+        .unwrap()
+        .with_sms(sms);
+    let mut schedule = compile(
+        &model,
+        &device,
+        &CompileOptions {
+            target: Target::Persistent,
+            ..CompileOptions::default()
+        },
+    )
+    .schedule;
+    let mkc_scheduler::Plan::Persistent(plan) = &mut schedule.plan else {
+        panic!("a persistent plan")
+    };
+    // The last waiting instruction of the step: nothing else waits on it, so it is the only
+    // wait that stalls and the record names it.
+    let (sm, ins) = plan
+        .streams
+        .iter_mut()
+        .enumerate()
+        .flat_map(|(sm, st)| st.iter_mut().map(move |i| (sm, i)))
+        .filter(|(_, i)| !i.waits.is_empty())
+        .max_by_key(|(_, i)| i.seq)
+        .expect("a waiting instruction");
+    ins.waits[0].target_per_step += 1;
+    let counter = ins.waits[0].counter.0;
+    let runner = Runner::new(Gpu::open().unwrap(), &model, WeightSource::Random(1)).unwrap();
+    let graph = runner.capture(&schedule).unwrap();
+    let opts = mkc_backend::gpu::RunOptions {
+        capture_logits: Vec::new(),
+        watchdog: Duration::from_secs(20),
+    };
+    let err = runner
+        .run(&graph, &[1, 2, 3], 2, &opts)
+        .expect_err("the stalled wait must stop the run")
+        .to_string();
+    eprintln!("{err}");
+    assert!(err.contains("stalled"), "{err}");
+    assert!(err.contains(&format!("SM {sm} ")), "{err}");
+    assert!(err.contains(&format!("counter {counter} ")), "{err}");
+}
