@@ -1225,6 +1225,7 @@ struct CounterDeps {
     __device__ __forceinline__ void issued() const {}
     // One thread spins on each counter with acquire loads, then releases the others.
     __device__ void wait() const {
+#ifndef MKC_ABLATE_WAITS
         if (threadIdx.x == 0) {
             for (int i = 0; i < ins.waits; ++i) {
                 const CounterRef w = p.refs[ins.wait0 + i];
@@ -1248,6 +1249,7 @@ struct CounterDeps {
             }
             __threadfence();
         }
+#endif
         if (all_threads) __syncthreads();
         else consumers_sync();
     }

@@ -85,6 +85,15 @@ pub fn compile_with_defines(
 /// built too: a build of its own, so that the chain's kernels and their compile time stay the
 /// default build's.
 pub fn compile_persistent(arch: &str, model: &Model) -> Result<Compiled, BackendError> {
+    compile_persistent_with(arch, model, &[])
+}
+
+/// [`compile_persistent`] with preprocessor `defines` added (an ablation build).
+pub fn compile_persistent_with(
+    arch: &str,
+    model: &Model,
+    defines: &[(&str, u32)],
+) -> Result<Compiled, BackendError> {
     if mkc_catalogue::persistent_threads_for(model).is_none() {
         return Err(BackendError::Unsupported(
             "the persistent kernel runs attention with a streaming CTA's threads, two outputs \
@@ -93,7 +102,9 @@ pub fn compile_persistent(arch: &str, model: &Model) -> Result<Compiled, Backend
                 .into(),
         ));
     }
-    compile_with(arch, model, false, &[("MKC_PERSISTENT", 1)])
+    let mut all = vec![("MKC_PERSISTENT", 1)];
+    all.extend_from_slice(defines);
+    compile_with(arch, model, false, &all)
 }
 
 /// Compiles the kernels with CTA phase tracing compiled in (`-DMKC_TRACE`), for

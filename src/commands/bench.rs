@@ -124,11 +124,8 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     let mut ablated = Vec::new();
     if args.ablate {
         for a in Ablation::LADDER {
-            // The rungs are chain builds; the persistent target's are not built yet.
             for (i, sched) in schedules.iter().enumerate() {
-                if sched.target != Target::Persistent {
-                    ablated.push((a, i, s.runner.capture_ablated(sched, a)?));
-                }
+                ablated.push((a, i, s.runner.capture_ablated(sched, a)?));
             }
         }
     }

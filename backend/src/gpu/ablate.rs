@@ -1,5 +1,6 @@
-//! Capturing a chain with an ablation build of the operators (`mkc bench --ablate`): the same
-//! schedule, grids and launch attributes as the full chain, only the kernels' code differs.
+//! Capturing a step with an ablation build of the operators (`mkc bench --ablate`): the same
+//! schedule, grids (or persistent plan) and launch attributes as the full step, only the
+//! kernels' code differs.
 
 use mkc_scheduler::Schedule;
 
@@ -18,9 +19,11 @@ impl Runner {
         schedule: &Schedule,
         ablation: Ablation,
     ) -> Result<StepGraph, BackendError> {
-        schedule.chain().ok_or_else(|| {
-            BackendError::Unsupported("ablation builds run the graph and pdl targets only".into())
-        })?;
+        if schedule.persistent().is_some() {
+            // The persistent kernel's rung: its own build with the same removals (its counter
+            // waits are what MKC_ABLATE_WAITS compiles out there).
+            return self.capture_persistent_with(schedule, &ablation.defines());
+        }
         let i = match self.ablated.iter().position(|(a, _, _)| *a == ablation) {
             Some(i) => i,
             None => {

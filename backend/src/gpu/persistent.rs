@@ -62,10 +62,19 @@ impl Runner {
         &self,
         schedule: &Schedule,
     ) -> Result<StepGraph, BackendError> {
+        self.capture_persistent_with(schedule, &[])
+    }
+
+    /// [`Runner::capture_persistent`] with a build of the kernel with `defines` (an ablation).
+    pub(super) fn capture_persistent_with(
+        &self,
+        schedule: &Schedule,
+        defines: &[(&str, u32)],
+    ) -> Result<StepGraph, BackendError> {
         let m = &self.model;
         let sms = self._gpu.sms as u32;
         let plan = crate::persistent_plan::encode(schedule, m, sms)?;
-        let compiled = crate::kernels::compile_persistent("sm_90a", m)?;
+        let compiled = crate::kernels::compile_persistent_with("sm_90a", m, defines)?;
         let module = load_module(&compiled.cubin, "the persistent kernel")?;
         let mut bufs = Vec::new();
         let state_err = |e| {
