@@ -60,15 +60,11 @@ pub struct Estimate {
     pub busy_ns: Vec<f64>,
 }
 
-/// Start and end time of every task, and each SM's free time, from an assignment.
+/// Each SM's free time and busy time, and each counter's completion, from an assignment.
 pub struct Timing {
-    /// Start of each task (by task id).
-    pub start_ns: Vec<f64>,
-    /// End of each task (by task id).
-    pub end_ns: Vec<f64>,
     /// When each SM finishes its last task.
     pub sm_free_ns: Vec<f64>,
-    /// When each counter has received its last signal (NaN if never signalled).
+    /// When each counter has received its last signal.
     pub counter_done_ns: Vec<f64>,
     /// Busy time of each SM (streaming plus instruction overheads).
     pub busy_ns: Vec<f64>,
@@ -80,8 +76,6 @@ pub struct Timing {
 /// instruction and pays the instruction overhead, as `Assignment::to_plan` merges them.
 pub fn time(graph: &TaskGraph, cost: &CostModel, a: &Assignment, sms: usize) -> Timing {
     let mut t = Timing {
-        start_ns: vec![f64::NAN; graph.tasks.len()],
-        end_ns: vec![f64::NAN; graph.tasks.len()],
         sm_free_ns: vec![0.0; sms],
         counter_done_ns: vec![0.0; graph.counters.len()],
         busy_ns: vec![0.0; sms],
@@ -101,8 +95,6 @@ pub fn time(graph: &TaskGraph, cost: &CostModel, a: &Assignment, sms: usize) -> 
         let ns = cost.ns(task) + if continues { 0.0 } else { cost.overhead_ns };
         let end = ready + ns;
         t.busy_ns[sm] += ns;
-        t.start_ns[task.index()] = ready;
-        t.end_ns[task.index()] = end;
         t.sm_free_ns[sm] = end;
         for c in &graph.task(task).signals {
             let done = &mut t.counter_done_ns[c.index()];
@@ -129,7 +121,6 @@ pub fn evaluate(graph: &TaskGraph, cost: &CostModel, a: &Assignment, sms: usize)
 /// assignment problem) and its longest dependency path; segments are sequential and separated
 /// by one signal latency.
 pub fn lower_bound(graph: &TaskGraph, cost: &CostModel, sms: usize) -> f64 {
-    let mut path_ns = vec![0.0f64; graph.tasks.len()];
     let mut counter_path = vec![0.0f64; graph.counters.len()];
     let mut total = 0.0;
     let mut seg_work = 0.0;
@@ -152,7 +143,6 @@ pub fn lower_bound(graph: &TaskGraph, cost: &CostModel, sms: usize) -> f64 {
                 .map(|c| counter_path[c.index()])
                 .fold(0.0, f64::max);
             let end = start + cost.overhead_ns + cost.ns(t);
-            path_ns[t.index()] = end;
             seg_work += cost.ns(t);
             seg_path = seg_path.max(end);
             for c in &task.signals {
