@@ -158,6 +158,9 @@ pub struct GpuRunArgs {
     /// Trigger placement of the pdl target (default: early).
     #[arg(long, value_enum)]
     pub trigger: Option<TriggerArg>,
+    /// SM assignment of the persistent target (default: round-robin).
+    #[arg(long, value_enum)]
+    pub policy: Option<PolicyArg>,
     /// Skip the CPU-reference correctness check.
     #[arg(long)]
     pub no_check: bool,

@@ -710,3 +710,39 @@ fn chain_plans_take_the_compiled_resources_where_nvrtc_is_installed() {
         }
     }
 }
+
+#[test]
+fn the_gpu_commands_take_a_persistent_policy_only_beside_the_persistent_target() {
+    let o = mkc(&["run", "llama1b", "--policy", "list"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--policy applies to the persistent target"),
+        "{}",
+        stderr(&o)
+    );
+    let o = mkc(&[
+        "bench",
+        "llama1b",
+        "--targets",
+        "pdl,graph",
+        "--policy",
+        "list",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--policy applies to the persistent target"),
+        "{}",
+        stderr(&o)
+    );
+    // Beside the persistent target it is taken (here only the missing GPU stops the run).
+    let o = mkc(&[
+        "bench",
+        "llama1b",
+        "--targets",
+        "persistent",
+        "--policy",
+        "list",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("--policy"), "{}", stderr(&o));
+}

@@ -7,7 +7,7 @@ use mkc_backend::gpu::{Gpu, Runner, WeightSource};
 use mkc_backend::reference::{argmax_margin, rel_l2, Reference};
 use mkc_backend::weights::{self, HostWeights};
 use mkc_ir::Model;
-use mkc_scheduler::{compile, CompileOptions, Schedule, Target, Trigger};
+use mkc_scheduler::{compile, CompileOptions, Policy, Schedule, Target, Trigger};
 use serde::Serialize;
 
 use super::CommandError;
@@ -33,6 +33,8 @@ pub struct Session {
     pub watchdog: Duration,
     /// PDL trigger placement.
     pub trigger: Trigger,
+    /// SM assignment of the persistent target.
+    pub policy: Policy,
     /// The schedule file's schedule, when one was given.
     loaded: Option<Schedule>,
 }
@@ -59,6 +61,7 @@ impl Source {
                 &args.model,
                 &[
                     ("--trigger", args.trigger.is_some()),
+                    ("--policy", args.policy.is_some()),
                     ("--tune", args.tune.is_some()),
                 ],
             )?;
@@ -130,6 +133,13 @@ impl Session {
                     .into(),
             ));
         }
+        if args.policy.is_some() && !targets.contains(&Target::Persistent) {
+            return Err(CommandError::Input(
+                "--policy applies to the persistent target only, which this run does not \
+                 include. Fix: drop --policy or add persistent to the targets."
+                    .into(),
+            ));
+        }
         let (seed, host) = match weights::parse_seed(&args.weights) {
             Some(seed) => (Some(seed), None),
             None if args.weights.starts_with("random:") => {
@@ -182,6 +192,7 @@ impl Session {
             watchdog: Duration::try_from_secs_f64(args.watchdog)
                 .map_err(|e| CommandError::Input(format!("--watchdog: {e}.")))?,
             trigger: args.trigger.map_or(Trigger::Early, Trigger::from),
+            policy: args.policy.map_or(Policy::RoundRobin, Policy::from),
             loaded,
         })
     }
@@ -203,6 +214,7 @@ impl Session {
         let opts = CompileOptions {
             target,
             trigger: self.trigger,
+            policy: self.policy,
             ..CompileOptions::default()
         };
         Ok(compile(&self.model, &device, &opts).schedule)
