@@ -24,7 +24,7 @@ pub const SOURCE: &str = include_str!("../kernels/mkc.cu");
 /// Threads per CTA of the kernel named `name` (the helper kernels run 256).
 pub fn threads_of(t: &Tuning, name: &str) -> u32 {
     if name == mkc_catalogue::PERSISTENT_ENTRY {
-        return mkc_catalogue::persistent_threads(t).unwrap_or(0);
+        return mkc_catalogue::persistent_threads(t);
     }
     kind_of(name).map_or(256, |k| threads(t, k))
 }

@@ -38,8 +38,8 @@ pub fn persistent_threads_for(model: &mkc_ir::Model) -> Option<u32> {
 }
 
 /// Threads of the persistent kernel's CTA as `tuning` builds it (a streaming CTA's).
-pub fn persistent_threads(t: &mkc_ir::Tuning) -> Option<u32> {
-    Some(layout::stream_threads(t))
+pub fn persistent_threads(t: &mkc_ir::Tuning) -> u32 {
+    layout::stream_threads(t)
 }
 
 /// Dynamic shared memory of the persistent kernel: the most any operator of `model` carves.

@@ -13,7 +13,7 @@ use super::device::DevBuf;
 use super::launch::{arg, StepGraph};
 use super::setup::{func, load_module, opt_in_smem};
 use super::Runner;
-use crate::abi::{KCounterRef, KInstr, KLayer, KPersistent};
+use crate::abi::{KCounterRef, KLayer, KPersistent};
 use crate::error::{check, BackendError};
 
 /// How long one counter wait may spin before the kernel stops, ns.
@@ -24,8 +24,7 @@ pub(crate) struct PersistentState {
     module: sys::CUmodule,
     _bufs: Vec<DevBuf>,
     stall: u64,
-    /// The plan's instructions, for naming a stalled one.
-    instrs: Vec<KInstr>,
+    /// Each instruction's operator and task run, for naming a stalled one.
     labels: Vec<String>,
 }
 
@@ -83,7 +82,7 @@ impl Runner {
             e
         };
         let f = func(module, mkc_catalogue::PERSISTENT_ENTRY).map_err(state_err)?;
-        let threads = mkc_catalogue::persistent_threads(&m.tuning).unwrap_or(0);
+        let threads = mkc_catalogue::persistent_threads(&m.tuning);
         let smem = mkc_catalogue::persistent_dynamic_smem(m);
         opt_in_smem(f, smem, mkc_catalogue::PERSISTENT_ENTRY).map_err(state_err)?;
         // Co-residency: every CTA of the grid must be resident at once, or a CTA waiting on a
@@ -200,7 +199,6 @@ impl Runner {
                 module,
                 _bufs: bufs,
                 stall: kp.stall,
-                instrs: plan.instrs,
                 labels,
             }),
         ))
@@ -224,7 +222,6 @@ impl Runner {
         super::device::STALLED.store(true, std::sync::atomic::Ordering::SeqCst);
         let i = rec[2] as usize;
         let label = state.labels.get(i).cloned().unwrap_or_default();
-        let _ = &state.instrs;
         Err(BackendError::Unsupported(format!(
             "the persistent kernel stalled at position {pos}: SM {} instruction {i} ({label}) \
              waited {:.1} s on counter {} at {} of {}; every CTA stopped",
