@@ -746,3 +746,43 @@ fn the_gpu_commands_take_a_persistent_policy_only_beside_the_persistent_target()
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(!stderr(&o).contains("--policy"), "{}", stderr(&o));
 }
+
+#[test]
+fn the_persistent_plan_takes_the_compiled_kernels_resources_where_nvrtc_is_installed() {
+    let file = scratch("persistent-resources.json");
+    let run = |resources: &str| {
+        Command::new(env!("CARGO_BIN_EXE_mkc"))
+            .args([
+                "compile",
+                "llama1b",
+                "--target",
+                "persistent",
+                "--resources",
+                resources,
+                "-o",
+            ])
+            .arg(&file)
+            .env("XDG_CACHE_HOME", scratch("persistent-resource-cache"))
+            .output()
+            .unwrap()
+    };
+    let plan = || -> serde_json::Value {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        v["plan"]["persistent"].clone()
+    };
+    let o = run("declared");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(plan()["source"], "declared");
+    let o = run("compiled");
+    if !o.status.success() {
+        assert!(stderr(&o).contains("NVRTC"), "{}", stderr(&o));
+        eprintln!("SKIPPED the compiled half: no NVRTC library found");
+        return;
+    }
+    let p = plan();
+    assert_eq!(p["source"], "compiled");
+    // k_persistent's CTA: a streaming CTA's threads, all of the largest operator's shared memory.
+    assert_eq!(p["resources"]["threads"], 288);
+    assert!(p["resources"]["dynamic_smem_bytes"].as_u64().unwrap() >= 144_000);
+}

@@ -195,15 +195,23 @@ pub fn cached_figures(
     arch: &str,
     model: &Model,
     cache: Option<&std::path::Path>,
+    persistent: bool,
 ) -> Result<Option<Vec<KernelInfo>>, BackendError> {
+    let runs = check_model(model).is_ok()
+        && (!persistent || mkc_catalogue::persistent_threads_for(model).is_some());
     // SAFETY: probing for the library has no preconditions.
-    if check_model(model).is_err() || !unsafe { nvrtc_sys::is_culib_present() } {
+    if !runs || !unsafe { nvrtc_sys::is_culib_present() } {
         return Ok(None);
     }
     let (mut major, mut minor) = (0, 0);
     // SAFETY: both pointers are valid for writes.
     unsafe { nvrtc_sys::nvrtcVersion(&mut major, &mut minor) };
-    let (text, options) = build_inputs(model, false, &[])?;
+    let defines: &[(&str, u32)] = if persistent {
+        &[("MKC_PERSISTENT", 1)]
+    } else {
+        &[]
+    };
+    let (text, options) = build_inputs(model, false, defines)?;
     let key = [
         text.as_str(),
         arch,
@@ -442,6 +450,24 @@ pub fn with_model(mut kernels: Vec<KernelInfo>, model: &Model) -> Vec<KernelInfo
 /// simulator describe what the backend launches. Returns how many grids were updated.
 pub fn apply_to_schedule(schedule: &mut mkc_scheduler::Schedule, infos: &[KernelInfo]) -> usize {
     let mut updated = 0;
+    if let mkc_scheduler::Plan::Persistent(plan) = &mut schedule.plan {
+        if let Some(info) = infos
+            .iter()
+            .find(|i| i.name == mkc_catalogue::PERSISTENT_ENTRY)
+        {
+            let dynamic = schedule
+                .model
+                .as_ref()
+                .map_or(info.dynamic_smem, mkc_catalogue::persistent_dynamic_smem);
+            plan.resources = mkc_ir::model::KernelResources {
+                threads: info.threads,
+                registers: info.registers,
+                dynamic_smem_bytes: dynamic + info.static_smem,
+            };
+            plan.source = mkc_catalogue::ResourceSource::Compiled;
+            updated += 1;
+        }
+    }
     if let mkc_scheduler::Plan::Chain(plan) = &mut schedule.plan {
         for k in &mut plan.kernels {
             if let Some(info) = infos.iter().find(|i| i.name == k.entry) {

@@ -9,10 +9,11 @@ use mkc_ir::{Model, OpKind, Tuning};
 use crate::layout::{dynamic_smem, page_range, stream, threads};
 
 /// Where a grid's registers and static shared memory come from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ResourceSource {
     /// The catalogue's declared values ([`declared_registers`]): no NVRTC was available.
+    #[default]
     Declared,
     /// What ptxas reported for the kernels as built (NVRTC, no GPU needed).
     Compiled,

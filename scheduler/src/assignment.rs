@@ -41,6 +41,7 @@ impl Assignment {
         PersistentPlan {
             streams,
             resources: resources.clone(),
+            source: mkc_catalogue::ResourceSource::Declared,
         }
     }
 

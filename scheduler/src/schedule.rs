@@ -159,8 +159,12 @@ impl Instruction {
 pub struct PersistentPlan {
     /// `streams[sm]` is the instruction list of SM `sm`, in execution order.
     pub streams: Vec<Vec<Instruction>>,
-    /// The persistent kernel's CTA resources (declared until compiled values exist).
+    /// The persistent kernel's CTA resources: the model file's declared `lowering.kernel`, or
+    /// the compiled `k_persistent`'s (its static shared memory counted in the dynamic).
     pub resources: KernelResources,
+    /// Which of the two `resources` are.
+    #[serde(default)]
+    pub source: ResourceSource,
 }
 
 /// How a grid in a chain is linked to its predecessor grid.

@@ -70,6 +70,19 @@ pub struct GridRow {
     pub resources: String,
 }
 
+/// The persistent kernel's CTA as the plan declares it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PersistentKernelRow {
+    /// Threads per CTA.
+    pub threads: u32,
+    /// Registers per thread.
+    pub registers: u32,
+    /// Shared memory per CTA, bytes.
+    pub smem_bytes: u32,
+    /// `declared` (the model file's `lowering.kernel`) or `compiled` (NVRTC's `k_persistent`).
+    pub resources: String,
+}
+
 /// Everything `mkc compile` reports about a schedule.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Summary {
@@ -97,6 +110,9 @@ pub struct Summary {
     /// Instructions per SM (persistent only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub instructions_per_sm: Option<MinMax>,
+    /// The persistent kernel's CTA (persistent only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub persistent_kernel: Option<PersistentKernelRow>,
     /// Total ready counters (VTP shards over all synchronised edges).
     pub vtp_shards: u32,
     /// Per operator kind.
@@ -113,6 +129,15 @@ impl Summary {
     /// Summarises `schedule`; `estimates` and `bound_ns` come from the compile report.
     pub fn new(schedule: &Schedule, bound_ns: Option<f64>, estimates: Vec<PolicyEstimate>) -> Self {
         let g = &schedule.graph;
+        let persistent_kernel = schedule.persistent().map(|p| PersistentKernelRow {
+            threads: p.resources.threads,
+            registers: p.resources.registers,
+            smem_bytes: p.resources.dynamic_smem_bytes,
+            resources: match p.source {
+                mkc_catalogue::ResourceSource::Declared => "declared".into(),
+                mkc_catalogue::ResourceSource::Compiled => "compiled".into(),
+            },
+        });
         let (kernels, edges, instructions_per_sm) = match &schedule.plan {
             Plan::Persistent(p) => {
                 let lens = p.streams.iter().map(|s| s.len() as u32);
@@ -190,6 +215,7 @@ impl Summary {
             weight_bytes: g.task_weight_bytes(),
             edges,
             instructions_per_sm,
+            persistent_kernel,
             vtp_shards: g.counters.len() as u32,
             op_kinds,
             lower_bound_us: bound_ns.map(|b| b / 1e3),
@@ -226,6 +252,19 @@ impl Summary {
         }
         if let Some(mm) = &self.instructions_per_sm {
             s += &format!("  instructions per SM: min {}, max {}\n", mm.min, mm.max);
+        }
+        if let Some(k) = &self.persistent_kernel {
+            s += &format!(
+                "  persistent kernel CTA: {} threads, {} registers, {} B shared memory: {}\n",
+                k.threads,
+                k.registers,
+                k.smem_bytes,
+                if k.resources == "compiled" {
+                    "compiled k_persistent (NVRTC)"
+                } else {
+                    "declared by the model file's lowering.kernel (NVRTC not used: --resources)"
+                }
+            );
         }
         let grids = self.op_kinds.iter().any(|r| r.grid.is_some());
         s += "\n  operator     ops  tasks/op   weight MB";

@@ -3,7 +3,7 @@
 use mkc_scheduler::{check, CompileOptions, IlpOptions, Policy, Target, Trigger};
 
 use super::CommandError;
-use crate::cli::{CompileArgs, FormatArg, ResourcesArg};
+use crate::cli::{CompileArgs, FormatArg};
 
 /// Converts the CLI's options into the scheduler's, refusing flags the target would ignore.
 fn options(args: &CompileArgs) -> Result<CompileOptions, CommandError> {
@@ -32,22 +32,15 @@ fn options(args: &CompileArgs) -> Result<CompileOptions, CommandError> {
 pub fn run(args: CompileArgs) -> Result<(), CommandError> {
     let opts = options(&args)?;
     let (model, device) = args.setup.resolve(&[opts.target])?;
-    let chain = opts.target != Target::Persistent;
-    if !chain && args.resources == ResourcesArg::Compiled {
-        return Err(CommandError::Input(
-            "--resources compiled applies to the chain targets (pdl, graph): no persistent \
-             kernel is compiled yet. Fix: drop it."
-                .into(),
-        ));
-    }
+    let persistent = opts.target == Target::Persistent;
     // The kernels' figures (loading NVRTC, or compiling on a cache miss) on a second thread,
     // beside the lowering and scheduling.
     let (mut compiled, found) = std::thread::scope(|scope| {
         let figures =
-            chain.then(|| scope.spawn(|| super::kernels::resource_figures(args.resources, &model)));
+            scope.spawn(|| super::kernels::resource_figures(args.resources, &model, persistent));
         let compiled = mkc_scheduler::compile(&model, &device, &opts);
-        let found = figures.map(|h| h.join().expect("the kernel figures' thread panicked"));
-        (compiled, found)
+        let found = figures.join().expect("the kernel figures' thread panicked");
+        (compiled, Some(found))
     });
     let found = found.transpose()?.flatten();
     if let Some(found) = found {

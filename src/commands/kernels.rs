@@ -52,24 +52,26 @@ fn cache_dir() -> Option<std::path::PathBuf> {
     Some(base.join("mkc"))
 }
 
-/// The compiled kernels' figures for a chain plan of `model`, as `--resources` asks: none for
-/// `declared`; for `auto`, NVRTC's where it is installed and can build the model (cached by
-/// build), else none; for `compiled`, NVRTC's or an error saying why not.
+/// The compiled kernels' figures for a plan of `model` (the chain's kernels, or with
+/// `persistent` the persistent kernel's build), as `--resources` asks: none for `declared`; for
+/// `auto`, NVRTC's where it is installed and can build the model (cached by build), else none;
+/// for `compiled`, NVRTC's or an error saying why not.
 pub fn resource_figures(
     choice: ResourcesArg,
     model: &mkc_ir::Model,
+    persistent: bool,
 ) -> Result<Option<Vec<kernels::KernelInfo>>, CommandError> {
+    let cached = || kernels::cached_figures("sm_90a", model, cache_dir().as_deref(), persistent);
     match choice {
         ResourcesArg::Declared => Ok(None),
-        ResourcesArg::Auto => Ok(kernels::cached_figures(
-            "sm_90a",
-            model,
-            cache_dir().as_deref(),
-        )?),
+        ResourcesArg::Auto => Ok(cached()?),
         ResourcesArg::Compiled => {
             kernels::check_model(model)?;
-            match kernels::cached_figures("sm_90a", model, cache_dir().as_deref())? {
+            match cached()? {
                 Some(found) => Ok(Some(found)),
+                None if persistent => Ok(Some(
+                    kernel_figures(kernels::compile_persistent("sm_90a", model)?, &model.tuning)?.0,
+                )),
                 None => Ok(Some(built_kernel_figures("sm_90a", model)?.0)),
             }
         }

@@ -60,9 +60,13 @@ pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
     let workload = args
         .trajectory
         .then_some((model.workload.prompt_len, model.workload.generate));
-    let chain = targets.iter().any(|t| *t != Target::Persistent);
-    let compiled = match chain {
-        true => super::kernels::resource_figures(args.resources, &model)?,
+    // The figures of each build a target needs: the chain's kernels, the persistent kernel.
+    let chain = match targets.iter().any(|t| *t != Target::Persistent) {
+        true => super::kernels::resource_figures(args.resources, &model, false)?,
+        false => None,
+    };
+    let persistent = match targets.contains(&Target::Persistent) {
+        true => super::kernels::resource_figures(args.resources, &model, true)?,
         false => None,
     };
     let mut reports: Vec<SimReport> = Vec::new();
@@ -74,7 +78,12 @@ pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
             ..CompileOptions::default()
         };
         let mut s = compile(&model, &device, &opts).schedule;
-        if let Some(infos) = &compiled {
+        let compiled = if target == Target::Persistent {
+            &persistent
+        } else {
+            &chain
+        };
+        if let Some(infos) = compiled {
             mkc_backend::kernels::apply_to_schedule(&mut s, infos);
         }
         reports.push(simulate_one(
