@@ -22,22 +22,6 @@ pub struct StepGraph {
     pub(super) owned: Option<super::persistent::PersistentState>,
 }
 
-impl StepGraph {
-    pub(super) fn new(
-        exec: sys::CUgraphExec,
-        graph: sys::CUgraph,
-        target: Target,
-        owned: Option<super::persistent::PersistentState>,
-    ) -> StepGraph {
-        StepGraph {
-            exec,
-            graph,
-            target,
-            owned,
-        }
-    }
-}
-
 impl Drop for StepGraph {
     fn drop(&mut self) {
         if stalled() {
@@ -186,6 +170,23 @@ impl Runner {
         what: &str,
         grids: impl Iterator<Item = GridLaunch>,
     ) -> Result<StepGraph, BackendError> {
+        self.capture_launches(target, what, None, || {
+            for grid in grids {
+                self.launch(&grid)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Captures what `enqueue` launches on the runner's stream into an instantiated graph of
+    /// `target` that owns `owned` (dropped with it, or at once if the capture fails).
+    pub(super) fn capture_launches(
+        &self,
+        target: Target,
+        what: &str,
+        owned: Option<super::persistent::PersistentState>,
+        enqueue: impl FnOnce() -> Result<(), BackendError>,
+    ) -> Result<StepGraph, BackendError> {
         // SAFETY: the stream belongs to this runner and is idle.
         check(
             unsafe {
@@ -197,13 +198,7 @@ impl Runner {
             "cuStreamBeginCapture",
             what,
         )?;
-        let mut launched = Ok(());
-        for grid in grids {
-            if let Err(e) = self.launch(&grid) {
-                launched = Err(e);
-                break;
-            }
-        }
+        let launched = enqueue();
         // SAFETY: capture was begun above on this stream (and is ended even if a launch failed).
         let graph = check(
             unsafe { result::stream::end_capture(self.stream) },
@@ -221,7 +216,7 @@ impl Runner {
             exec,
             graph,
             target,
-            owned: None,
+            owned,
         })
     }
 }

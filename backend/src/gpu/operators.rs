@@ -79,7 +79,8 @@ impl Inputs {
     }
 }
 
-fn upload<T>(ptr: u64, data: &[T], what: &str) -> Result<(), BackendError> {
+/// Copies `data` to the device buffer at `ptr`.
+pub(super) fn upload<T>(ptr: u64, data: &[T], what: &str) -> Result<(), BackendError> {
     // SAFETY: every caller passes a live device buffer at least `data`'s size.
     check(
         unsafe { result::memcpy_htod_sync(ptr, data) },

@@ -13,19 +13,22 @@ use super::device::DevBuf;
 use super::launch::{arg, StepGraph};
 use super::setup::{func, load_module, opt_in_smem};
 use super::Runner;
-use crate::abi::{KCounterRef, KLayer, KPersistent};
+use crate::abi::{KCounterRef, KInstr, KPersistent};
 use crate::error::{check, BackendError};
 
 /// How long one counter wait may spin before the kernel stops, ns.
 const WAIT_LIMIT_NS: u64 = 2_000_000_000;
 
-/// What a persistent step graph reads: its module, plan, counters and stall record.
+/// What a persistent step graph reads: its module, plan, counters and stall record. Built as
+/// soon as the module is loaded, so that any later failure unloads and frees what it holds.
 pub(crate) struct PersistentState {
     module: sys::CUmodule,
-    _bufs: Vec<DevBuf>,
+    bufs: Vec<DevBuf>,
     stall: u64,
-    /// Each instruction's operator and task run, for naming a stalled one.
-    labels: Vec<String>,
+    /// The plan's instructions and the graph's operators (kernel id, layer, label), to name a
+    /// stalled instruction.
+    instrs: Vec<KInstr>,
+    ops: Vec<(i32, Option<u32>, String)>,
 }
 
 impl Drop for PersistentState {
@@ -38,20 +41,30 @@ impl Drop for PersistentState {
     }
 }
 
-/// Uploads `data` to a new device buffer.
-fn upload<T>(data: &[T], what: &str, bufs: &mut Vec<DevBuf>) -> Result<u64, BackendError> {
-    let b = DevBuf::new(std::mem::size_of_val(data), what)?;
-    if !data.is_empty() {
-        // SAFETY: `b` holds exactly `data`'s bytes.
-        check(
-            unsafe { result::memcpy_htod_sync(b.ptr, data) },
-            "cuMemcpyHtoD",
-            what,
-        )?;
+impl PersistentState {
+    /// Uploads `data` to a new device buffer the state keeps.
+    fn upload<T>(&mut self, data: &[T], what: &str) -> Result<u64, BackendError> {
+        let b = DevBuf::new(std::mem::size_of_val(data), what)?;
+        if !data.is_empty() {
+            super::operators::upload(b.ptr, data, what)?;
+        }
+        let p = b.ptr;
+        self.bufs.push(b);
+        Ok(p)
     }
-    let p = b.ptr;
-    bufs.push(b);
-    Ok(p)
+
+    /// Instruction `i`'s operator and task run, as its stall is reported.
+    fn label(&self, i: usize) -> String {
+        let Some(ins) = self.instrs.get(i) else {
+            return format!("instruction {i} is not in the plan");
+        };
+        let op = self
+            .ops
+            .iter()
+            .find(|(id, layer, _)| *id == ins.op && layer.is_none_or(|l| l as i32 == ins.layer))
+            .map_or_else(|| format!("op {}", ins.op), |(_, _, label)| label.clone());
+        format!("{op} tasks {}..{}", ins.first, ins.first + ins.count)
+    }
 }
 
 impl Runner {
@@ -74,17 +87,22 @@ impl Runner {
         let sms = self._gpu.sms as u32;
         let plan = crate::persistent_plan::encode(schedule, m, sms)?;
         let compiled = crate::kernels::compile_persistent_with("sm_90a", m, defines)?;
-        let module = load_module(&compiled.cubin, "the persistent kernel")?;
-        let mut bufs = Vec::new();
-        let state_err = |e| {
-            // SAFETY: loaded above; nothing references it yet.
-            unsafe { result::module::unload(module) }.ok();
-            e
+        let mut state = PersistentState {
+            module: load_module(&compiled.cubin, "the persistent kernel")?,
+            bufs: Vec::new(),
+            stall: 0,
+            instrs: Vec::new(),
+            ops: schedule
+                .graph
+                .ops
+                .iter()
+                .map(|o| (crate::abi::op_id(o.kind), o.layer, o.label()))
+                .collect(),
         };
-        let f = func(module, mkc_catalogue::PERSISTENT_ENTRY).map_err(state_err)?;
+        let f = func(state.module, mkc_catalogue::PERSISTENT_ENTRY)?;
         let threads = mkc_catalogue::persistent_threads(&m.tuning);
         let smem = mkc_catalogue::persistent_dynamic_smem(m);
-        opt_in_smem(f, smem, mkc_catalogue::PERSISTENT_ENTRY).map_err(state_err)?;
+        opt_in_smem(f, smem, mkc_catalogue::PERSISTENT_ENTRY)?;
         // Co-residency: every CTA of the grid must be resident at once, or a CTA waiting on a
         // counter could hold the SM that the CTA which signals it needs.
         let mut per_sm = 0i32;
@@ -101,10 +119,9 @@ impl Runner {
             },
             "cuOccupancyMaxActiveBlocksPerMultiprocessor",
             "k_persistent",
-        )
-        .map_err(state_err)?;
+        )?;
         if per_sm < 1 {
-            return Err(state_err(BackendError::Unsupported(format!(
+            return Err(BackendError::Unsupported(format!(
                 "the persistent kernel cannot be resident on an SM ({threads} threads, {} \
                  registers, {smem} B of dynamic shared memory): it is not launched, since a \
                  grid whose CTAs are not all resident could wait forever",
@@ -113,95 +130,39 @@ impl Runner {
                     .iter()
                     .find(|k| k.name == mkc_catalogue::PERSISTENT_ENTRY)
                     .map_or(0, |k| k.registers)
-            ))));
+            )));
         }
-        let layers: Vec<KLayer> = self.layers.clone();
         let counters = vec![0u32; plan.counters.max(1)];
         let kp = KPersistent {
-            layers: upload(&layers, "persistent layers", &mut bufs).map_err(state_err)?,
-            instrs: upload(&plan.instrs, "persistent instructions", &mut bufs)
-                .map_err(state_err)?,
-            refs: upload::<KCounterRef>(&plan.refs, "persistent counter refs", &mut bufs)
-                .map_err(state_err)?,
-            stream_start: upload(&plan.stream_start, "persistent streams", &mut bufs)
-                .map_err(state_err)?,
-            counters: upload(&counters, "counters", &mut bufs).map_err(state_err)?,
-            epoch: upload(&[0u32], "epoch", &mut bufs).map_err(state_err)?,
-            exited: upload(&[0u32], "exited", &mut bufs).map_err(state_err)?,
-            stall: upload(&[0u64; 6], "stall record", &mut bufs).map_err(state_err)?,
+            layers: state.upload(&self.layers, "persistent layers")?,
+            instrs: state.upload(&plan.instrs, "persistent instructions")?,
+            refs: state.upload::<KCounterRef>(&plan.refs, "persistent counter refs")?,
+            stream_start: state.upload(&plan.stream_start, "persistent streams")?,
+            counters: state.upload(&counters, "counters")?,
+            epoch: state.upload(&[0u32], "epoch")?,
+            exited: state.upload(&[0u32], "exited")?,
+            stall: state.upload(&[0u64; 6], "stall record")?,
             watchdog_ns: WAIT_LIMIT_NS,
         };
-        let g = &schedule.graph;
-        let labels = plan
-            .instrs
-            .iter()
-            .map(|i| {
-                let op = g
-                    .ops
-                    .iter()
-                    .find(|o| {
-                        crate::abi::op_id(o.kind) == i.op
-                            && o.layer.is_none_or(|l| l as i32 == i.layer)
-                    })
-                    .map_or_else(|| format!("op {}", i.op), |o| o.label());
-                format!("{op} tasks {}..{}", i.first, i.first + i.count)
-            })
-            .collect();
-        let mut km = self.km;
-        let mut globals = self.globals;
-        let mut kp_arg = kp;
+        state.stall = kp.stall;
+        state.instrs = plan.instrs;
+        let (mut km, mut globals, mut kp_arg) = (self.km, self.globals, kp);
         let mut args: Vec<*mut c_void> = vec![arg(&mut km), arg(&mut globals), arg(&mut kp_arg)];
-        let what = "persistent";
-        // SAFETY: the stream belongs to this runner and is idle.
-        check(
-            unsafe {
-                result::stream::begin_capture(
+        self.capture_launches(Target::Persistent, "persistent", Some(state), || {
+            // SAFETY: the arguments match k_persistent(Model, Globals, Persistent) and outlive
+            // the call; every pointer inside them is a live device allocation.
+            let launched = unsafe {
+                result::launch_kernel(
+                    f,
+                    (sms, 1, 1),
+                    (threads, 1, 1),
+                    smem,
                     self.stream,
-                    sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+                    &mut args,
                 )
-            },
-            "cuStreamBeginCapture",
-            what,
-        )
-        .map_err(state_err)?;
-        // SAFETY: the arguments match k_persistent(Model, Globals, Persistent) and outlive the
-        // call; every pointer inside them is a live device allocation.
-        let launched = unsafe {
-            result::launch_kernel(
-                f,
-                (sms, 1, 1),
-                (threads, 1, 1),
-                smem,
-                self.stream,
-                &mut args,
-            )
-        };
-        // SAFETY: capture was begun above on this stream.
-        let graph = check(
-            unsafe { result::stream::end_capture(self.stream) },
-            "cuStreamEndCapture",
-            what,
-        )
-        .map_err(state_err)?;
-        check(launched, "cuLaunchKernel", "k_persistent").map_err(state_err)?;
-        // SAFETY: `graph` is a complete captured graph.
-        let exec = check(
-            unsafe { result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0)) },
-            "cuGraphInstantiate",
-            what,
-        )
-        .map_err(state_err)?;
-        Ok(StepGraph::new(
-            exec,
-            graph,
-            Target::Persistent,
-            Some(PersistentState {
-                module,
-                _bufs: bufs,
-                stall: kp.stall,
-                labels,
-            }),
-        ))
+            };
+            check(launched, "cuLaunchKernel", "k_persistent")
+        })
     }
 
     /// After a persistent step: an error naming the wait that stalled, if one did.
@@ -221,7 +182,7 @@ impl Runner {
         }
         super::device::STALLED.store(true, std::sync::atomic::Ordering::SeqCst);
         let i = rec[2] as usize;
-        let label = state.labels.get(i).cloned().unwrap_or_default();
+        let label = state.label(i);
         Err(BackendError::Unsupported(format!(
             "the persistent kernel stalled at position {pos}: SM {} instruction {i} ({label}) \
              waited {:.1} s on counter {} at {} of {}; every CTA stopped",
