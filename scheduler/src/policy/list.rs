@@ -10,61 +10,35 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use mkc_ir::{SmId, TaskGraph, TaskId};
+use mkc_ir::{SmId, TaskGraph};
 
 use crate::assignment::Assignment;
 use crate::cost::CostModel;
+use crate::schedule::Instruction;
 
 /// Times as integer picoseconds, so heap order is total and deterministic.
 fn ps(ns: f64) -> u64 {
     (ns * 1000.0).round() as u64
 }
 
-/// One schedulable unit: a run of consecutive tasks of one operator.
+/// One schedulable unit: a run of consecutive tasks of one operator, as the instruction it
+/// becomes (its tasks' waits once each, their signals counted), and its cost.
 struct Unit {
-    first: TaskId,
-    count: u32,
-    /// Counters any of its tasks waits on, once each.
-    waits: Vec<u32>,
-    /// Counters its tasks signal, with how many signals each.
-    signals: Vec<(u32, u32)>,
+    ins: Instruction,
     ns: f64,
 }
 
-/// Every operator's tasks cut into `min(tasks, sms)` runs, in topological order.
+/// Every operator's runs (`policy::op_runs`), in topological order.
 fn units(graph: &TaskGraph, cost: &CostModel, sms: usize) -> Vec<Unit> {
-    let mut out = Vec::new();
-    for op in &graph.ops {
-        let parts = (op.tasks as usize).min(sms).max(1) as u32;
-        for part in 0..parts {
-            let (first, count) = mkc_catalogue::cta_tasks(op.tasks, parts, part);
-            let first = TaskId(op.first_task.0 + first);
-            let mut waits = Vec::new();
-            let mut signals: Vec<(u32, u32)> = Vec::new();
-            for t in first.0..first.0 + count {
-                let task = graph.task(TaskId(t));
-                for c in &task.waits {
-                    if !waits.contains(&c.0) {
-                        waits.push(c.0);
-                    }
-                }
-                for c in &task.signals {
-                    match signals.iter_mut().find(|(d, _)| *d == c.0) {
-                        Some((_, k)) => *k += 1,
-                        None => signals.push((c.0, 1)),
-                    }
-                }
-            }
-            out.push(Unit {
-                first,
-                count,
-                waits,
-                signals,
-                ns: cost.run_ns(first, count),
-            });
-        }
-    }
-    out
+    graph
+        .ops
+        .iter()
+        .flat_map(|op| super::op_runs(op, sms))
+        .map(|(first, count)| Unit {
+            ins: Instruction::of_run(graph, first, count, 0),
+            ns: cost.run_ns(first, count),
+        })
+        .collect()
 }
 
 /// Longest path (cost plus signal latencies) from the start of each unit to the step's end.
@@ -73,13 +47,14 @@ fn bottom_levels(graph: &TaskGraph, units: &[Unit], cost: &CostModel) -> Vec<f64
     let mut counter_level = vec![0.0f64; graph.counters.len()];
     for (u, unit) in units.iter().enumerate().rev() {
         let after = unit
+            .ins
             .signals
             .iter()
-            .map(|&(c, _)| counter_level[c as usize])
+            .map(|s| counter_level[s.counter.index()])
             .fold(0.0, f64::max);
         level[u] = unit.ns + after;
-        for &c in &unit.waits {
-            let cl = &mut counter_level[c as usize];
+        for w in &unit.ins.waits {
+            let cl = &mut counter_level[w.counter.index()];
             *cl = cl.max(cost.signal_ns + level[u]);
         }
     }
@@ -96,13 +71,13 @@ pub fn assign(graph: &TaskGraph, cost: &CostModel, sms: usize) -> Assignment {
         .collect();
     let mut waiters: Vec<Vec<u32>> = vec![Vec::new(); graph.counters.len()];
     for (u, unit) in units.iter().enumerate() {
-        for &c in &unit.waits {
-            waiters[c as usize].push(u as u32);
+        for w in &unit.ins.waits {
+            waiters[w.counter.index()].push(u as u32);
         }
     }
     let mut remaining: Vec<u32> = graph.counters.iter().map(|c| c.signals_per_step).collect();
     let mut counter_done = vec![0u64; graph.counters.len()];
-    let mut unmet: Vec<usize> = units.iter().map(|u| u.waits.len()).collect();
+    let mut unmet: Vec<usize> = units.iter().map(|u| u.ins.waits.len()).collect();
     let mut ready_at = vec![0u64; n];
     let signal = ps(cost.signal_ns);
 
@@ -147,15 +122,15 @@ pub fn assign(graph: &TaskGraph, cost: &CostModel, sms: usize) -> Assignment {
         let start = free.max(ready_at[u as usize]);
         let end = start + ps(unit.ns);
         placed += 1;
-        for t in unit.first.0..unit.first.0 + unit.count {
-            order.push(TaskId(t));
-            sm_of[t as usize] = sm;
+        for t in unit.ins.tasks() {
+            order.push(t);
+            sm_of[t.index()] = sm;
         }
         free_sms.push(Reverse((end, sm)));
-        for &(c, k) in &unit.signals {
-            let ci = c as usize;
+        for sig in &unit.ins.signals {
+            let ci = sig.counter.index();
             counter_done[ci] = counter_done[ci].max(end);
-            remaining[ci] -= k;
+            remaining[ci] -= sig.count;
             if remaining[ci] == 0 {
                 for &w in &waiters[ci] {
                     let wi = w as usize;

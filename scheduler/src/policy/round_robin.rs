@@ -16,13 +16,11 @@ pub fn assign(graph: &TaskGraph, sms: usize) -> Assignment {
     let mut sm = vec![SmId(0); graph.tasks.len()];
     let mut next = 0usize;
     for op in &graph.ops {
-        let parts = (op.tasks as usize).min(sms).max(1);
-        for part in 0..parts {
-            let (first, count) = mkc_catalogue::cta_tasks(op.tasks, parts as u32, part as u32);
+        let mut parts = 0;
+        for (part, (first, count)) in super::op_runs(op, sms).enumerate() {
             let to = SmId::from_index((next + part) % sms);
-            for t in first..first + count {
-                sm[op.first_task.index() + t as usize] = to;
-            }
+            sm[first.index()..first.index() + count as usize].fill(to);
+            parts += 1;
         }
         next = (next + parts) % sms;
     }
