@@ -1266,21 +1266,6 @@ __device__ void ring_inval(int per_warp) {
     asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(smem_addr(&bars[2 * MAX_SLOTS])) : "memory");
 }
 
-// Each operator's body, inlined into the interpreter's switch: at a streaming CTA's 288
-// threads the registers suffice (168, 20 B of spills); as __noinline__ functions the bodies
-// spilled 384-768 B each and the step took 1477 µs against 1044 inlined (docs/perf.md).
-#define PERSISTENT_OP(name, call)                                                                          \
-    __device__ __forceinline__ void name(const Model& m, const Globals& g, const Layer& L, const PersistentWork& w, \
-                                      const CounterDeps& d) {                                              \
-        call;                                                                                              \
-    }
-PERSISTENT_OP(op_qkv_rope, qkv_rope_body(m, g, L, w, d))
-PERSISTENT_OP(op_o_proj, o_proj_body(m, g, L, w, d))
-PERSISTENT_OP(op_up_gate, up_gate_body(m, g, L, w, d))
-PERSISTENT_OP(op_down, down_body(m, g, L, w, d))
-PERSISTENT_OP(op_lm_head, lm_head_body(m, g, w, d))
-PERSISTENT_OP(op_attention, (attention_body<PersistentWork, CounterDeps, PERSISTENT_THREADS>(m, g, L, w, d)))
-
 extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent(Model mp, Globals gp, Persistent p) {
     __shared__ Model m;
     __shared__ Globals g;
@@ -1306,27 +1291,31 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         __syncthreads();
         const PersistentWork w{ins.first, ins.count};
         const CounterDeps d{p, ins, i, step, ins.op == OP_ATTENTION};
+        // The operators' bodies, inlined into this switch: at a streaming CTA's 288 threads the
+        // registers suffice (168, 20 B of spills); as __noinline__ functions the bodies spilled
+        // 384-768 B each and the step took 1477 µs against 1044 inlined (docs/perf.md).
         const bool streams = threadIdx.x < THREADS;
         switch (ins.op) {
             case OP_QKV_ROPE:
-                if (streams) op_qkv_rope(m, g, L, w, d);
+                if (streams) qkv_rope_body(m, g, L, w, d);
                 break;
             case OP_O_PROJ:
-                if (streams) op_o_proj(m, g, L, w, d);
+                if (streams) o_proj_body(m, g, L, w, d);
                 break;
             case OP_UP_GATE:
-                if (streams) op_up_gate(m, g, L, w, d);
+                if (streams) up_gate_body(m, g, L, w, d);
                 break;
             case OP_DOWN:
-                if (streams) op_down(m, g, L, w, d);
+                if (streams) down_body(m, g, L, w, d);
                 break;
             case OP_LM_HEAD:
-                if (streams) op_lm_head(m, g, L, w, d);
+                if (streams) lm_head_body(m, g, w, d);
                 break;
             case OP_ATTENTION:
                 for (int t = 0; t < ins.count; ++t) {
                     if (t > 0) __syncthreads();
-                    op_attention(m, g, L, PersistentWork{ins.first + t, 1}, d);
+                    attention_body<PersistentWork, CounterDeps, PERSISTENT_THREADS>(
+                        m, g, L, PersistentWork{ins.first + t, 1}, d);
                 }
                 break;
         }
