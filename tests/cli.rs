@@ -10,6 +10,16 @@ fn mkc(args: &[&str]) -> Output {
         .expect("mkc runs")
 }
 
+/// `mkc ARGS... FILE` with its kernel-figure cache in `cache`.
+fn mkc_cached(args: &[&str], file: &std::path::Path, cache: &std::path::Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mkc"))
+        .args(args)
+        .arg(file)
+        .env("XDG_CACHE_HOME", cache)
+        .output()
+        .expect("mkc runs")
+}
+
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -655,20 +665,16 @@ fn chain_plans_take_the_compiled_resources_where_nvrtc_is_installed() {
     // The grids of the plan `--resources R` writes: (resources, registers) of each.
     let run = |resources: &str| -> Result<Vec<(String, u64)>, String> {
         let file = scratch(&format!("resources-{resources}.json"));
-        let out = Command::new(env!("CARGO_BIN_EXE_mkc"))
-            .args([
-                "compile",
-                "llama1b",
-                "--target",
-                "pdl",
-                "--resources",
-                resources,
-                "-o",
-            ])
-            .arg(&file)
-            .env("XDG_CACHE_HOME", &cache)
-            .output()
-            .unwrap();
+        let args = [
+            "compile",
+            "llama1b",
+            "--target",
+            "pdl",
+            "--resources",
+            resources,
+            "-o",
+        ];
+        let out = mkc_cached(&args, &file, &cache);
         if !out.status.success() {
             return Err(String::from_utf8_lossy(&out.stderr).into_owned());
         }
@@ -713,27 +719,25 @@ fn chain_plans_take_the_compiled_resources_where_nvrtc_is_installed() {
 
 #[test]
 fn the_gpu_commands_take_a_persistent_policy_only_beside_the_persistent_target() {
-    let o = mkc(&["run", "llama1b", "--policy", "list"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("--policy applies to the persistent target"),
-        "{}",
-        stderr(&o)
-    );
-    let o = mkc(&[
-        "bench",
-        "llama1b",
-        "--targets",
-        "pdl,graph",
-        "--policy",
-        "list",
-    ]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("--policy applies to the persistent target"),
-        "{}",
-        stderr(&o)
-    );
+    for args in [
+        &["run", "llama1b", "--policy", "list"][..],
+        &[
+            "bench",
+            "llama1b",
+            "--targets",
+            "pdl,graph",
+            "--policy",
+            "list",
+        ],
+    ] {
+        let o = mkc(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("--policy applies to the persistent target"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
     // Beside the persistent target it is taken (here only the missing GPU stops the run).
     let o = mkc(&[
         "bench",
@@ -750,21 +754,18 @@ fn the_gpu_commands_take_a_persistent_policy_only_beside_the_persistent_target()
 #[test]
 fn the_persistent_plan_takes_the_compiled_kernels_resources_where_nvrtc_is_installed() {
     let file = scratch("persistent-resources.json");
+    let cache = scratch("persistent-resource-cache");
     let run = |resources: &str| {
-        Command::new(env!("CARGO_BIN_EXE_mkc"))
-            .args([
-                "compile",
-                "llama1b",
-                "--target",
-                "persistent",
-                "--resources",
-                resources,
-                "-o",
-            ])
-            .arg(&file)
-            .env("XDG_CACHE_HOME", scratch("persistent-resource-cache"))
-            .output()
-            .unwrap()
+        let args = [
+            "compile",
+            "llama1b",
+            "--target",
+            "persistent",
+            "--resources",
+            resources,
+            "-o",
+        ];
+        mkc_cached(&args, &file, &cache)
     };
     let plan = || -> serde_json::Value {
         let v: serde_json::Value =

@@ -774,27 +774,23 @@ fn persistent_plans_encode_as_the_scheduler_wrote_them() {
                     );
                     assert_eq!(k.first as u32 + op.first_task.0, ins.first.0);
                     assert_eq!(k.count as u32, ins.count);
-                    let refs = |at: i32, n: i32| &e.refs[at as usize..(at + n) as usize];
-                    let waits: Vec<(i32, i32)> = refs(k.wait0, k.waits)
-                        .iter()
-                        .map(|r| (r.counter, r.amount))
-                        .collect();
-                    let want: Vec<(i32, i32)> = ins
+                    // The (counter, amount) pairs of a range of the encoded references.
+                    let refs = |at: i32, n: i32| -> Vec<(i32, i32)> {
+                        e.refs[at as usize..(at + n) as usize]
+                            .iter()
+                            .map(|r| (r.counter, r.amount))
+                            .collect()
+                    };
+                    let waits = ins
                         .waits
                         .iter()
-                        .map(|w| (w.counter.0 as i32, w.target_per_step as i32))
-                        .collect();
-                    assert_eq!(waits, want);
-                    let signals: Vec<(i32, i32)> = refs(k.signal0, k.signals)
-                        .iter()
-                        .map(|r| (r.counter, r.amount))
-                        .collect();
-                    let want: Vec<(i32, i32)> = ins
+                        .map(|w| (w.counter.0 as i32, w.target_per_step as i32));
+                    assert_eq!(refs(k.wait0, k.waits), waits.collect::<Vec<_>>());
+                    let signals = ins
                         .signals
                         .iter()
-                        .map(|x| (x.counter.0 as i32, x.count as i32))
-                        .collect();
-                    assert_eq!(signals, want);
+                        .map(|x| (x.counter.0 as i32, x.count as i32));
+                    assert_eq!(refs(k.signal0, k.signals), signals.collect::<Vec<_>>());
                 }
             }
             let err = encode(&s, &model, device.sms + 1).unwrap_err().to_string();

@@ -9,14 +9,21 @@ use mkc_backend::gpu::{Gpu, Runner, WeightSource};
 use mkc_backend::weights::generate;
 use mkc_scheduler::{compile, CompileOptions, Target};
 
+/// The GPU's SM count, or None (printing that `what` is skipped) where there is no GPU.
+fn gpu_sms(what: &str) -> Option<u32> {
+    match Gpu::open() {
+        Ok(g) => Some(g.sms as u32),
+        Err(e) => {
+            eprintln!("SKIPPED GPU {what}: {e}");
+            None
+        }
+    }
+}
+
 #[test]
 fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
-    let sms = match Gpu::open() {
-        Ok(g) => g.sms as u32,
-        Err(e) => {
-            eprintln!("SKIPPED GPU operator tests: {e}");
-            return;
-        }
+    let Some(sms) = gpu_sms("operator tests") else {
+        return;
     };
     // Fresh inputs every run; the seed is printed so that a failure can be replayed.
     let seed = SystemTime::now()
@@ -75,17 +82,12 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
 
 /// A persistent plan whose last wait can never complete (its target raised past what its
 /// counter receives; the checker would refuse such a file, the backend's API is handed it
-/// directly)
-/// is stopped by the kernel's own watchdog, and the host's error names the SM, the
+/// directly) is stopped by the kernel's own watchdog, and the host's error names the SM, the
 /// instruction and the counter.
 #[test]
 fn a_persistent_wait_that_never_completes_is_stopped_by_the_device_watchdog() {
-    let sms = match Gpu::open() {
-        Ok(g) => g.sms as u32,
-        Err(e) => {
-            eprintln!("SKIPPED GPU watchdog test: {e}");
-            return;
-        }
+    let Some(sms) = gpu_sms("watchdog test") else {
+        return;
     };
     let model = mkc_ir::embedded::resolve_model("llama1b").unwrap();
     let device = mkc_ir::embedded::resolve_device("h200")

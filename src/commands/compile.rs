@@ -40,9 +40,9 @@ pub fn run(args: CompileArgs) -> Result<(), CommandError> {
             scope.spawn(|| super::kernels::resource_figures(args.resources, &model, persistent));
         let compiled = mkc_scheduler::compile(&model, &device, &opts);
         let found = figures.join().expect("the kernel figures' thread panicked");
-        (compiled, Some(found))
+        (compiled, found)
     });
-    let found = found.transpose()?.flatten();
+    let found = found?;
     if let Some(found) = found {
         mkc_backend::kernels::apply_to_schedule(&mut compiled.schedule, &found);
         compiled.summary = mkc_scheduler::summary::Summary::new(
