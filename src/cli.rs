@@ -170,6 +170,12 @@ pub struct GpuRunArgs {
     /// Seconds a decode step may take before the watchdog stops the run (at most a day).
     #[arg(long, default_value_t = 10.0, allow_negative_numbers = true, value_parser = seconds)]
     pub watchdog: f64,
+    /// Also trace one decode step (the middle position) with a build that records every
+    /// CTA's or persistent instruction's phases, and write it as a Perfetto trace in the
+    /// format of `mkc simulate --trace` (several targets: FILE.TARGET.json each); prints where
+    /// each SM's time went.
+    #[arg(long, value_name = "FILE.json")]
+    pub timeline: Option<PathBuf>,
 }
 
 /// Arguments of `mkc run`.

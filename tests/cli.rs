@@ -475,6 +475,27 @@ fn a_trace_file_that_cannot_be_created_fails_before_any_gpu_work() {
     assert!(stderr(&o).contains("--cta-phases"), "{}", stderr(&o));
 }
 
+#[test]
+fn a_timeline_file_that_cannot_be_created_fails_before_any_gpu_work() {
+    for (cmd, target) in [
+        ("run", "--target=persistent"),
+        ("bench", "--targets=pdl,persistent"),
+    ] {
+        let o = mkc(&[cmd, "tiny", target, "--timeline", "/nonexistent-dir/t.json"]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let e = stderr(&o);
+        // bench names the per-target file it could not create.
+        let file = if cmd == "run" { "t.json" } else { "t.pdl.json" };
+        assert!(
+            e.contains("--timeline")
+                && e.contains(file)
+                && e.contains("Fix:")
+                && !e.contains("CUDA"),
+            "{e}"
+        );
+    }
+}
+
 /// The backend's tuning knobs are data (the model file's `tuning` section or `--tune FILE`),
 /// written into the schedule; the environment changes nothing.
 #[test]

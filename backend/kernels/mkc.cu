@@ -83,26 +83,30 @@ __device__ __forceinline__ u64 globaltimer() {
 }
 
 __device__ __forceinline__ void mark(int slot) {
-    if (threadIdx.x == 0 && trace_ptr) trace_ptr[blockIdx.x * TRACE_SLOTS + slot] = (u64)clock64();
+    if (threadIdx.x == 0 && trace_ptr) trace_ptr[slot] = (u64)clock64();
+}
+
+// Starts the record `rec` (null: none) of one traced unit of work: a chain grid's CTA, or one
+// instruction of the persistent kernel. Thread 0 only; the marks go to it until the next.
+__device__ __forceinline__ void trace_record(u64* rec) {
+    trace_ptr = rec;
+    if (rec) {
+        unsigned sm;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        rec[MARK_SM] = sm;
+        rec[MARK_ENTRY_NS] = globaltimer();
+        rec[MARK_ENTRY] = (u64)clock64();
+    }
 }
 
 __device__ __forceinline__ void trace_begin(u64* trace) {
-    if (threadIdx.x == 0) {
-        trace_ptr = trace;
-        if (trace) {
-            unsigned sm;
-            asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-            trace[blockIdx.x * TRACE_SLOTS + MARK_SM] = sm;
-            trace[blockIdx.x * TRACE_SLOTS + MARK_ENTRY_NS] = globaltimer();
-            trace[blockIdx.x * TRACE_SLOTS + MARK_ENTRY] = (u64)clock64();
-        }
-    }
+    if (threadIdx.x == 0) trace_record(trace ? trace + blockIdx.x * TRACE_SLOTS : nullptr);
 }
 
 __device__ __forceinline__ void trace_end() {
     if (threadIdx.x == 0 && trace_ptr) {
-        trace_ptr[blockIdx.x * TRACE_SLOTS + MARK_EXIT] = (u64)clock64();
-        trace_ptr[blockIdx.x * TRACE_SLOTS + MARK_EXIT_NS] = globaltimer();
+        trace_ptr[MARK_EXIT] = (u64)clock64();
+        trace_ptr[MARK_EXIT_NS] = globaltimer();
     }
 }
 #else
@@ -1287,6 +1291,9 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         if (threadIdx.x == 0) {
             ins = p.instrs[i];
             L = p.layers[ins.layer];
+#ifdef MKC_TRACE
+            trace_record(p.trace ? p.trace + (long)i * TRACE_SLOTS : nullptr);
+#endif
         }
         __syncthreads();
         const PersistentWork w{ins.first, ins.count};
@@ -1330,6 +1337,7 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
                              : "memory");
             }
         }
+        trace_end();
         __syncthreads();
     }
     // The last CTA to leave advances the step for the next launch.

@@ -123,7 +123,8 @@ abi_struct! {
 
 abi_struct! {
     /// The persistent kernel's plan and state: per-SM instruction ranges, the monotonic
-    /// counters, its own launch count, and the watchdog's stall record.
+    /// counters, its own launch count, the watchdog's stall record, and (traced builds only,
+    /// null otherwise) one phase record of `TRACE_SLOTS` per instruction.
     KPersistent as "Persistent" {
         layers: u64 = "const Layer* layers",
         instrs: u64 = "const Instr* instrs",
@@ -134,6 +135,7 @@ abi_struct! {
         exited: u64 = "unsigned* exited",
         stall: u64 = "unsigned long long* stall",
         watchdog_ns: u64 = "unsigned long long watchdog_ns",
+        trace: u64 = "unsigned long long* trace",
     }
 }
 

@@ -15,6 +15,7 @@ pub mod kernels;
 pub mod launch_plan;
 pub mod persistent_plan;
 pub mod reference;
+pub mod timeline;
 pub mod weights;
 
 pub use error::BackendError;

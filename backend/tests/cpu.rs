@@ -840,3 +840,30 @@ fn the_persistent_build_adds_its_kernel_and_changes_no_other() {
     .unwrap();
     assert_eq!(occ.blocks_per_sm, 1);
 }
+
+/// The traced persistent build (`--timeline`) compiles, still fits one CTA per SM under its
+/// launch bounds, and moves k_persistent's machine code (its marks are compiled in only there).
+#[test]
+fn the_traced_persistent_build_records_instructions() {
+    let (plain, traced) = match (
+        kernels::compile_persistent("sm_90a", &llama1b()),
+        kernels::compile_persistent_with("sm_90a", &llama1b(), &[("MKC_TRACE", 1)]),
+    ) {
+        (Err(mkc_backend::BackendError::NoNvrtc), _) => {
+            eprintln!("SKIPPED: no NVRTC library found (set LD_LIBRARY_PATH to an NVRTC 13 lib directory)");
+            return;
+        }
+        (a, b) => (a.unwrap(), b.unwrap()),
+    };
+    let find = |c: &kernels::Compiled| {
+        c.kernels
+            .iter()
+            .find(|k| k.name == mkc_catalogue::PERSISTENT_ENTRY)
+            .cloned()
+            .expect("k_persistent is built")
+    };
+    let (p, t) = (find(&plain), find(&traced));
+    assert_ne!(p.code_hash, t.code_hash);
+    assert_eq!(t.threads, 288);
+    assert!(t.registers <= 224, "{}", t.registers);
+}

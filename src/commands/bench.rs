@@ -10,6 +10,7 @@ use serde::Serialize;
 use mkc_scheduler::Target;
 
 use super::gpu_common::{check_many, mean, percentiles, print_check, Check, Session, Source};
+use super::timeline::{print_breakdown, TimelineFiles};
 use super::CommandError;
 use crate::cli::BenchArgs;
 
@@ -89,6 +90,22 @@ struct Report {
     rows: Vec<Row>,
     same_tokens: bool,
     checks: Vec<(String, Check)>,
+    /// `--timeline`: per target, the file written and where its traced step's time went.
+    timelines: Vec<TimelineRow>,
+}
+
+/// One target's `--timeline`.
+#[derive(Serialize)]
+struct TimelineRow {
+    #[serde(serialize_with = "target_name")]
+    target: Target,
+    file: String,
+    breakdown: mkc_backend::timeline::Breakdown,
+}
+
+/// A target as its name (`pdl`), as the rows give it.
+fn target_name<S: serde::Serializer>(t: &Target, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(t.name())
 }
 
 /// Runs `mkc bench`.
@@ -104,6 +121,10 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
                 path.display()
             ))
         })?),
+        None => None,
+    };
+    let mut timeline_files = match &args.common.timeline {
+        Some(path) => Some(TimelineFiles::create(path, &targets)?),
         None => None,
     };
     let mut s = Session::open(&args.common, source, &targets)?;
@@ -258,7 +279,7 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     if args.cta_phases {
         let khz = s.runner.clock_khz()? as f64;
         // The middle decode position: the KV length of the median step the table reports.
-        let pos = s.prompt.len() as u32 + s.generate.saturating_sub(1) / 2;
+        let pos = s.timeline_position();
         let mut csv = String::from(TRACE_CSV_HEADER);
         for (&t, sched) in targets.iter().zip(&schedules) {
             if t == Target::Persistent {
@@ -278,7 +299,23 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
             })?;
         }
     }
+    let mut timelines = Vec::new();
+    let pos = s.timeline_position();
+    if let Some(files) = timeline_files.as_mut() {
+        for (&t, sched) in targets.iter().zip(&schedules) {
+            if let Some((path, breakdown)) =
+                files.write(&mut s.runner, &s.model.name, pos, t, sched)?
+            {
+                timelines.push(TimelineRow {
+                    target: t,
+                    file: path.display().to_string(),
+                    breakdown,
+                });
+            }
+        }
+    }
     let report = Report {
+        timelines,
         tuning: s.model.tuning.clone(),
         per_kernel,
         cta_phases,
@@ -369,6 +406,9 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
                 r.achieved_tb_s,
                 r.fraction_of_measured_bandwidth * 100.0
             );
+        }
+        for t in &report.timelines {
+            print_breakdown(t.target, std::path::Path::new(&t.file), &t.breakdown);
         }
         if !report.ablation.is_empty() {
             outln!(

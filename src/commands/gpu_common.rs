@@ -220,6 +220,12 @@ impl Session {
         Ok(compile(&self.model, &device, &opts).schedule)
     }
 
+    /// The decode position a traced step runs at (`--timeline`, `--cta-phases`): the middle
+    /// one, the KV length of the median step a benchmark reports.
+    pub fn timeline_position(&self) -> u32 {
+        self.prompt.len() as u32 + self.generate.saturating_sub(1) / 2
+    }
+
     /// Decode positions checked against the reference: first, middle and last.
     pub fn check_positions(&self) -> Vec<u32> {
         let first = self.prompt.len() as u32;

@@ -8,6 +8,7 @@ mod occupancy;
 mod probe;
 mod run;
 mod simulate;
+mod timeline;
 
 /// The `schema` value of a command's JSON output: one shape per command, versioned.
 pub fn schema(command: &str) -> String {

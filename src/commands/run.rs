@@ -5,6 +5,7 @@ use mkc_backend::gpu::RunOptions;
 use mkc_scheduler::Target;
 
 use super::gpu_common::{check, percentiles, print_check, Session, Source};
+use super::timeline::{print_breakdown, TimelineFiles};
 use super::CommandError;
 use crate::cli::RunArgs;
 
@@ -13,7 +14,11 @@ pub fn run(args: RunArgs) -> Result<(), CommandError> {
     let source = Source::resolve(&args.common)?;
     let asked = args.target.map(|t| vec![t]);
     let target = source.targets(asked.as_deref(), &[Target::Pdl])?[0];
-    let s = Session::open(&args.common, source, &[target])?;
+    let mut timeline = match &args.common.timeline {
+        Some(path) => Some(TimelineFiles::create(path, &[target])?),
+        None => None,
+    };
+    let mut s = Session::open(&args.common, source, &[target])?;
     let sms = mkc_backend::gpu::sm_count(&s.runner);
     let schedule = s.schedule(target, sms)?;
     let graph = s.runner.capture(&schedule)?;
@@ -77,6 +82,14 @@ pub fn run(args: RunArgs) -> Result<(), CommandError> {
             return Err(CommandError::Internal(
                 "the GPU logits disagree with the CPU reference".into(),
             ));
+        }
+    }
+    let pos = s.timeline_position();
+    if let Some(files) = timeline.as_mut() {
+        if let Some((path, b)) =
+            files.write(&mut s.runner, &s.model.name, pos, target, &schedule)?
+        {
+            print_breakdown(target, &path, &b);
         }
     }
     Ok(())

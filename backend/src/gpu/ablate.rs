@@ -22,7 +22,7 @@ impl Runner {
         if schedule.persistent().is_some() {
             // The persistent kernel's rung: its own build with the same removals (its counter
             // waits are what MKC_ABLATE_WAITS compiles out there).
-            return self.capture_persistent_with(schedule, &ablation.defines());
+            return self.capture_persistent_with(schedule, &ablation.defines(), 0);
         }
         let i = match self.ablated.iter().position(|(a, _, _)| *a == ablation) {
             Some(i) => i,

@@ -7,14 +7,17 @@
 use std::ffi::c_void;
 
 use cudarc::driver::{result, sys};
+use mkc_ir::OpKind;
 use mkc_scheduler::{Schedule, Target};
 
 use super::device::DevBuf;
 use super::launch::{arg, StepGraph};
 use super::setup::{func, load_module, opt_in_smem};
 use super::Runner;
+use crate::abi::TRACE_SLOTS;
 use crate::abi::{KCounterRef, KInstr, KPersistent};
 use crate::error::{check, BackendError};
+use crate::timeline::TracedWork;
 
 /// How long one counter wait may spin before the kernel stops, ns.
 const WAIT_LIMIT_NS: u64 = 2_000_000_000;
@@ -25,10 +28,10 @@ pub(crate) struct PersistentState {
     module: sys::CUmodule,
     bufs: Vec<DevBuf>,
     stall: u64,
-    /// The plan's instructions and the graph's operators (kernel id, layer, label), to name a
-    /// stalled instruction.
+    /// The plan's instructions and the graph's operators (kernel id, layer, label, kind), to
+    /// name a stalled or traced instruction.
     instrs: Vec<KInstr>,
-    ops: Vec<(i32, Option<u32>, String)>,
+    ops: Vec<(i32, Option<u32>, String, OpKind)>,
 }
 
 impl Drop for PersistentState {
@@ -59,11 +62,17 @@ impl PersistentState {
             return format!("instruction {i} is not in the plan");
         };
         let op = self
-            .ops
-            .iter()
-            .find(|(id, layer, _)| *id == ins.op && layer.is_none_or(|l| l as i32 == ins.layer))
-            .map_or_else(|| format!("op {}", ins.op), |(_, _, label)| label.clone());
+            .op_of(ins)
+            .map_or_else(|| format!("op {}", ins.op), |(label, _)| label.to_string());
         format!("{op} tasks {}..{}", ins.first, ins.first + ins.count)
+    }
+
+    /// The label and kind of the operator `ins` runs.
+    fn op_of(&self, ins: &KInstr) -> Option<(&str, OpKind)> {
+        self.ops
+            .iter()
+            .find(|(id, layer, ..)| *id == ins.op && layer.is_none_or(|l| l as i32 == ins.layer))
+            .map(|(_, _, label, kind)| (label.as_str(), *kind))
     }
 }
 
@@ -74,14 +83,16 @@ impl Runner {
         &self,
         schedule: &Schedule,
     ) -> Result<StepGraph, BackendError> {
-        self.capture_persistent_with(schedule, &[])
+        self.capture_persistent_with(schedule, &[], 0)
     }
 
-    /// [`Runner::capture_persistent`] with a build of the kernel with `defines` (an ablation).
+    /// [`Runner::capture_persistent`] with a build of the kernel with `defines` (an ablation,
+    /// or tracing), and `trace` (null, or one record per instruction for a traced build).
     pub(super) fn capture_persistent_with(
         &self,
         schedule: &Schedule,
         defines: &[(&str, u32)],
+        trace: u64,
     ) -> Result<StepGraph, BackendError> {
         let m = &self.model;
         let sms = self._gpu.sms as u32;
@@ -96,7 +107,7 @@ impl Runner {
                 .graph
                 .ops
                 .iter()
-                .map(|o| (crate::abi::op_id(o.kind), o.layer, o.label()))
+                .map(|o| (crate::abi::op_id(o.kind), o.layer, o.label(), o.kind))
                 .collect(),
         };
         let f = func(state.module, mkc_catalogue::PERSISTENT_ENTRY)?;
@@ -143,6 +154,7 @@ impl Runner {
             exited: state.upload(&[0u32], "exited")?,
             stall: state.upload(&[0u64; 6], "stall record")?,
             watchdog_ns: WAIT_LIMIT_NS,
+            trace,
         };
         state.stall = kp.stall;
         state.instrs = plan.instrs;
@@ -192,5 +204,71 @@ impl Runner {
             rec[4] >> 32,
             rec[4] & 0xFFFF_FFFF
         )))
+    }
+}
+
+impl Runner {
+    /// Runs one persistent step at position `pos` with a traced build of the kernel: every
+    /// instruction's phase record (`mkc run|bench --timeline`). The model state must be valid
+    /// at `pos`; the step runs on fresh counters, so it needs nothing from earlier launches.
+    pub(super) fn trace_persistent(
+        &mut self,
+        schedule: &Schedule,
+        pos: u32,
+    ) -> Result<Vec<TracedWork>, BackendError> {
+        let sms = self._gpu.sms as u32;
+        let n = crate::persistent_plan::encode(schedule, &self.model, sms)?
+            .instrs
+            .len();
+        let bytes = (n * TRACE_SLOTS * 8).max(8);
+        let buf = self.alloc(bytes, "persistent trace")?;
+        // SAFETY: `buf` holds `bytes` bytes.
+        check(
+            unsafe { result::memset_d8_sync(buf, 0, bytes) },
+            "cuMemsetD8",
+            "persistent trace",
+        )?;
+        let graph = self.capture_persistent_with(schedule, &[("MKC_TRACE", 1)], buf)?;
+        self.set_position(pos)?;
+        // SAFETY: a live graph on this runner's stream.
+        check(
+            unsafe { result::graph::launch(graph.exec, self.stream) },
+            "cuGraphLaunch",
+            "traced persistent step",
+        )?;
+        self.sync("traced persistent step")?;
+        self.check_stall(&graph, pos)?;
+        let mut host = vec![0u64; n * TRACE_SLOTS];
+        // SAFETY: `buf` holds n records; the stream is idle.
+        check(
+            unsafe { result::memcpy_dtoh_sync(&mut host, buf) },
+            "cuMemcpyDtoH",
+            "persistent trace",
+        )?;
+        let state = graph
+            .owned
+            .as_ref()
+            .ok_or_else(|| BackendError::Unsupported("no persistent state".into()))?;
+        state
+            .instrs
+            .iter()
+            .zip(host.chunks_exact(TRACE_SLOTS))
+            .map(|(ins, rec)| {
+                let (label, kind) = state.op_of(ins).ok_or_else(|| {
+                    BackendError::Unsupported(format!(
+                        "instruction of operator {} layer {} is not in the graph",
+                        ins.op, ins.layer
+                    ))
+                })?;
+                let mut record = [0u64; TRACE_SLOTS];
+                record.copy_from_slice(rec);
+                Ok(TracedWork {
+                    label: label.to_string(),
+                    kind,
+                    tasks: (ins.first as u32, (ins.first + ins.count) as u32),
+                    record,
+                })
+            })
+            .collect()
     }
 }

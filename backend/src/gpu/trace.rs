@@ -9,6 +9,7 @@ use super::setup::load_operators;
 use super::Runner;
 use crate::error::{check, BackendError};
 use crate::kernels;
+use crate::timeline::TracedWork;
 
 pub use crate::abi::TRACE_SLOTS;
 
@@ -112,5 +113,39 @@ impl Runner {
             "clock rate",
         )
         .map(|v| v as u32)
+    }
+}
+
+impl Runner {
+    /// Traces one decode step of `schedule` at position `pos`, any target: every chain grid's
+    /// CTA or every persistent instruction as a [`TracedWork`], for
+    /// [`crate::timeline::spans`]. The model state must be valid at `pos`.
+    pub fn trace_work(
+        &mut self,
+        schedule: &Schedule,
+        pos: u32,
+    ) -> Result<Vec<TracedWork>, BackendError> {
+        if schedule.chain().is_none() {
+            return self.trace_persistent(schedule, pos);
+        }
+        let grids = self.trace_step(schedule, pos)?;
+        let plan = schedule.chain().expect("checked above");
+        let g = &schedule.graph;
+        let mut out = Vec::new();
+        for (k, grid) in plan.kernels.iter().zip(&grids) {
+            let op = g.op(k.op);
+            let tasks = g.tasks_of(k.op).count() as u64;
+            let n = grid.ctas.len() as u64;
+            for (c, record) in grid.ctas.iter().enumerate() {
+                let c = c as u64;
+                out.push(TracedWork {
+                    label: op.label(),
+                    kind: op.kind,
+                    tasks: ((c * tasks / n) as u32, ((c + 1) * tasks / n) as u32),
+                    record: *record,
+                });
+            }
+        }
+        Ok(out)
     }
 }

@@ -1,0 +1,444 @@
+//! The measured timeline of one traced decode step (`mkc run|bench --timeline`): every traced
+//! unit of work (a chain grid's CTA, a persistent instruction) placed on one clock, written as
+//! a Perfetto trace in the format of `mkc simulate --trace` (one track per SM, a `load` slice
+//! up to the dependency release and the dependent slice after it), and summed into where each
+//! SM's time went.
+//!
+//! The kernels stamp `clock64()` (one SM's cycle counter: fine, but its origin differs per SM)
+//! at each phase mark and `%globaltimer` (one clock for the whole GPU, but coarse) at entry and
+//! exit. Per SM, a least-squares line through every (cycles, ns) pair of its records maps the
+//! fine marks onto the common clock: the slope is the SM's real clock rate over the step, the
+//! offset averages the timer's coarse ticks.
+
+use mkc_ir::OpKind;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::abi::{Mark, TRACE_SLOTS};
+
+/// One traced unit of work as the kernel recorded it.
+#[derive(Clone, Debug)]
+pub struct TracedWork {
+    /// Its operator's label (`L3.up_gate`, ...).
+    pub label: String,
+    /// Its operator's kind.
+    pub kind: OpKind,
+    /// The tasks it ran, [first, end) within its operator.
+    pub tasks: (u32, u32),
+    /// The kernel's record (slots [`Mark::slot`]; 0 where a mark was not recorded).
+    pub record: [u64; TRACE_SLOTS],
+}
+
+/// A traced unit on the step's clock, ns after the step's first entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Span {
+    /// SM it ran on.
+    pub sm: u32,
+    /// Its operator's label.
+    pub label: String,
+    /// Its operator's kind.
+    pub kind: OpKind,
+    /// Tasks [first, end).
+    pub tasks: (u32, u32),
+    /// Entry and exit.
+    pub entry: f64,
+    /// Exit.
+    pub exit: f64,
+    /// Independent loads issued.
+    pub issued: Option<f64>,
+    /// Dependency wait released.
+    pub released: Option<f64>,
+    /// Input vector staged.
+    pub prepared: Option<f64>,
+    /// First weights landed.
+    pub landed: Option<f64>,
+    /// Work computed.
+    pub computed: Option<f64>,
+}
+
+/// The least time an SM's records must span for its own clock rate to be fitted, ns.
+const FIT_MIN_SPAN_NS: f64 = 50_000.0;
+
+/// Places every record on the common clock; `nominal_ghz` is the SM clock used where an SM's
+/// records are too short to fit its own. Records never written (no entry) are left out.
+pub fn spans(work: &[TracedWork], nominal_ghz: f64) -> Vec<Span> {
+    let written: Vec<&TracedWork> = work
+        .iter()
+        .filter(|w| w.record[Mark::EntryNs.slot()] > 0 && w.record[Mark::Entry.slot()] > 0)
+        .collect();
+    let sms = written
+        .iter()
+        .map(|w| w.record[Mark::Sm.slot()] as usize + 1)
+        .max()
+        .unwrap_or(0);
+    let mut fits = vec![None; sms];
+    for (sm, fit) in fits.iter_mut().enumerate() {
+        let points: Vec<(f64, f64)> = written
+            .iter()
+            .filter(|w| w.record[Mark::Sm.slot()] as usize == sm)
+            .flat_map(|w| {
+                let r = &w.record;
+                let entry = (r[Mark::Entry.slot()] as f64, r[Mark::EntryNs.slot()] as f64);
+                let exit = (r[Mark::Exit.slot()] > 0 && r[Mark::ExitNs.slot()] > 0)
+                    .then(|| (r[Mark::Exit.slot()] as f64, r[Mark::ExitNs.slot()] as f64));
+                std::iter::once(entry).chain(exit)
+            })
+            .collect();
+        if !points.is_empty() {
+            *fit = Some(ClockFit::through(&points, nominal_ghz));
+        }
+    }
+    let mut out: Vec<Span> = written
+        .iter()
+        .filter_map(|w| {
+            let r = &w.record;
+            let fit = fits[r[Mark::Sm.slot()] as usize]?;
+            let at = |m: Mark| (r[m.slot()] > 0).then(|| fit.ns(r[m.slot()]));
+            let entry = fit.ns(r[Mark::Entry.slot()]);
+            Some(Span {
+                sm: r[Mark::Sm.slot()] as u32,
+                label: w.label.clone(),
+                kind: w.kind,
+                tasks: w.tasks,
+                entry,
+                exit: at(Mark::Exit).unwrap_or(entry).max(entry),
+                issued: at(Mark::Issued),
+                released: at(Mark::Released),
+                prepared: at(Mark::Prepared),
+                landed: at(Mark::Landed),
+                computed: at(Mark::Computed),
+            })
+        })
+        .collect();
+    let t0 = out.iter().map(|s| s.entry).fold(f64::INFINITY, f64::min);
+    for s in &mut out {
+        s.entry -= t0;
+        s.exit -= t0;
+        for m in [
+            &mut s.issued,
+            &mut s.released,
+            &mut s.prepared,
+            &mut s.landed,
+            &mut s.computed,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            *m -= t0;
+        }
+    }
+    out.sort_by(|a, b| (a.sm, a.entry).partial_cmp(&(b.sm, b.entry)).unwrap());
+    out
+}
+
+/// One SM's map from its cycle counter to the GPU's timer: ns = offset + cycles / ghz.
+#[derive(Clone, Copy, Debug)]
+struct ClockFit {
+    ghz: f64,
+    offset: f64,
+}
+
+impl ClockFit {
+    /// The least-squares line through `points` (cycles, ns), or the nominal rate through
+    /// their mean where they span too little time.
+    fn through(points: &[(f64, f64)], nominal_ghz: f64) -> ClockFit {
+        let n = points.len() as f64;
+        let (mx, my) = points
+            .iter()
+            .fold((0.0, 0.0), |(a, b), &(x, y)| (a + x / n, b + y / n));
+        let (sxx, sxy) = points.iter().fold((0.0, 0.0), |(a, b), &(x, y)| {
+            (a + (x - mx) * (x - mx), b + (x - mx) * (y - my))
+        });
+        let span = points.iter().map(|p| p.1).fold(f64::MIN, f64::max)
+            - points.iter().map(|p| p.1).fold(f64::MAX, f64::min);
+        let ghz = if span >= FIT_MIN_SPAN_NS && sxy > 0.0 {
+            sxx / sxy
+        } else {
+            nominal_ghz
+        };
+        ClockFit {
+            ghz,
+            offset: my - mx / ghz,
+        }
+    }
+
+    fn ns(&self, cycles: u64) -> f64 {
+        self.offset + cycles as f64 / self.ghz
+    }
+}
+
+/// The spans as a Chrome / Perfetto trace (`{"traceEvents": [...]}`, times in µs): the format
+/// of `mkc simulate --trace`, so that a simulated and a measured timeline open side by side.
+pub fn chrome_trace(spans: &[Span], what: &str) -> Value {
+    let mut events = Vec::with_capacity(spans.len() * 2 + 140);
+    events.push(json!({"ph": "M", "name": "process_name", "pid": 0, "args": {"name": what}}));
+    let mut sms: Vec<u32> = spans.iter().map(|s| s.sm).collect();
+    sms.dedup();
+    for sm in sms {
+        events.push(
+            json!({"ph": "M", "name": "thread_name", "pid": 0, "tid": sm,
+            "args": {"name": format!("SM {sm}")}}),
+        );
+    }
+    for s in spans {
+        let start = s.released.unwrap_or(s.entry).clamp(s.entry, s.exit);
+        let rel = |t: Option<f64>| t.map(|t| (t - s.entry) / 1e3);
+        let args = json!({"tasks": format!("{}..{}", s.tasks.0, s.tasks.1),
+            "issued_us": rel(s.issued), "released_us": rel(s.released),
+            "prepared_us": rel(s.prepared), "landed_us": rel(s.landed),
+            "computed_us": rel(s.computed)});
+        if start > s.entry {
+            events.push(
+                json!({"ph": "X", "name": format!("{} load", s.label), "cat": "load",
+                "pid": 0, "tid": s.sm, "ts": s.entry / 1e3, "dur": (start - s.entry) / 1e3,
+                "args": args}),
+            );
+        }
+        events.push(
+            json!({"ph": "X", "name": s.label, "cat": "compute", "pid": 0,
+            "tid": s.sm, "ts": start / 1e3, "dur": (s.exit - start) / 1e3, "args": args}),
+        );
+    }
+    json!({"traceEvents": events, "displayTimeUnit": "ns"})
+}
+
+/// Where the traced step's time went, per operator kind and in all: mean µs per SM spent in
+/// each phase, summed over the SM's units of work, and between them.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Breakdown {
+    /// The step: first entry to last exit, µs.
+    pub step_us: f64,
+    /// SMs that ran work.
+    pub sms: usize,
+    /// Per operator kind, then `between` (gaps between an SM's units and after its last).
+    pub rows: Vec<BreakdownRow>,
+}
+
+/// One kind's phases, µs per SM (the kind's units on an SM summed, averaged over SMs).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct BreakdownRow {
+    /// Operator kind, or `between`.
+    pub kind: String,
+    /// Units of work traced.
+    pub units: usize,
+    /// Entry until the independent loads are issued (setup).
+    pub issue_us: f64,
+    /// Issued until the dependency wait released (awaiting activations).
+    pub await_us: f64,
+    /// Released until the input vector is staged (loading activations).
+    pub stage_us: f64,
+    /// Staged until computed (waiting on weights and the matvec).
+    pub compute_us: f64,
+    /// Computed until exit (epilogue stores, barrier, signals).
+    pub finish_us: f64,
+    /// All of the above.
+    pub total_us: f64,
+}
+
+/// Sums `spans` into a [`Breakdown`].
+pub fn breakdown(spans: &[Span]) -> Breakdown {
+    let step = spans.iter().map(|s| s.exit).fold(0.0, f64::max);
+    let mut sms: Vec<u32> = spans.iter().map(|s| s.sm).collect();
+    sms.sort_unstable();
+    sms.dedup();
+    let n_sms = sms.len().max(1) as f64;
+    let mut kinds: Vec<OpKind> = Vec::new();
+    for s in spans {
+        if !kinds.contains(&s.kind) {
+            kinds.push(s.kind);
+        }
+    }
+    let mut rows = Vec::new();
+    for kind in kinds {
+        let mut row = BreakdownRow {
+            kind: kind.name().to_string(),
+            units: 0,
+            issue_us: 0.0,
+            await_us: 0.0,
+            stage_us: 0.0,
+            compute_us: 0.0,
+            finish_us: 0.0,
+            total_us: 0.0,
+        };
+        for s in spans.iter().filter(|s| s.kind == kind) {
+            // Each phase ends at its mark, or at the next recorded one.
+            let mut at = s.entry;
+            let mut phase = |mark: Option<f64>| {
+                let Some(t) = mark else { return 0.0 };
+                let t = t.clamp(at, s.exit);
+                let d = t - at;
+                at = t;
+                d / 1e3
+            };
+            row.issue_us += phase(s.issued);
+            row.await_us += phase(s.released);
+            row.stage_us += phase(s.prepared);
+            row.compute_us += phase(s.computed);
+            row.finish_us += phase(Some(s.exit));
+            row.units += 1;
+        }
+        for v in [
+            &mut row.issue_us,
+            &mut row.await_us,
+            &mut row.stage_us,
+            &mut row.compute_us,
+            &mut row.finish_us,
+        ] {
+            *v /= n_sms;
+        }
+        row.total_us = row.issue_us + row.await_us + row.stage_us + row.compute_us + row.finish_us;
+        rows.push(row);
+    }
+    // Between units: an SM's idle time before its first, between two, and after its last.
+    let mut between = 0.0;
+    for &sm in &sms {
+        let mut at = 0.0;
+        for s in spans.iter().filter(|s| s.sm == sm) {
+            between += (s.entry - at).max(0.0);
+            at = s.exit.max(at);
+        }
+        between += (step - at).max(0.0);
+    }
+    let between = between / n_sms / 1e3;
+    rows.push(BreakdownRow {
+        kind: "between".into(),
+        units: 0,
+        issue_us: 0.0,
+        await_us: 0.0,
+        stage_us: 0.0,
+        compute_us: 0.0,
+        finish_us: 0.0,
+        total_us: between,
+    });
+    Breakdown {
+        step_us: step / 1e3,
+        sms: sms.len(),
+        rows,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record on `sm` whose cycle counter starts at `origin`, running at `ghz`, entering at
+    /// `entry` ns and exiting at `exit` ns, with its timer ticking every `tick` ns.
+    fn record(
+        sm: u64,
+        origin: u64,
+        ghz: f64,
+        tick: u64,
+        entry: u64,
+        marks: &[(Mark, u64)],
+        exit: u64,
+    ) -> [u64; TRACE_SLOTS] {
+        let cyc = |ns: u64| origin + (ns as f64 * ghz) as u64;
+        let mut r = [0u64; TRACE_SLOTS];
+        r[Mark::Sm.slot()] = sm;
+        r[Mark::Entry.slot()] = cyc(entry);
+        r[Mark::EntryNs.slot()] = entry / tick * tick;
+        r[Mark::Exit.slot()] = cyc(exit);
+        r[Mark::ExitNs.slot()] = exit / tick * tick;
+        for &(m, t) in marks {
+            r[m.slot()] = cyc(t);
+        }
+        r
+    }
+
+    fn work(label: &str, kind: OpKind, record: [u64; TRACE_SLOTS]) -> TracedWork {
+        TracedWork {
+            label: label.into(),
+            kind,
+            tasks: (0, 1),
+            record,
+        }
+    }
+
+    /// Two SMs whose cycle counters start far apart and whose timer ticks each µs: the fitted
+    /// marks land within a tick of where they were taken, on one clock.
+    #[test]
+    fn marks_from_different_sms_land_on_one_clock() {
+        let mut w = Vec::new();
+        for sm in 0..2u64 {
+            let origin = 1_000_000_007 * (sm + 1);
+            for i in 0..20u64 {
+                let e = 1_000_000 + i * 10_000 + sm * 333;
+                let marks = [(Mark::Released, e + 2_500), (Mark::Computed, e + 8_250)];
+                w.push(work(
+                    "L0.down",
+                    OpKind::Down,
+                    record(sm, origin, 1.755, 1000, e, &marks, e + 9_000),
+                ));
+            }
+        }
+        let s = spans(&w, 1.98);
+        assert_eq!(s.len(), 40);
+        let first1 = s.iter().find(|s| s.sm == 1).unwrap();
+        // SM 1 entered 333 ns after SM 0 (the step's origin), its release 2,500 ns after that.
+        assert!((first1.entry - 333.0).abs() < 600.0, "{first1:?}");
+        assert!((first1.released.unwrap() - first1.entry - 2_500.0).abs() < 5.0);
+        let last0 = s.iter().rfind(|s| s.sm == 0).unwrap();
+        assert!(
+            (last0.computed.unwrap() - (190_000.0 + 8_250.0)).abs() < 600.0,
+            "{last0:?}"
+        );
+    }
+
+    /// The breakdown's phases add up to the work, and the gaps to the rest of each SM's step.
+    #[test]
+    fn breakdown_accounts_for_the_whole_step() {
+        let mut w = Vec::new();
+        for sm in 0..4u64 {
+            let mut t = 1_000 + sm * 100;
+            for (i, kind) in [OpKind::UpGate, OpKind::Down].into_iter().enumerate() {
+                let marks = [
+                    (Mark::Issued, t + 200),
+                    (Mark::Released, t + 1_200),
+                    (Mark::Prepared, t + 1_700),
+                    (Mark::Computed, t + 7_700),
+                ];
+                w.push(work(
+                    &format!("L0.{i}"),
+                    kind,
+                    record(sm, 77 * sm, 1.98, 1, t, &marks, t + 8_000),
+                ));
+                t += 8_000 + 500;
+            }
+        }
+        let b = breakdown(&spans(&w, 1.98));
+        assert_eq!(b.sms, 4);
+        let total: f64 = b.rows.iter().map(|r| r.total_us).sum();
+        assert!((total - b.step_us).abs() < 0.01, "{b:?}");
+        let up = &b.rows[0];
+        assert_eq!((up.kind.as_str(), up.units), ("up_gate", 4));
+        assert!(
+            (up.await_us - 1.0).abs() < 0.01 && (up.compute_us - 6.0).abs() < 0.01,
+            "{up:?}"
+        );
+        // Per SM: 0.5 µs between its two units, and the others' late start or early end.
+        let between = &b.rows[2];
+        assert!((between.total_us - (0.5 + 0.3)).abs() < 0.01, "{between:?}");
+    }
+
+    #[test]
+    fn the_trace_has_a_load_and_a_dependent_slice_per_unit() {
+        let marks = [(Mark::Released, 3_000)];
+        let w = vec![work(
+            "L1.qkv_rope",
+            OpKind::QkvRope,
+            record(5, 9, 1.98, 1, 1_000, &marks, 4_000),
+        )];
+        let t = chrome_trace(&spans(&w, 1.98), "measured");
+        let slices: Vec<&Value> = t["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "X")
+            .collect();
+        assert_eq!(slices.len(), 2);
+        assert_eq!(slices[0]["name"], "L1.qkv_rope load");
+        assert_eq!(slices[0]["tid"], 5);
+        assert!((slices[0]["dur"].as_f64().unwrap() - 2.0).abs() < 1e-3);
+        assert!((slices[1]["ts"].as_f64().unwrap() - 2.0).abs() < 1e-3);
+    }
+}
