@@ -1225,6 +1225,8 @@ struct CounterDeps {
     int index;         // the instruction's index in the plan (for the stall record)
     unsigned step;     // 1-based launch count: targets are signals per step x step
     bool all_threads;  // the body's every thread waits (attention), else its consumers
+    // No warming: an O-projection copying up/gate pages into L2 while it waits for attention
+    // delayed attention's loads and cost +70-90 µs per step (docs/perf.md).
     __device__ __forceinline__ bool overlapped() const { return false; }
     __device__ __forceinline__ void issued() const {}
     // One thread spins on each counter with acquire loads, then releases the others.
@@ -1237,7 +1239,10 @@ struct CounterDeps {
                 const unsigned* c = p.counters + w.counter;
                 u64 start = clock_ns();
                 unsigned v;
-                while ((int)((v = load_acquire(c)) - target) < 0) {
+                // The stall flag is read every 16th poll only: each read is one more L2 round
+                // trip between two polls of the counter.
+                for (int n = 1; (int)((v = load_acquire(c)) - target) < 0; ++n) {
+                    if (n % 16) continue;
                     if (*(volatile unsigned*)(p.stall + 5)) break;
                     if (clock_ns() - start > p.watchdog_ns) {
                         if (atomicCAS(p.stall, 0ull, 1ull) == 0ull) {
@@ -1251,9 +1256,9 @@ struct CounterDeps {
                     }
                 }
             }
-            __threadfence();
         }
 #endif
+        // The acquire loads order this thread's later reads; the barrier orders the others'.
         if (all_threads) __syncthreads();
         else consumers_sync();
     }
@@ -1270,53 +1275,72 @@ __device__ void ring_inval(int per_warp) {
     asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(smem_addr(&bars[2 * MAX_SLOTS])) : "memory");
 }
 
+// Copies `bytes` (a multiple of 16) from global to shared memory with cp.async, from one thread.
+__device__ __forceinline__ void copy_async(void* dst, const void* src, int bytes) {
+    for (int o = 0; o < bytes; o += 16) cp_async16((char*)dst + o, (const char*)src + o);
+}
+
+// The persistent kernel's dispatch: no instruction starts with a global load. The current
+// instruction and its layer's pointers sit at fixed shared addresses (so the bodies read them
+// with no pointer held in a register); the producer warp's lane 1, idle during a streaming
+// body, copies the next layer's pointers and the descriptor two instructions ahead into
+// staging buffers (cp.async, waited before the end barrier), and after that barrier the CTA
+// copies them into place while thread 0 signals (`red.release`: the barrier orders every
+// thread's stores before it; no fence) and the producer lane invalidates the ring's barriers.
+// Nothing but the loop counter and the step stays in a register across a body: 9 warps cap
+// it at 168 registers (3 warps share a sub-partition's 16K), and every value held across
+// spills.
 extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent(Model mp, Globals gp, Persistent p) {
     __shared__ Model m;
     __shared__ Globals g;
+    __shared__ unsigned step_s;
+    __shared__ Instr ins;        // the current instruction
+    __shared__ Layer L;          // its layer
+    __shared__ Instr next_s[2];  // staging: instructions i + 1 and i + 2
+    __shared__ Layer next_L;     // staging: instruction i + 1's layer
+    const int begin = p.stream_start[blockIdx.x], end = p.stream_start[blockIdx.x + 1];
     if (threadIdx.x == 0) {
         m = mp;
         g = gp;
+        step_s = *(volatile unsigned*)p.epoch + 1;
+        if (begin < end) {
+            ins = p.instrs[begin];
+            L = p.layers[ins.layer];
+        }
+        if (begin + 1 < end) next_s[(begin + 1) % 2] = p.instrs[begin + 1];
     }
-    __shared__ unsigned step_s;
-    if (threadIdx.x == 0) step_s = *(volatile unsigned*)p.epoch + 1;
     __syncthreads();
     const unsigned step = step_s;
-    const int end = p.stream_start[blockIdx.x + 1];
-    // The instruction and its layer's pointers live in shared memory, not in registers across
-    // the body.
-    __shared__ Instr ins;
-    __shared__ Layer L;
-    for (int i = p.stream_start[blockIdx.x]; i < end; ++i) {
-        if (*(volatile unsigned*)(p.stall + 5)) break;
-        if (threadIdx.x == 0) {
-            ins = p.instrs[i];
-            L = p.layers[ins.layer];
-#ifdef MKC_TRACE
-            trace_record(p.trace ? p.trace + (long)i * TRACE_SLOTS : nullptr);
-#endif
+    for (int i = begin; i < end; ++i) {
+        const int op = ins.op;
+        if (threadIdx.x == CONSUMER_THREADS + 1) {
+            if (i + 1 < end) copy_async(&next_L, p.layers + next_s[(i + 1) % 2].layer, sizeof(Layer));
+            if (i + 2 < end) copy_async(&next_s[i % 2], p.instrs + i + 2, sizeof(Instr));
+            cp_async_commit();
         }
-        __syncthreads();
+#ifdef MKC_TRACE
+        if (threadIdx.x == 0) trace_record(p.trace ? p.trace + (long)i * TRACE_SLOTS : nullptr);
+#endif
         const PersistentWork w{ins.first, ins.count};
-        const CounterDeps d{p, ins, i, step, ins.op == OP_ATTENTION};
+        const CounterDeps d{p, ins, i, step, op == OP_ATTENTION};
         // The operators' bodies, inlined into this switch: at a streaming CTA's 288 threads the
-        // registers suffice (168, 20 B of spills); as __noinline__ functions the bodies spilled
-        // 384-768 B each and the step took 1477 µs against 1044 inlined (docs/perf.md).
-        const bool streams = threadIdx.x < THREADS;
-        switch (ins.op) {
+        // registers suffice; as __noinline__ functions the bodies spilled 384-768 B each and the
+        // step took 1477 µs against 1044 inlined (docs/perf.md).
+        switch (op) {
             case OP_QKV_ROPE:
-                if (streams) qkv_rope_body(m, g, L, w, d);
+                qkv_rope_body(m, g, L, w, d);
                 break;
             case OP_O_PROJ:
-                if (streams) o_proj_body(m, g, L, w, d);
+                o_proj_body(m, g, L, w, d);
                 break;
             case OP_UP_GATE:
-                if (streams) up_gate_body(m, g, L, w, d);
+                up_gate_body(m, g, L, w, d);
                 break;
             case OP_DOWN:
-                if (streams) down_body(m, g, L, w, d);
+                down_body(m, g, L, w, d);
                 break;
             case OP_LM_HEAD:
-                if (streams) lm_head_body(m, g, w, d);
+                lm_head_body(m, g, w, d);
                 break;
             case OP_ATTENTION:
                 for (int t = 0; t < ins.count; ++t) {
@@ -1326,18 +1350,32 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
                 }
                 break;
         }
-        // Every store of the instruction is done and its shared memory free: signal.
-        __syncthreads();
+        // Every store of the instruction is done, its shared memory free and the next
+        // descriptors landed: signal. The producer warp reconverges first (its lane 0 may
+        // still be issuing pages when the others return).
+        int signal0 = 0, signals = 0, ring = 0;
+        if (threadIdx.x == 0) signal0 = ins.signal0, signals = ins.signals;
+        if (threadIdx.x == CONSUMER_THREADS && ins.op != OP_ATTENTION) ring = m.ring[ins.op];
+        if (threadIdx.x == CONSUMER_THREADS + 1) cp_async_wait_all();
+        __syncwarp();
+        const bool stop = __syncthreads_or(threadIdx.x == 0 && *(volatile unsigned*)(p.stall + 5));
         if (threadIdx.x == 0) {
-            if (ins.op != OP_ATTENTION) ring_inval(m.ring[ins.op]);
-            __threadfence();
-            for (int k = 0; k < ins.signals; ++k) {
-                const CounterRef s = p.refs[ins.signal0 + k];
+            for (int k = 0; k < signals; ++k) {
+                const CounterRef s = p.refs[signal0 + k];
                 asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p.counters + s.counter), "r"((unsigned)s.amount)
                              : "memory");
             }
         }
+        if (ring) ring_inval(ring);
         trace_end();
+        if (stop) break;
+        // The next instruction into place (threads 32.., so thread 0 may signal meanwhile).
+        if (i + 1 < end) {
+            const int t = (int)threadIdx.x - 32;
+            constexpr int IW = sizeof(Instr) / 4, LW = sizeof(Layer) / 4;
+            if (t >= 0 && t < IW) ((unsigned*)&ins)[t] = ((const unsigned*)&next_s[(i + 1) % 2])[t];
+            else if (t >= IW && t < IW + LW) ((unsigned*)&L)[t - IW] = ((const unsigned*)&next_L)[t - IW];
+        }
         __syncthreads();
     }
     // The last CTA to leave advances the step for the next launch.
