@@ -1,0 +1,72 @@
+"""The transformers oracle for mkc on a GPU machine (issue 18's correctness check).
+
+Builds a random-init Llama-3.2-1B-shaped checkpoint (bf16, tied embeddings, rope_theta 5e5),
+runs `mkc run llama1b --weights DIR --logits-out` for each target, and teacher-forces
+transformers over mkc's own tokens, loaded from the same checkpoint in fp32 and in bf16 (loaded
+with from_pretrained, so RoPE's inv_freq stays f32). Passes when, per target, the median
+relative L2 of mkc's logits against fp32 is at most that of transformers' bf16 run, with no
+argmax disagreement on a step whose fp32 top-2 margin is clear.
+
+usage: python3 tools/hf_check.py MKC_BINARY OUT_DIR [TARGET ...]
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+CLEAR_MARGIN = 0.1  # logits: a top-2 gap above this is not a rounding question
+PROMPT, TOKENS = 32, 48
+
+
+def main():
+    mkc, out = sys.argv[1], sys.argv[2]
+    targets = sys.argv[3:] or ["persistent", "pdl"]
+    ckpt = os.path.join(out, "ckpt")
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=128256, hidden_size=2048, intermediate_size=8192,
+                      num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
+                      head_dim=64, max_position_embeddings=131072, rms_norm_eps=1e-5,
+                      rope_theta=500000.0, tie_word_embeddings=True)
+    LlamaForCausalLM(cfg).to(torch.bfloat16).save_pretrained(ckpt)
+    rng = np.random.default_rng(1)
+    prompt = [int(t) for t in rng.integers(0, cfg.vocab_size, PROMPT)]
+    oracles = {}
+    for name, dtype in [("fp32", torch.float32), ("bf16", torch.bfloat16)]:
+        oracles[name] = LlamaForCausalLM.from_pretrained(ckpt, dtype=dtype).cuda().eval()
+    ok = True
+    for target in targets:
+        npy = os.path.join(out, f"logits_{target}.npy")
+        run = subprocess.run([mkc, "run", "llama1b", "--weights", ckpt, "--target", target,
+                              "--prompt-ids", ",".join(map(str, prompt)), "--tokens", str(TOKENS),
+                              "--logits-out", npy], capture_output=True, text=True)
+        print(run.stdout + run.stderr)
+        if run.returncode != 0:
+            print(f"{target}: mkc run failed ({run.returncode})")
+            ok = False
+            continue
+        line = next(l for l in run.stdout.splitlines() if l.strip().startswith("tokens:"))
+        tokens = [int(t) for t in line.split(":", 1)[1].split(",")]
+        mine = np.load(npy)
+        ids = torch.tensor([prompt + tokens], device="cuda")
+        ref = {}
+        with torch.no_grad():
+            for name, m in oracles.items():
+                ref[name] = m(ids).logits[0, PROMPT:PROMPT + len(mine)].float().cpu().numpy()
+        rel = lambda a, b: np.linalg.norm(a - b, axis=1) / np.linalg.norm(b, axis=1)
+        mkc_err, bf16_err = rel(mine, ref["fp32"]), rel(ref["bf16"], ref["fp32"])
+        top2 = np.sort(ref["fp32"], axis=1)[:, -2:]
+        clear = (top2[:, 1] - top2[:, 0]) > CLEAR_MARGIN
+        disagree = int(np.sum((mine.argmax(1) != ref["fp32"].argmax(1)) & clear))
+        passed = np.median(mkc_err) <= np.median(bf16_err) and disagree == 0
+        ok &= passed
+        print(f"{target}: {len(mine)} steps, median rel L2 vs fp32: mkc {np.median(mkc_err):.4f}, "
+              f"transformers bf16 {np.median(bf16_err):.4f}; {disagree} disagreements on "
+              f"{int(clear.sum())} clear steps: {'PASSED' if passed else 'FAILED'}")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
