@@ -553,12 +553,13 @@ mod tests {
             "signal0",
             "amount",
             "epoch",
+            "trace",
         ];
         for f in fields {
             assert!(h.contains(&format!("->{f})) == ")), "{f} unchecked");
         }
         // Model, Globals, Layer, Instr, CounterRef, Persistent.
-        assert_eq!(h.matches("__INTADDR__").count(), 16 + 8 + 18 + 8 + 2 + 9);
+        assert_eq!(h.matches("__INTADDR__").count(), 16 + 8 + 18 + 8 + 2 + 10);
         assert_eq!(h.matches("sizeof(").count(), 6);
         // The persistent kernel's operator ids are the catalogue's entry-point indices.
         for (i, (_, kind)) in mkc_catalogue::ENTRY_POINTS.iter().enumerate() {

@@ -64,7 +64,11 @@ const FIT_MIN_SPAN_NS: f64 = 50_000.0;
 pub fn spans(work: &[TracedWork], nominal_ghz: f64) -> Vec<Span> {
     let written: Vec<&TracedWork> = work
         .iter()
-        .filter(|w| w.record[Mark::EntryNs.slot()] > 0 && w.record[Mark::Entry.slot()] > 0)
+        .filter(|w| {
+            let r = &w.record;
+            // An SM id beyond any GPU's is not a record the kernel wrote.
+            r[Mark::EntryNs.slot()] > 0 && r[Mark::Entry.slot()] > 0 && r[Mark::Sm.slot()] < 1 << 16
+        })
         .collect();
     let sms = written
         .iter()
@@ -127,7 +131,7 @@ pub fn spans(work: &[TracedWork], nominal_ghz: f64) -> Vec<Span> {
             *m -= t0;
         }
     }
-    out.sort_by(|a, b| (a.sm, a.entry).partial_cmp(&(b.sm, b.entry)).unwrap());
+    out.sort_by(|a, b| a.sm.cmp(&b.sm).then(a.entry.total_cmp(&b.entry)));
     out
 }
 
@@ -215,7 +219,7 @@ pub struct Breakdown {
 }
 
 /// One kind's phases, µs per SM (the kind's units on an SM summed, averaged over SMs).
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct BreakdownRow {
     /// Operator kind, or `between`.
     pub kind: String,
@@ -252,13 +256,7 @@ pub fn breakdown(spans: &[Span]) -> Breakdown {
     for kind in kinds {
         let mut row = BreakdownRow {
             kind: kind.name().to_string(),
-            units: 0,
-            issue_us: 0.0,
-            await_us: 0.0,
-            stage_us: 0.0,
-            compute_us: 0.0,
-            finish_us: 0.0,
-            total_us: 0.0,
+            ..BreakdownRow::default()
         };
         for s in spans.iter().filter(|s| s.kind == kind) {
             // Each phase ends at its mark, or at the next recorded one.
@@ -302,13 +300,8 @@ pub fn breakdown(spans: &[Span]) -> Breakdown {
     let between = between / n_sms / 1e3;
     rows.push(BreakdownRow {
         kind: "between".into(),
-        units: 0,
-        issue_us: 0.0,
-        await_us: 0.0,
-        stage_us: 0.0,
-        compute_us: 0.0,
-        finish_us: 0.0,
         total_us: between,
+        ..BreakdownRow::default()
     });
     Breakdown {
         step_us: step / 1e3,
@@ -371,6 +364,11 @@ mod tests {
                 ));
             }
         }
+        // Neither a record never written nor one with an impossible SM id is placed.
+        w.push(work("L0.down", OpKind::Down, [0; TRACE_SLOTS]));
+        let mut garbage = record(0, 1, 1.98, 1, 5_000, &[], 6_000);
+        garbage[Mark::Sm.slot()] = u64::MAX;
+        w.push(work("L0.down", OpKind::Down, garbage));
         let s = spans(&w, 1.98);
         assert_eq!(s.len(), 40);
         let first1 = s.iter().find(|s| s.sm == 1).unwrap();
