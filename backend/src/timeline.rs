@@ -40,7 +40,7 @@ pub struct Span {
     pub kind: OpKind,
     /// Tasks [first, end).
     pub tasks: (u32, u32),
-    /// Entry and exit.
+    /// Entry.
     pub entry: f64,
     /// Exit.
     pub exit: f64,
@@ -177,6 +177,7 @@ pub fn chrome_trace(spans: &[Span], what: &str) -> Value {
     let mut events = Vec::with_capacity(spans.len() * 2 + 140);
     events.push(json!({"ph": "M", "name": "process_name", "pid": 0, "args": {"name": what}}));
     let mut sms: Vec<u32> = spans.iter().map(|s| s.sm).collect();
+    sms.sort_unstable();
     sms.dedup();
     for sm in sms {
         events.push(
