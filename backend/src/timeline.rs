@@ -419,6 +419,48 @@ mod tests {
         assert!((between.total_us - (0.5 + 0.3)).abs() < 0.01, "{between:?}");
     }
 
+    proptest::proptest! {
+        /// Whatever an SM's cycle counter starts at and runs at (the rate
+        /// is fitted, not assumed), and however coarsely the timer ticks (up to 1 µs), every fitted mark of an SM
+        /// whose records span the fit's least time (20 units or more: over 50 µs) lands
+        /// within two ticks of the time it was taken, on the clock of the step's first entry.
+        #[test]
+        fn fitted_marks_land_within_a_tick(
+            origins in proptest::collection::vec(0u64..1 << 40, 1..5),
+            ghz in 1.0f64..2.1,
+            tick in 1u64..1000,
+            units in 20u64..40,
+            length in 2_000u64..20_000,
+        ) {
+            let mut w = Vec::new();
+            let mut truth = Vec::new();
+            for (sm, &origin) in origins.iter().enumerate() {
+                for i in 0..units {
+                    let e = 100_000 + i * (length + 700) + sm as u64 * 97;
+                    let rel = e + length / 3;
+                    let marks = [(Mark::Released, rel)];
+                    let r = record(sm as u64, origin, ghz, tick, e, &marks, e + length);
+                    w.push(work("L0.down", OpKind::Down, r));
+                    truth.push((sm as u32, e, rel));
+                }
+            }
+            let s = spans(&w, 1.98);
+            proptest::prop_assert_eq!(s.len(), truth.len());
+            let t0 = 100_000.0;
+            for (sm, e, rel) in truth {
+                let span = s
+                    .iter()
+                    .find(|x| x.sm == sm && (x.entry - (e as f64 - t0)).abs() < 2.0 * tick as f64 + 2.0)
+                    .expect("every unit is placed near its entry");
+                let got = span.released.unwrap();
+                proptest::prop_assert!(
+                    (got - (rel as f64 - t0)).abs() <= 2.0 * tick as f64 + 2.0,
+                    "released at {} ns, placed at {got}", rel as f64 - t0
+                );
+            }
+        }
+    }
+
     #[test]
     fn the_trace_has_a_load_and_a_dependent_slice_per_unit() {
         let marks = [(Mark::Released, 3_000)];
