@@ -70,37 +70,36 @@ pub fn spans(work: &[TracedWork], nominal_ghz: f64) -> Vec<Span> {
             r[Mark::EntryNs.slot()] > 0 && r[Mark::Entry.slot()] > 0 && r[Mark::Sm.slot()] < 1 << 16
         })
         .collect();
-    let sms = written
-        .iter()
-        .map(|w| w.record[Mark::Sm.slot()] as usize + 1)
-        .max()
-        .unwrap_or(0);
-    let mut fits = vec![None; sms];
-    for (sm, fit) in fits.iter_mut().enumerate() {
-        let points: Vec<(f64, f64)> = written
-            .iter()
-            .filter(|w| w.record[Mark::Sm.slot()] as usize == sm)
-            .flat_map(|w| {
-                let r = &w.record;
-                let entry = (r[Mark::Entry.slot()] as f64, r[Mark::EntryNs.slot()] as f64);
-                let exit = (r[Mark::Exit.slot()] > 0 && r[Mark::ExitNs.slot()] > 0)
-                    .then(|| (r[Mark::Exit.slot()] as f64, r[Mark::ExitNs.slot()] as f64));
-                std::iter::once(entry).chain(exit)
-            })
-            .collect();
-        if !points.is_empty() {
-            *fit = Some(ClockFit::through(&points, nominal_ghz));
+    let sm_of = |w: &TracedWork| w.record[Mark::Sm.slot()] as usize;
+    // Each SM's (cycles, ns) pairs: every record's entry, and its exit where recorded.
+    let mut points: Vec<Vec<(f64, f64)>> =
+        vec![Vec::new(); written.iter().map(|w| sm_of(w) + 1).max().unwrap_or(0)];
+    for w in &written {
+        let r = &w.record;
+        let sm = &mut points[sm_of(w)];
+        sm.push((r[Mark::Entry.slot()] as f64, r[Mark::EntryNs.slot()] as f64));
+        if r[Mark::Exit.slot()] > 0 && r[Mark::ExitNs.slot()] > 0 {
+            sm.push((r[Mark::Exit.slot()] as f64, r[Mark::ExitNs.slot()] as f64));
         }
     }
+    let fits: Vec<Option<ClockFit>> = points
+        .iter()
+        .map(|p| (!p.is_empty()).then(|| ClockFit::through(p, nominal_ghz)))
+        .collect();
+    let fit_of = |w: &TracedWork| fits[sm_of(w)].expect("every written record's SM has points");
+    let t0 = written
+        .iter()
+        .map(|w| fit_of(w).ns(w.record[Mark::Entry.slot()]))
+        .fold(f64::INFINITY, f64::min);
     let mut out: Vec<Span> = written
         .iter()
-        .filter_map(|w| {
+        .map(|w| {
             let r = &w.record;
-            let fit = fits[r[Mark::Sm.slot()] as usize]?;
-            let at = |m: Mark| (r[m.slot()] > 0).then(|| fit.ns(r[m.slot()]));
-            let entry = fit.ns(r[Mark::Entry.slot()]);
-            Some(Span {
-                sm: r[Mark::Sm.slot()] as u32,
+            let fit = fit_of(w);
+            let at = |m: Mark| (r[m.slot()] > 0).then(|| fit.ns(r[m.slot()]) - t0);
+            let entry = fit.ns(r[Mark::Entry.slot()]) - t0;
+            Span {
+                sm: sm_of(w) as u32,
                 label: w.label.clone(),
                 kind: w.kind,
                 tasks: w.tasks,
@@ -111,26 +110,9 @@ pub fn spans(work: &[TracedWork], nominal_ghz: f64) -> Vec<Span> {
                 prepared: at(Mark::Prepared),
                 landed: at(Mark::Landed),
                 computed: at(Mark::Computed),
-            })
+            }
         })
         .collect();
-    let t0 = out.iter().map(|s| s.entry).fold(f64::INFINITY, f64::min);
-    for s in &mut out {
-        s.entry -= t0;
-        s.exit -= t0;
-        for m in [
-            &mut s.issued,
-            &mut s.released,
-            &mut s.prepared,
-            &mut s.landed,
-            &mut s.computed,
-        ]
-        .into_iter()
-        .flatten()
-        {
-            *m -= t0;
-        }
-    }
     out.sort_by(|a, b| a.sm.cmp(&b.sm).then(a.entry.total_cmp(&b.entry)));
     out
 }

@@ -99,7 +99,7 @@ struct Report {
 struct TimelineRow {
     #[serde(serialize_with = "target_name")]
     target: Target,
-    file: String,
+    file: std::path::PathBuf,
     breakdown: mkc_backend::timeline::Breakdown,
 }
 
@@ -303,15 +303,12 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     let pos = s.timeline_position();
     if let Some(files) = timeline_files.as_mut() {
         for (&t, sched) in targets.iter().zip(&schedules) {
-            if let Some((path, breakdown)) =
-                files.write(&mut s.runner, &s.model.name, pos, t, sched)?
-            {
-                timelines.push(TimelineRow {
-                    target: t,
-                    file: path.display().to_string(),
-                    breakdown,
-                });
-            }
+            let (file, breakdown) = files.write(&mut s.runner, &s.model.name, pos, t, sched)?;
+            timelines.push(TimelineRow {
+                target: t,
+                file,
+                breakdown,
+            });
         }
     }
     let report = Report {
@@ -408,7 +405,7 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
             );
         }
         for t in &report.timelines {
-            print_breakdown(t.target, std::path::Path::new(&t.file), &t.breakdown);
+            print_breakdown(t.target, &t.file, &t.breakdown);
         }
         if !report.ablation.is_empty() {
             outln!(

@@ -86,11 +86,8 @@ pub fn run(args: RunArgs) -> Result<(), CommandError> {
     }
     let pos = s.timeline_position();
     if let Some(files) = timeline.as_mut() {
-        if let Some((path, b)) =
-            files.write(&mut s.runner, &s.model.name, pos, target, &schedule)?
-        {
-            print_breakdown(target, &path, &b);
-        }
+        let (path, b) = files.write(&mut s.runner, &s.model.name, pos, target, &schedule)?;
+        print_breakdown(target, &path, &b);
     }
     Ok(())
 }

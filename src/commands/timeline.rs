@@ -48,9 +48,12 @@ impl TimelineFiles {
         pos: u32,
         target: Target,
         schedule: &Schedule,
-    ) -> Result<Option<(PathBuf, Breakdown)>, CommandError> {
+    ) -> Result<(PathBuf, Breakdown), CommandError> {
         let Some((_, path, file)) = self.files.iter_mut().find(|(t, ..)| *t == target) else {
-            return Ok(None);
+            return Err(CommandError::Internal(format!(
+                "--timeline: no file was created for target {}",
+                target.name()
+            )));
         };
         let ghz = runner.clock_khz()? as f64 / 1e6;
         let work = runner.trace_work(schedule, pos)?;
@@ -60,7 +63,7 @@ impl TimelineFiles {
         file.write_all(json.as_bytes()).map_err(|e| {
             CommandError::Internal(format!("--timeline {}: write failed: {e}", path.display()))
         })?;
-        Ok(Some((path.clone(), breakdown(&sp))))
+        Ok((path.clone(), breakdown(&sp)))
     }
 }
 

@@ -220,31 +220,9 @@ impl Runner {
         let n = crate::persistent_plan::encode(schedule, &self.model, sms)?
             .instrs
             .len();
-        let bytes = (n * TRACE_SLOTS * 8).max(8);
-        let buf = self.alloc(bytes, "persistent trace")?;
-        // SAFETY: `buf` holds `bytes` bytes.
-        check(
-            unsafe { result::memset_d8_sync(buf, 0, bytes) },
-            "cuMemsetD8",
-            "persistent trace",
-        )?;
+        let buf = self.trace_buffer(n * TRACE_SLOTS, "persistent trace")?;
         let graph = self.capture_persistent_with(schedule, &[("MKC_TRACE", 1)], buf)?;
-        self.set_position(pos)?;
-        // SAFETY: a live graph on this runner's stream.
-        check(
-            unsafe { result::graph::launch(graph.exec, self.stream) },
-            "cuGraphLaunch",
-            "traced persistent step",
-        )?;
-        self.sync("traced persistent step")?;
-        self.check_stall(&graph, pos)?;
-        let mut host = vec![0u64; n * TRACE_SLOTS];
-        // SAFETY: `buf` holds n records; the stream is idle.
-        check(
-            unsafe { result::memcpy_dtoh_sync(&mut host, buf) },
-            "cuMemcpyDtoH",
-            "persistent trace",
-        )?;
+        let host = self.replay_traced(&graph, pos, buf, n * TRACE_SLOTS, "persistent trace")?;
         let state = graph
             .owned
             .as_ref()

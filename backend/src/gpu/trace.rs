@@ -5,6 +5,7 @@ use cudarc::driver::{result, sys};
 use mkc_ir::OpKind;
 use mkc_scheduler::Schedule;
 
+use super::launch::StepGraph;
 use super::setup::load_operators;
 use super::Runner;
 use crate::error::{check, BackendError};
@@ -45,13 +46,7 @@ impl Runner {
             offsets.push(total);
             total += c as usize * slots;
         }
-        let buf = self.alloc(total * 8, "CTA trace")?;
-        // SAFETY: `buf` holds total u64.
-        check(
-            unsafe { result::memset_d8_sync(buf, 0, total * 8) },
-            "cuMemsetD8",
-            "CTA trace",
-        )?;
+        let buf = self.trace_buffer(total, "CTA trace")?;
         if self.traced.is_none() {
             let compiled = kernels::compile_traced("sm_90a", &self.model)?;
             self.traced = Some(load_operators(&compiled.cubin, &self.model)?);
@@ -62,21 +57,7 @@ impl Runner {
             .map(|t| t.1.clone())
             .unwrap_or_default();
         let graph = self.capture_with(schedule, &funcs, |i| buf + offsets[i] as u64 * 8)?;
-        self.set_position(pos)?;
-        // SAFETY: a live graph on this runner's stream.
-        check(
-            unsafe { result::graph::launch(graph.exec, self.stream) },
-            "cuGraphLaunch",
-            "traced step",
-        )?;
-        self.sync("traced step")?;
-        let mut host = vec![0u64; total];
-        // SAFETY: `buf` holds total u64; the stream is idle.
-        check(
-            unsafe { result::memcpy_dtoh_sync(&mut host, buf) },
-            "cuMemcpyDtoH",
-            "CTA trace",
-        )?;
+        let host = self.replay_traced(&graph, pos, buf, total, "CTA trace")?;
         Ok(plan
             .kernels
             .iter()
@@ -134,18 +115,62 @@ impl Runner {
         let mut out = Vec::new();
         for (k, grid) in plan.kernels.iter().zip(&grids) {
             let op = g.op(k.op);
-            let tasks = g.tasks_of(k.op).count() as u64;
-            let n = grid.ctas.len() as u64;
+            let tasks = g.tasks_of(k.op).count() as u32;
+            let n = grid.ctas.len() as u32;
             for (c, record) in grid.ctas.iter().enumerate() {
-                let c = c as u64;
+                let (first, count) = mkc_catalogue::cta_tasks(tasks, n, c as u32);
                 out.push(TracedWork {
                     label: op.label(),
                     kind: op.kind,
-                    tasks: ((c * tasks / n) as u32, ((c + 1) * tasks / n) as u32),
+                    tasks: (first, first + count),
                     record: *record,
                 });
             }
         }
         Ok(out)
+    }
+}
+
+impl Runner {
+    /// A zeroed device buffer of `len` u64 for a traced step's records.
+    pub(super) fn trace_buffer(&mut self, len: usize, what: &str) -> Result<u64, BackendError> {
+        let bytes = (len * 8).max(8);
+        let buf = self.alloc(bytes, what)?;
+        // SAFETY: `buf` holds `bytes` bytes.
+        check(
+            unsafe { result::memset_d8_sync(buf, 0, bytes) },
+            "cuMemsetD8",
+            what,
+        )?;
+        Ok(buf)
+    }
+
+    /// Replays the traced step `graph` once at position `pos` and reads back the `len` u64
+    /// it recorded in `buf`; a persistent step that stalled is an error naming the wait.
+    pub(super) fn replay_traced(
+        &self,
+        graph: &StepGraph,
+        pos: u32,
+        buf: u64,
+        len: usize,
+        what: &str,
+    ) -> Result<Vec<u64>, BackendError> {
+        self.set_position(pos)?;
+        // SAFETY: a live graph on this runner's stream.
+        check(
+            unsafe { result::graph::launch(graph.exec, self.stream) },
+            "cuGraphLaunch",
+            what,
+        )?;
+        self.sync(what)?;
+        self.check_stall(graph, pos)?;
+        let mut host = vec![0u64; len];
+        // SAFETY: `buf` holds at least `len` u64; the stream is idle.
+        check(
+            unsafe { result::memcpy_dtoh_sync(&mut host, buf) },
+            "cuMemcpyDtoH",
+            what,
+        )?;
+        Ok(host)
     }
 }
