@@ -229,6 +229,16 @@ __device__ __forceinline__ u64 evict_first_policy() {
 // Barrier among the consumer warps only (the producer never joins).
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" ::"n"(CONSUMER_THREADS) : "memory"); }
 
+// Barrier among the threads that run a body: the whole CTA of a chain kernel, the consumer
+// warps of the persistent kernel (its producer warp streams on). Chain attention measured
+// wrong at two KV chunks with `bar.sync 1, 512` in place of __syncthreads (unexplained; the
+// operator test found it), so the chain keeps __syncthreads.
+template <typename Work>
+__device__ __forceinline__ void body_sync() {
+    if (Work::WHOLE_CTA) __syncthreads();
+    else consumers_sync();
+}
+
 // Exit mark of a streaming CTA: after its last consumer warp (thread 0's warp may be done with
 // its pages microseconds before the others; the CTA ends with the last).
 __device__ __forceinline__ void trace_end_stream() {
@@ -281,6 +291,28 @@ __device__ __forceinline__ Matvec up_gate_matvec(const Model& m, const Layer& L)
     return matvec(L.w_gate, L.w_up, m.hidden, m.hidden, 1, m.inter, TASK_PAGES_UP_GATE);
 }
 
+// The weights operator `op` streams from layer L (g: the LM head's), one description for the
+// bodies and the persistent producer.
+__device__ __forceinline__ Matvec op_matvec(int op, const Model& m, const Globals& g, const Layer& L) {
+    switch (op) {
+        case OP_QKV_ROPE:
+            return matvec(L.w_qkv, 0, m.hidden, m.hidden, 1, m.q_dim + 2 * m.kv_dim, TASK_PAGES_QKV_ROPE);
+        case OP_O_PROJ:
+            return matvec(L.w_o, 0, m.q_dim, m.q_dim / m.s_attn, m.s_attn, m.hidden, TASK_PAGES_O_PROJ);
+        case OP_UP_GATE:
+            return up_gate_matvec(m, L);
+        case OP_DOWN:
+            return matvec(L.w_down, 0, m.inter, m.inter / m.s_down, m.s_down, m.hidden, TASK_PAGES_DOWN);
+        default:
+            return matvec(g.lm_head, 0, m.hidden, m.hidden, 1, m.vocab, TASK_PAGES_LM_HEAD);
+    }
+}
+
+// The RMSNorm weights operator `op` normalises its input with (null: none).
+__device__ __forceinline__ const bf16* op_norm(int op, const Globals& g, const Layer& L) {
+    return op == OP_QKV_ROPE ? L.norm1 : op == OP_UP_GATE ? L.norm2 : op == OP_LM_HEAD ? g.final_norm : nullptr;
+}
+
 // ---- how an operator body gets its work and waits for its inputs --------------------------
 // Every body takes both as parameters. The chain entries at the end of this file pass a
 // ChainWork (this CTA's run of tasks, from blockIdx and gridDim as the plan divides them) and
@@ -294,7 +326,18 @@ __host__ __device__ constexpr long run_start(long b, long n, long g) { return b 
 // The same in 32-bit arithmetic (n x g below 2^32).
 __host__ __device__ constexpr unsigned run_start32(unsigned b, unsigned n, unsigned g) { return b * n / g; }
 
+struct Stream;
+
 struct ChainWork {
+    // A chain body runs on the whole CTA: its producer warp fills a ring of its own, from
+    // page 0, and its barriers are the CTA's.
+    static constexpr bool WHOLE_CTA = true;
+    // The CTA's streaming layout (carve_stream) and attention's shared memory: all of it.
+    __device__ __forceinline__ Stream stream(int x_len, int norm_len, int per_warp) const;
+    __device__ __forceinline__ unsigned char* att_smem(unsigned& bytes) const {
+        bytes = dynamic_smem_bytes();
+        return smem_raw;
+    }
     // Tasks [first, first + count) of `tasks`.
     __device__ __forceinline__ void run(int tasks, int& first, int& count) const {
         long b = blockIdx.x, g = gridDim.x;
@@ -370,7 +413,9 @@ struct Stream {
     bf16* norm;
     float* scratch;  // 64 floats
     bf16* ring;
-    int per_warp;  // ring slots per consumer warp
+    int per_warp;          // ring slots per consumer warp
+    int page0;             // the ring's page index of this operator's first page (0 in a chain)
+    unsigned norm_parity;  // the norm mbarrier's phase parity this operator waits for
 };
 
 // Byte offsets of the stream's parts: the catalogue's `Stream::*_offset` (checked by the
@@ -394,7 +439,13 @@ __device__ Stream carve_stream(int x_len, int norm_len, int per_warp) {
     s.scratch = (float*)(smem_raw + scratch_offset(x_len, norm_len));
     s.ring = (bf16*)(smem_raw + ring_offset(x_len, norm_len));
     s.per_warp = per_warp;
+    s.page0 = 0;
+    s.norm_parity = 0;
     return s;
+}
+
+__device__ __forceinline__ Stream ChainWork::stream(int x_len, int norm_len, int per_warp) const {
+    return carve_stream(x_len, norm_len, per_warp);
 }
 
 // Initialises the ring's barriers (the producer lane, before any thread uses them).
@@ -424,14 +475,35 @@ __device__ __forceinline__ void ring_slot(const Stream& s, int i, int& slot, int
     lap = ring_lap_of(i, s.per_warp);
 }
 
-// Producer (one lane): streams `count` pages from `first` through the ring.
-__device__ void produce(const Stream& s, const Matvec& v, int first, int count) {
+// Waits for phase `parity` of `bar` like mbar_wait, unless `*left` (null: never) is set first:
+// then returns false. The persistent producer waits so, that it never outlives its consumers.
+__device__ __forceinline__ bool mbar_wait_unless(u64* bar, unsigned parity, const volatile int* left) {
+    if (!left) {
+        mbar_wait(bar, parity);
+        return true;
+    }
+    unsigned done;
+    for (;;) {
+        asm volatile(
+            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+            : "=r"(done)
+            : "r"(smem_addr(bar)), "r"(parity)
+            : "memory");
+        if (done) return true;
+        if (*left) return false;
+    }
+}
+
+// Producer (one lane): streams `count` pages from `first` through the ring, as its pages
+// s.page0 .. s.page0 + count - 1. Returns the pages issued: fewer if `left` was set while it
+// waited for a slot.
+__device__ int produce(const Stream& s, const Matvec& v, int first, int count, const volatile int* left = nullptr) {
     const unsigned bytes = (unsigned)(v.page_rows * v.k * 2);
     const u64 policy = evict_first_policy();
     for (int i = 0; i < count; ++i) {
         int slot, lap;
-        ring_slot(s, i, slot, lap);
-        if (lap > 0) mbar_wait(&s.empty[slot], (lap - 1) & 1);
+        ring_slot(s, s.page0 + i, slot, lap);
+        if (lap > 0 && !mbar_wait_unless(&s.empty[slot], (lap - 1) & 1, left)) return i;
         int chunk, row0;
         page_coords(v, first + i, chunk, row0);
         bf16* dst = s.ring + (long)slot * (PAGE_BYTES / 2);
@@ -448,6 +520,7 @@ __device__ void produce(const Stream& s, const Matvec& v, int first, int count) 
                 bulk_copy_hinted(dst + (long)r * v.k, v.w0 + (long)(row0 + r) * v.ld + col0, (unsigned)(v.k * 2), &s.full[slot], policy);
         }
     }
+    return count;
 }
 
 // Loads this lane's slice of input-vector chunk `chunk` (columns (lane + 32 j) * 8 .. + 8).
@@ -508,7 +581,8 @@ __device__ void consume(const Stream& s, const Matvec& v, const float* x, int fi
     float xr[NJ][8];
     int loaded = -1;
     bool landed_marked = false;
-    for (int i = warp; i < count; i += CONSUMER_WARPS) {
+    // The ring's page s.page0 + i belongs to warp (s.page0 + i) % CONSUMER_WARPS.
+    for (int i = (warp - s.page0 % CONSUMER_WARPS + CONSUMER_WARPS) % CONSUMER_WARPS; i < count; i += CONSUMER_WARPS) {
         int chunk, row0;
         page_coords(v, first + i, chunk, row0);
         if (chunk != loaded) {
@@ -516,7 +590,7 @@ __device__ void consume(const Stream& s, const Matvec& v, const float* x, int fi
             loaded = chunk;
         }
         int slot, lap;
-        ring_slot(s, i, slot, lap);
+        ring_slot(s, s.page0 + i, slot, lap);
         mbar_wait(&s.full[slot], lap & 1);
         if (!landed_marked) {
             mark(MARK_LANDED);
@@ -632,11 +706,11 @@ __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, 
                            const bf16* norm, int norm_len, int per_warp, Prepare prepare, Epilogue& epilogue,
                            Finish finish, Matvec warm = Matvec{}, int warm_limit = 0) {
     const bool warming = WARM_DEPTH > 0 && deps.overlapped() && warm.w0, flagged = warming && !warm_limit;
-    Stream s = carve_stream(x_len, norm ? norm_len : 0, per_warp);
+    Stream s = work.stream(x_len, norm ? norm_len : 0, per_warp);
     int first, count;
     page_range(work, v, first, count);
     deps.issued();
-    if (threadIdx.x >= CONSUMER_THREADS) {
+    if (Work::WHOLE_CTA && threadIdx.x >= CONSUMER_THREADS) {
         // The stop flag, cleared before the ring barrier orders it before the consumers' use.
         if (flagged && threadIdx.x == CONSUMER_THREADS) *warm_stop_flag(s) = 0;
         start_producer(s, norm, norm_len);
@@ -647,13 +721,13 @@ __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, 
         return;
     }
     mark(MARK_ISSUED);
-    ring_ready_wait();  // the ring's barriers are initialised (the producer arrives at once)
+    if (Work::WHOLE_CTA) ring_ready_wait();  // the ring's barriers are initialised (the producer arrives at once)
     deps.wait();
     mark(MARK_RELEASED);
     if (flagged && threadIdx.x == 0) *warm_stop_flag(s) = 1;
 #ifdef MKC_ABLATE_LOADS
     (void)prepare;
-    if (norm) mbar_wait(s.norm_bar, 0);  // the norm weights' copy lands before the CTA may exit
+    if (norm) mbar_wait(s.norm_bar, s.norm_parity);  // the norm weights' copy lands before the CTA may exit
 #else
     prepare(s);
 #endif
@@ -684,7 +758,7 @@ __device__ __forceinline__ float rms_inverse(const Stream& s, float ss, int n, f
     float total = 0.f;
     for (int i = 0; i < CONSUMER_WARPS; ++i) total += s.scratch[i];
     float inv = rsqrtf(total / n + eps);
-    mbar_wait(s.norm_bar, 0);
+    mbar_wait(s.norm_bar, s.norm_parity);
     return inv;
 }
 
@@ -828,7 +902,7 @@ struct QkvEpilogue {
 
 template <typename Work, typename Deps>
 __device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, const Work& work, const Deps& deps) {
-    Matvec v = matvec(L.w_qkv, 0, m.hidden, m.hidden, 1, m.q_dim + 2 * m.kv_dim, TASK_PAGES_QKV_ROPE);
+    Matvec v = op_matvec(OP_QKV_ROPE, m, g, L);
     QkvEpilogue ep{m, g, L, *g.pos};
     auto prepare = [&](const Stream& s) {
         int lo, hi;
@@ -837,7 +911,7 @@ __device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, 
     };
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_QKV) up_gate.w0 = nullptr;
-    run_stream(work, deps, v, m.hidden, nullptr, L.norm1, m.hidden, m.ring[0], prepare, ep, NoFinish{}, up_gate,
+    run_stream(work, deps, v, m.hidden, nullptr, op_norm(OP_QKV_ROPE, g, L), m.hidden, m.ring[0], prepare, ep, NoFinish{}, up_gate,
                WARM_QKV);
 }
 
@@ -855,8 +929,7 @@ struct PartialEpilogue {
 
 template <typename Work, typename Deps>
 __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, const Work& work, const Deps& deps) {
-    (void)g;
-    Matvec v = matvec(L.w_o, 0, m.q_dim, m.q_dim / m.s_attn, m.s_attn, m.hidden, TASK_PAGES_O_PROJ);
+    Matvec v = op_matvec(OP_O_PROJ, m, g, L);
     PartialEpilogue ep{L.o_part, m.hidden};
     // Like down, the consumers load their slices of the attention output from global memory.
     auto prepare = [](const Stream&) {};
@@ -867,8 +940,7 @@ __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, co
 
 template <typename Work, typename Deps>
 __device__ void down_body(const Model& m, const Globals& g, const Layer& L, const Work& work, const Deps& deps) {
-    (void)g;
-    Matvec v = matvec(L.w_down, 0, m.inter, m.inter / m.s_down, m.s_down, m.hidden, TASK_PAGES_DOWN);
+    Matvec v = op_matvec(OP_DOWN, m, g, L);
     PartialEpilogue ep{L.d_part, m.hidden};
     // The consumers load their slices of h straight from global memory (L2) into registers:
     // no staging pass and barrier before the first page (pdl -9 µs per step, docs/perf.md).
@@ -891,15 +963,14 @@ struct UpGateEpilogue {
 
 template <typename Work, typename Deps>
 __device__ void up_gate_body(const Model& m, const Globals& g, const Layer& L, const Work& work, const Deps& deps) {
-    (void)g;
-    Matvec v = up_gate_matvec(m, L);
+    Matvec v = op_matvec(OP_UP_GATE, m, g, L);
     UpGateEpilogue ep{L};
     auto prepare = [&](const Stream& s) {
         int lo, hi;
         residual_share(work, v, m.hidden, lo, hi);
         stage_sum(s.x, L.x_in, L.o_part, m.s_attn, m.hidden, L.x_mid, lo, hi, &s, m.eps);
     };
-    run_stream(work, deps, v, m.hidden, nullptr, L.norm2, m.hidden, m.ring[3], prepare, ep, NoFinish{});
+    run_stream(work, deps, v, m.hidden, nullptr, op_norm(OP_UP_GATE, g, L), m.hidden, m.ring[3], prepare, ep, NoFinish{});
 }
 
 // (6) Final RMSNorm + LM head + fused argmax into tokens[pos + 1]: each warp keeps its best
@@ -922,8 +993,8 @@ struct LmHeadEpilogue {
 };
 
 template <typename Work, typename Deps>
-__device__ void lm_head_body(const Model& m, const Globals& g, const Work& work, const Deps& deps) {
-    Matvec v = matvec(g.lm_head, 0, m.hidden, m.hidden, 1, m.vocab, TASK_PAGES_LM_HEAD);
+__device__ void lm_head_body(const Model& m, const Globals& g, const Layer& L, const Work& work, const Deps& deps) {
+    Matvec v = op_matvec(OP_LM_HEAD, m, g, L);
     LmHeadEpilogue ep{g, 0};
     auto prepare = [&](const Stream& s) {
         stage_sum(s.x, g.final_mid, g.final_part, m.s_down, m.hidden, nullptr, 0, 0, &s, m.eps);
@@ -931,7 +1002,7 @@ __device__ void lm_head_body(const Model& m, const Globals& g, const Work& work,
     auto finish = [&](const Stream&) {
         if (threadIdx.x % 32 == 0 && ep.best) atomicMax(&g.tokens[*g.pos + 1], ep.best);
     };
-    run_stream(work, deps, v, m.hidden, nullptr, g.final_norm, m.hidden, m.ring[5], prepare, ep, finish);
+    run_stream(work, deps, v, m.hidden, nullptr, op_norm(OP_LM_HEAD, g, L), m.hidden, m.ring[5], prepare, ep, finish);
 }
 
 // KV positions per attention chunk in `smem` bytes of dynamic shared memory beside q and the
@@ -983,7 +1054,8 @@ __device__ __forceinline__ void softmax_rows(float* scores, int heads, int len, 
 // halves added through shared memory. The task's chain is latency, not bandwidth: more threads
 // per CTA shortened it. The host gives each CTA more than half an SM's shared memory, so that
 // two never share an SM (kernels::attention_chunk).
-// NT: the CTA's threads (ATT_THREADS in the chain; the persistent kernel's CTA there).
+// NT: the threads that run it (a chain CTA's ATT_THREADS; the persistent kernel's consumer
+// warps, whose barriers leave the producer warp streaming). Its shared memory is the work's.
 template <typename Work, typename Deps, int NT = ATT_THREADS>
 __device__ void attention_body(const Model& m, const Globals& g, const Layer& L, const Work& work, const Deps& deps) {
     const int t = work.task();
@@ -995,17 +1067,19 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
 #ifdef MKC_ABLATE_ATTENTION
     deps.issued();
     deps.wait();
-    for (int i = threadIdx.x; i < hp * hd; i += blockDim.x) L.attn[qh0 * hd + i] = 0.f;
+    for (int i = threadIdx.x; i < hp * hd; i += NT) L.attn[qh0 * hd + i] = 0.f;
     return;
 #endif
     // The chunk C is whatever the host's dynamic shared memory holds beside q and the scores
     // (mkc_catalogue::attention_chunk sizes it to the SM), so no parameter of any kernel changes.
-    const int C = kv_chunk_of(dynamic_smem_bytes(), hp, hd, m.max_seq);
+    unsigned smem_bytes;
+    unsigned char* smem = work.att_smem(smem_bytes);
+    const int C = kv_chunk_of(smem_bytes, hp, hd, m.max_seq);
     int ks = hd + 8;  // padded K row stride
     const bf16* kc = L.k_cache + (long)kvh * m.max_seq * hd;
     const bf16* vc = L.v_cache + (long)kvh * m.max_seq * hd;
     // Layout: [K chunk (padded) | V chunk | q (hp x hd floats) | scores (hp x max_seq)].
-    bf16* kbuf = (bf16*)smem_raw;
+    bf16* kbuf = (bf16*)smem;
     bf16* vbuf = kbuf + C * ks;
     float* q = (float*)(vbuf + C * hd);
     float* scores = q + hp * hd;
@@ -1030,11 +1104,11 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     for (int base = 0; base < len; base += C) {
         int end = base + C < len ? base + C : len;
         if (base > 0) {
-            __syncthreads();
+            body_sync<Work>();
             load_kv_rows<NT>(kbuf, kc, base, end, hd, base, ks);
         }
         cp_async_wait_all();
-        __syncthreads();
+        body_sync<Work>();
         if (base == 0) mark(MARK_PREPARED);
         // One thread per (head, position): a warp shares the head (q reads broadcast) and
         // takes consecutive positions (padded K rows: conflict-free).
@@ -1044,7 +1118,7 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
             scores[h * len + base + i] = k_row_dot(kbuf + (long)i * ks, q + h * hd, hd) * scale;
         }
     }
-    __syncthreads();
+    body_sync<Work>();
     mark(MARK_SUB1);
     softmax_rows(scores, hp, len, NT / 32, warp, lane);
     mark(MARK_SUB2);  // softmax of warp 0's head done
@@ -1062,11 +1136,11 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     for (int base = 0; base < len; base += C) {
         int end = base + C < len ? base + C : len;
         if (base > 0) {
-            __syncthreads();
+            body_sync<Work>();
             load_kv_rows<NT>(vbuf, vc, base, end, hd, base, hd);
         }
         cp_async_wait_all();
-        __syncthreads();
+        body_sync<Work>();
         if (!active) continue;
 #pragma unroll
         for (int o = 0; o < 2; ++o) {
@@ -1084,14 +1158,14 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
             }
         }
     }
-    __syncthreads();
+    body_sync<Work>();
     float* red = scores;  // the scores are consumed: [slices][outs] partial sums
 #pragma unroll
     for (int o = 0; o < 2; ++o) {
         int idx = idx0 + o * NT;
         if (active && idx < outs) red[slice * outs + idx] = (acc[o][0] + acc[o][1]) + (acc[o][2] + acc[o][3]);
     }
-    __syncthreads();
+    body_sync<Work>();
     for (int idx = tid; idx < outs; idx += NT) {
         float sum = 0.f;
         for (int sl = 0; sl < slices; ++sl) sum += red[sl * outs + idx];
@@ -1136,8 +1210,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) k_down(OP_PARAMS) {
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) k_lm_head(OP_PARAMS) {
     trace_begin(trace);
-    (void)L;
-    lm_head_body(m, g, ChainWork{}, GridDeps{pdl, early});
+    lm_head_body(m, g, L, ChainWork{}, GridDeps{pdl, early});
     trace_end_stream();
 }
 
@@ -1206,8 +1279,47 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
     return v;
 }
 
+// The persistent kernel's shared memory, laid out by the catalogue (mkc_catalogue::
+// PersistentLayout, its offsets generated as the PERSISTENT_* constants): [full mbarriers |
+// empty mbarriers | norm full mbarriers (2) | norm empty mbarriers (2) | norm weights (2 x
+// PERSISTENT_NORM_LEN bf16) | work (PERSISTENT_WORK_BYTES: a streaming operator's input vector
+// and scratch, or attention's KV chunk, q and scores) | page ring]. The ring and the norm
+// buffers belong to the producer, which fills them across instructions; the work region
+// belongs to the current instruction's consumers.
+__device__ __forceinline__ u64* persistent_norm_full(int n) { return (u64*)(smem_raw + 2 * MAX_SLOTS * 8) + n % 2; }
+__device__ __forceinline__ u64* persistent_norm_empty(int n) { return (u64*)(smem_raw + 2 * MAX_SLOTS * 8) + 2 + n % 2; }
+__device__ __forceinline__ bf16* persistent_norm(int n) {
+    return (bf16*)(smem_raw + PERSISTENT_NORM_OFFSET) + (long)(n % 2) * PERSISTENT_NORM_LEN;
+}
+
+// The persistent stream of page `page0` on, the `norm`-th norm copy (a ring of two).
+__device__ __forceinline__ Stream persistent_stream(int page0, int norm) {
+    Stream s;
+    s.full = (u64*)smem_raw;
+    s.empty = (u64*)(smem_raw + empty_offset());
+    s.norm_bar = persistent_norm_full(norm);
+    s.x = (float*)(smem_raw + PERSISTENT_WORK_OFFSET);
+    s.norm = persistent_norm(norm);
+    s.scratch = s.x + PERSISTENT_X_LEN;
+    s.ring = (bf16*)(smem_raw + PERSISTENT_RING_OFFSET);
+    s.per_warp = PERSISTENT_PER_WARP;
+    s.page0 = page0;
+    s.norm_parity = (unsigned)(norm / 2) & 1;
+    return s;
+}
+
 struct PersistentWork {
     int first, count;  // the instruction's tasks, within its operator
+    int page0;         // the ring's page index of its first page
+    int norm;          // the norm copy it reads (counted along the SM's stream)
+    // The producer warp runs its own loop (persistent_producer): the bodies run on the
+    // consumer warps only, share the ring it fills and synchronise among themselves.
+    static constexpr bool WHOLE_CTA = false;
+    __device__ __forceinline__ Stream stream(int, int, int) const { return persistent_stream(page0, norm); }
+    __device__ __forceinline__ unsigned char* att_smem(unsigned& bytes) const {
+        bytes = PERSISTENT_WORK_BYTES;
+        return smem_raw + PERSISTENT_WORK_OFFSET;
+    }
     __device__ __forceinline__ void run(int, int& f, int& c) const {
         f = first;
         c = count;
@@ -1222,14 +1334,13 @@ struct PersistentWork {
 struct CounterDeps {
     const Persistent& p;
     const Instr& ins;
-    int index;         // the instruction's index in the plan (for the stall record)
-    unsigned step;     // 1-based launch count: targets are signals per step x step
-    bool all_threads;  // the body's every thread waits (attention), else its consumers
+    int index;      // the instruction's index in the plan (for the stall record)
+    unsigned step;  // 1-based launch count: targets are signals per step x step
     // No warming: an O-projection copying up/gate pages into L2 while it waits for attention
     // delayed attention's loads and cost +70-90 µs per step (docs/perf.md).
     __device__ __forceinline__ bool overlapped() const { return false; }
     __device__ __forceinline__ void issued() const {}
-    // One thread spins on each counter with acquire loads, then releases the others.
+    // One thread spins on each counter with acquire loads, then releases the other consumers.
     __device__ void wait() const {
 #ifndef MKC_ABLATE_WAITS
         if (threadIdx.x == 0) {
@@ -1259,20 +1370,51 @@ struct CounterDeps {
         }
 #endif
         // The acquire loads order this thread's later reads; the barrier orders the others'.
-        if (all_threads) __syncthreads();
-        else consumers_sync();
+        consumers_sync();
     }
 };
 
-// Invalidates a streaming instruction's ring barriers, so that the next one may initialise
-// them again (or reuse their memory).
-__device__ void ring_inval(int per_warp) {
-    u64* bars = (u64*)smem_raw;
-    for (int i = 0; i < CONSUMER_WARPS * per_warp; ++i) {
-        asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(smem_addr(&bars[i])) : "memory");
-        asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(smem_addr(&bars[MAX_SLOTS + i])) : "memory");
+// The producer lane of the persistent kernel: walks the SM's instructions ahead of the
+// consumers, copying each streaming instruction's norm weights (a ring of two) and weight
+// pages (the page ring, in one sequence across instructions) as soon as a slot is free. It
+// never waits on a counter: across every boundary, counter wait and attention the ring stays
+// full. `left` is set once the consumers have left the loop (the step's end, or a stall):
+// the producer then stops and waits for the copies it has issued, so that none lands after
+// the CTA exits.
+__device__ void persistent_producer(const Model& m, const Globals& g, const Persistent& p, int begin, int end,
+                                    const volatile int* left) {
+    int page0 = 0, norms = 0;
+    bool go = true;
+    for (int i = begin; go && i < end; ++i) {
+        const Instr ins = p.instrs[i];
+        if (ins.op == OP_ATTENTION) continue;
+        const Layer& L = p.layers[ins.layer];
+        const bf16* norm = op_norm(ins.op, g, L);
+        Stream s = persistent_stream(page0, norms);
+        if (norm) {
+            const unsigned bytes = (unsigned)(m.hidden * 2);
+            if (norms >= 2 && !mbar_wait_unless(persistent_norm_empty(norms), ((norms - 2) / 2) & 1, left)) break;
+            mbar_expect_tx(s.norm_bar, bytes);
+            bulk_copy(s.norm, norm, bytes, s.norm_bar);
+            ++norms;
+        }
+        const Matvec v = op_matvec(ins.op, m, g, L);
+        int first, count;
+        page_range(PersistentWork{ins.first, ins.count, page0, 0}, v, first, count);
+        const int issued = produce(s, v, first, count, left);
+        page0 += issued;
+        go = issued == count;
     }
-    asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(smem_addr(&bars[2 * MAX_SLOTS])) : "memory");
+    if (go) return;  // every copy issued: the consumers wait for each before they leave
+    // Stopped early: the last copy of every slot (a later page may not have been issued; its
+    // slot's last phase is then an earlier page's, complete or landing).
+    const int slots = CONSUMER_WARPS * PERSISTENT_PER_WARP;
+    for (int q = page0 - slots > 0 ? page0 - slots : 0; q < page0; ++q) {
+        int slot, lap;
+        ring_slot(persistent_stream(0, 0), q, slot, lap);
+        mbar_wait(&((u64*)smem_raw)[slot], lap & 1);
+    }
+    for (int n = norms - 2 > 0 ? norms - 2 : 0; n < norms; ++n) mbar_wait(persistent_norm_full(n), (n / 2) & 1);
 }
 
 // Copies `bytes` (a multiple of 16) from global to shared memory with cp.async, from one thread.
@@ -1280,40 +1422,74 @@ __device__ __forceinline__ void copy_async(void* dst, const void* src, int bytes
     for (int o = 0; o < bytes; o += 16) cp_async16((char*)dst + o, (const char*)src + o);
 }
 
-// The persistent kernel's dispatch: no instruction starts with a global load. The current
-// instruction and its layer's pointers sit at fixed shared addresses (so the bodies read them
-// with no pointer held in a register); the producer warp's lane 1, idle during a streaming
-// body, copies the next layer's pointers and the descriptor two instructions ahead into
-// staging buffers (cp.async, waited before the end barrier), and after that barrier the CTA
-// copies them into place while thread 0 signals (`red.release`: the barrier orders every
-// thread's stores before it; no fence) and the producer lane invalidates the ring's barriers.
-// Nothing but the loop counter and the step stays in a register across a body: 9 warps cap
-// it at 168 registers (3 warps share a sub-partition's 16K), and every value held across
-// spills.
+// Barrier of the consumer warps that also tells each whether any passed `pred`.
+__device__ __forceinline__ bool consumers_sync_or(bool pred) {
+    unsigned r;
+    asm volatile("{ .reg .pred p, q; setp.ne.u32 p, %1, 0; bar.red.or.pred q, 1, %2, p; selp.u32 %0, 1, 0, q; }"
+                 : "=r"(r)
+                 : "r"((unsigned)pred), "n"(CONSUMER_THREADS)
+                 : "memory");
+    return r;
+}
+
+// The persistent kernel: the producer warp's lane 0 runs persistent_producer, the consumer
+// warps the instructions. No instruction starts with a global load: the current instruction
+// and its layer's pointers sit at fixed shared addresses (the bodies read them with no pointer
+// held in a register); thread 32 copies the next layer's pointers and the descriptor two
+// instructions ahead into staging buffers (cp.async, waited before the end barrier), and after
+// that barrier the consumers copy them into place while thread 0 signals (`red.release`: the
+// barrier orders every consumer's stores before it; no fence) and releases the instruction's
+// norm buffer to the producer. Nothing but the loop counter and the step stays in a register
+// across a body: 9 warps cap it at 168 registers (3 warps share a sub-partition's 16K), and
+// every value held across spills.
 extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent(Model mp, Globals gp, Persistent p) {
     __shared__ Model m;
     __shared__ Globals g;
     __shared__ unsigned step_s;
     __shared__ Instr ins;        // the current instruction
     __shared__ Layer L;          // its layer
-    __shared__ Instr next_s[2];  // staging: instructions i + 1 and i + 2
-    __shared__ Layer next_L;     // staging: instruction i + 1's layer
+    // Staging (cp.async: 16-byte aligned, whole 16-byte words).
+    static_assert(sizeof(Instr) % 16 == 0 && sizeof(Layer) % 16 == 0, "staged in 16-byte words");
+    __shared__ __align__(16) Instr next_s[2];  // instructions i + 1 and i + 2
+    __shared__ __align__(16) Layer next_L;     // instruction i + 1's layer
+    __shared__ int page0_s;      // the ring's page index of the current instruction's first page
+    __shared__ int norm_s;       // the norm copy it reads
+    __shared__ int left_s;       // the consumers have left the loop
     const int begin = p.stream_start[blockIdx.x], end = p.stream_start[blockIdx.x + 1];
     if (threadIdx.x == 0) {
         m = mp;
         g = gp;
         step_s = *(volatile unsigned*)p.epoch + 1;
+        page0_s = 0;
+        norm_s = 0;
+        left_s = 0;
         if (begin < end) {
             ins = p.instrs[begin];
             L = p.layers[ins.layer];
         }
         if (begin + 1 < end) next_s[(begin + 1) % 2] = p.instrs[begin + 1];
     }
+    if (threadIdx.x == CONSUMER_THREADS) {
+        Stream s = persistent_stream(0, 0);
+        for (int i = 0; i < CONSUMER_WARPS * PERSISTENT_PER_WARP; ++i) {
+            mbar_init(&s.full[i], 1);
+            mbar_init(&s.empty[i], 1);
+        }
+        for (int n = 0; n < 2; ++n) {
+            mbar_init(persistent_norm_full(n), 1);
+            mbar_init(persistent_norm_empty(n), 1);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
     __syncthreads();
+    if (threadIdx.x >= CONSUMER_THREADS) {
+        if (threadIdx.x == CONSUMER_THREADS) persistent_producer(m, g, p, begin, end, &left_s);
+        return;
+    }
     const unsigned step = step_s;
     for (int i = begin; i < end; ++i) {
         const int op = ins.op;
-        if (threadIdx.x == CONSUMER_THREADS + 1) {
+        if (threadIdx.x == 32) {
             if (i + 1 < end) copy_async(&next_L, p.layers + next_s[(i + 1) % 2].layer, sizeof(Layer));
             if (i + 2 < end) copy_async(&next_s[i % 2], p.instrs + i + 2, sizeof(Instr));
             cp_async_commit();
@@ -1321,11 +1497,11 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
 #ifdef MKC_TRACE
         if (threadIdx.x == 0) trace_record(p.trace ? p.trace + (long)i * TRACE_SLOTS : nullptr);
 #endif
-        const PersistentWork w{ins.first, ins.count};
-        const CounterDeps d{p, ins, i, step, op == OP_ATTENTION};
-        // The operators' bodies, inlined into this switch: at a streaming CTA's 288 threads the
-        // registers suffice; as __noinline__ functions the bodies spilled 384-768 B each and the
-        // step took 1477 µs against 1044 inlined (docs/perf.md).
+        const PersistentWork w{ins.first, ins.count, page0_s, norm_s};
+        const CounterDeps d{p, ins, i, step};
+        // The operators' bodies, inlined into this switch: as __noinline__ functions the
+        // bodies spilled 384-768 B each and the step took 1477 µs against 1044 inlined
+        // (docs/perf.md).
         switch (op) {
             case OP_QKV_ROPE:
                 qkv_rope_body(m, g, L, w, d);
@@ -1340,33 +1516,41 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
                 down_body(m, g, L, w, d);
                 break;
             case OP_LM_HEAD:
-                lm_head_body(m, g, w, d);
+                lm_head_body(m, g, L, w, d);
                 break;
             case OP_ATTENTION:
                 for (int t = 0; t < ins.count; ++t) {
-                    if (t > 0) __syncthreads();
-                    attention_body<PersistentWork, CounterDeps, PERSISTENT_THREADS>(
-                        m, g, L, PersistentWork{ins.first + t, 1}, d);
+                    if (t > 0) consumers_sync();
+                    attention_body<PersistentWork, CounterDeps, CONSUMER_THREADS>(
+                        m, g, L, PersistentWork{ins.first + t, 1, 0, 0}, d);
                 }
                 break;
         }
         // Every store of the instruction is done, its shared memory free and the next
-        // descriptors landed: signal. The producer warp reconverges first (its lane 0 may
-        // still be issuing pages when the others return).
-        int signal0 = 0, signals = 0, ring = 0;
-        if (threadIdx.x == 0) signal0 = ins.signal0, signals = ins.signals;
-        if (threadIdx.x == CONSUMER_THREADS && ins.op != OP_ATTENTION) ring = m.ring[ins.op];
-        if (threadIdx.x == CONSUMER_THREADS + 1) cp_async_wait_all();
-        __syncwarp();
-        const bool stop = __syncthreads_or(threadIdx.x == 0 && *(volatile unsigned*)(p.stall + 5));
+        // descriptors landed: signal. Thread 0 reads what it needs of the instruction first
+        // (the others overwrite it after the barrier).
+        int signal0 = 0, signals = 0, pages = 0;
+        bool normed = false;
+        if (threadIdx.x == 0) {
+            signal0 = ins.signal0, signals = ins.signals;
+            if (op != OP_ATTENTION) {
+                int first;
+                page_range(w, op_matvec(op, m, g, L), first, pages);
+                normed = op_norm(op, g, L) != nullptr;
+            }
+        }
+        if (threadIdx.x == 32) cp_async_wait_all();
+        const bool stop = consumers_sync_or(threadIdx.x == 0 && *(volatile unsigned*)(p.stall + 5));
         if (threadIdx.x == 0) {
             for (int k = 0; k < signals; ++k) {
                 const CounterRef s = p.refs[signal0 + k];
                 asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p.counters + s.counter), "r"((unsigned)s.amount)
                              : "memory");
             }
+            // The producer may refill the norm buffer; the next instruction's pages follow.
+            if (normed) mbar_arrive(persistent_norm_empty(norm_s++));
+            page0_s += pages;
         }
-        if (ring) ring_inval(ring);
         trace_end();
         if (stop) break;
         // The next instruction into place (threads 32.., so thread 0 may signal meanwhile).
@@ -1376,8 +1560,10 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
             if (t >= 0 && t < IW) ((unsigned*)&ins)[t] = ((const unsigned*)&next_s[(i + 1) % 2])[t];
             else if (t >= IW && t < IW + LW) ((unsigned*)&L)[t - IW] = ((const unsigned*)&next_L)[t - IW];
         }
-        __syncthreads();
+        consumers_sync();
     }
+    // The producer may stop (it waits for a slot only while the consumers are here).
+    if (threadIdx.x == 0) left_s = 1;
     // The last CTA to leave advances the step for the next launch.
     if (threadIdx.x == 0) {
         __threadfence();

@@ -276,6 +276,20 @@ pub fn model_header(model: &mkc_ir::Model) -> String {
             kind.name().to_ascii_uppercase()
         );
     }
+    // The persistent kernel's shared-memory layout (where it can run the model).
+    if let Ok(l) = mkc_catalogue::persistent_layout(model) {
+        for (name, v) in [
+            ("PER_WARP", l.per_warp),
+            ("NORM_LEN", l.norm_len),
+            ("NORM_OFFSET", l.norm_offset()),
+            ("X_LEN", l.x_len),
+            ("WORK_OFFSET", l.work_offset()),
+            ("WORK_BYTES", l.work_bytes),
+            ("RING_OFFSET", l.ring_offset()),
+        ] {
+            s += &format!("#define PERSISTENT_{name} {v}\n");
+        }
+    }
     if model.geometry.rope_scaling.is_some() {
         let freqs: Vec<String> = (0..model.geometry.head_dim / 2)
             .map(|p| format!("{:e}f", model.rope_freq(p)))
@@ -358,6 +372,20 @@ pub fn model_checks(model: &mkc_ir::Model) -> String {
     }
     s += &rule_checks(model);
     let g = &model.geometry;
+    if let Ok(l) = mkc_catalogue::persistent_layout(model) {
+        s += &format!(
+            "#ifdef MKC_PERSISTENT\n\
+             static_assert(kv_chunk_of({}u, {}, {}, {}) == {}, \"Rust and CUDA disagree on the persistent attention's KV chunk\");\n\
+             static_assert(PERSISTENT_RING_OFFSET % 128 == 0 && PERSISTENT_WORK_OFFSET % 128 == 0, \"the persistent ring and work region must be 128-byte aligned\");\n\
+             static_assert(CONSUMER_WARPS * PERSISTENT_PER_WARP <= MAX_SLOTS, \"the persistent ring has more slots than barriers\");\n\
+             #endif\n",
+            l.work_bytes,
+            model.heads_per_attention_task(),
+            g.head_dim,
+            model.workload.max_seq_len,
+            l.attention_chunk(model)
+        );
+    }
     s += &format!(
         "static_assert(kv_chunk_of({}u, {}, {}, {}) == {}, \"Rust and CUDA disagree on attention's KV chunk\");\n",
         dynamic_smem(model, mkc_ir::OpKind::Attention),

@@ -94,14 +94,7 @@ pub fn compile_persistent_with(
     model: &Model,
     defines: &[(&str, u32)],
 ) -> Result<Compiled, BackendError> {
-    if mkc_catalogue::persistent_threads_for(model).is_none() {
-        return Err(BackendError::Unsupported(
-            "the persistent kernel runs attention with a streaming CTA's threads, two outputs \
-             each, and this model's attention task has more outputs (query heads x head_dim). \
-             Fix: raise lowering.attention_split"
-                .into(),
-        ));
-    }
+    mkc_catalogue::persistent_layout(model).map_err(|e| BackendError::Unsupported(e.0))?;
     let mut all = vec![("MKC_PERSISTENT", 1)];
     all.extend_from_slice(defines);
     compile_with(arch, model, false, &all)
@@ -198,7 +191,7 @@ pub fn cached_figures(
     persistent: bool,
 ) -> Result<Option<Vec<KernelInfo>>, BackendError> {
     let runs = check_model(model).is_ok()
-        && (!persistent || mkc_catalogue::persistent_threads_for(model).is_some());
+        && (!persistent || mkc_catalogue::persistent_layout(model).is_ok());
     // SAFETY: probing for the library has no preconditions.
     if !runs || !unsafe { nvrtc_sys::is_culib_present() } {
         return Ok(None);

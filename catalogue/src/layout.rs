@@ -83,12 +83,12 @@ pub fn attention_chunk(model: &Model) -> u32 {
 }
 
 /// Shared memory attention stages per KV position: a K row padded by 8 elements and a V row.
-fn attention_position_smem(model: &Model) -> u32 {
+pub(crate) fn attention_position_smem(model: &Model) -> u32 {
     (2 * model.geometry.head_dim + 8) * 2
 }
 
 /// Attention's q and scores in shared memory (bytes): every head of the task, every position.
-fn attention_vectors_smem(model: &Model) -> u32 {
+pub(crate) fn attention_vectors_smem(model: &Model) -> u32 {
     let hp = model.heads_per_attention_task();
     (hp * model.geometry.head_dim + hp * model.workload.max_seq_len) * 4
 }

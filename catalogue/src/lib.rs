@@ -5,12 +5,18 @@
 
 pub mod launch;
 pub mod layout;
+pub mod persistent;
 
 pub use launch::{cta_tasks, declared_resources, grid, GridShape, ResourceSource, Resources};
 pub use layout::{
     att_threads, attention_chunk, consumer_warps, dynamic_smem, page_range, prefetch_bytes,
     ring_slot, stream, stream_threads, threads, warm_depth, warm_slot, Stream, ATT_THREADS,
     CONSUMER_WARPS, MAX_SLOTS, SMEM_PER_CTA, SMEM_PER_SM, WARM_DEPTH,
+};
+
+pub use persistent::{
+    persistent_dynamic_smem, persistent_layout, persistent_threads, PersistentLayout,
+    PERSISTENT_STATIC_SMEM,
 };
 
 use mkc_ir::OpKind;
@@ -27,29 +33,6 @@ pub const ENTRY_POINTS: &[(&str, OpKind)] = &[
 
 /// The persistent megakernel's entry point: one CTA per SM runs every operator's body.
 pub const PERSISTENT_ENTRY: &str = "k_persistent";
-
-/// Threads of the persistent kernel's CTA: a streaming CTA's (its consumer warps and
-/// producer); attention runs with all of them. None where attention's outputs (query heads x
-/// head dimension of a task) exceed the two per thread its output pass computes.
-pub fn persistent_threads_for(model: &mkc_ir::Model) -> Option<u32> {
-    let threads = layout::stream_threads(&model.tuning);
-    let outs = model.heads_per_attention_task() * model.geometry.head_dim;
-    (outs <= 2 * threads).then_some(threads)
-}
-
-/// Threads of the persistent kernel's CTA as `tuning` builds it (a streaming CTA's).
-pub fn persistent_threads(t: &mkc_ir::Tuning) -> u32 {
-    layout::stream_threads(t)
-}
-
-/// Dynamic shared memory of the persistent kernel: the most any operator of `model` carves.
-pub fn persistent_dynamic_smem(model: &mkc_ir::Model) -> u32 {
-    ENTRY_POINTS
-        .iter()
-        .map(|(_, k)| layout::dynamic_smem(model, *k))
-        .max()
-        .unwrap_or(0)
-}
 
 /// The kernel entry point of operator `kind`.
 pub fn entry_point(kind: OpKind) -> &'static str {

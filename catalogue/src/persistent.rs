@@ -1,0 +1,135 @@
+//! The persistent megakernel's CTA: its threads and its shared-memory layout. Its producer
+//! lane fills one ring of weight pages and a ring of two norm buffers across the whole
+//! instruction stream; the consumer warps run each instruction in a work region of their own
+//! (a streaming operator's input vector, or attention's KV chunk, q and scores). The kernel
+//! takes every offset from the constants generated from [`PersistentLayout`]
+//! (`PERSISTENT_*`), so the layout has this one description.
+
+use crate::layout::{self, MAX_SLOTS, SMEM_PER_CTA};
+use crate::Unsupported;
+use mkc_ir::Model;
+
+/// Shared memory kept for the kernel's static variables (the instruction, its layer and their
+/// staging copies, the model and globals): measured 0.7 KiB.
+pub const PERSISTENT_STATIC_SMEM: u32 = 1024;
+
+/// Fewest KV positions the persistent kernel's attention stages per chunk.
+const MIN_PERSISTENT_CHUNK: u32 = 32;
+
+/// Threads of the persistent kernel's CTA as `tuning` builds it: a streaming CTA's consumer
+/// warps and producer warp.
+pub fn persistent_threads(t: &mkc_ir::Tuning) -> u32 {
+    layout::stream_threads(t)
+}
+
+/// Where the persistent kernel keeps what, in bytes of dynamic shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PersistentLayout {
+    /// Ring slots per consumer warp (the ring is one sequence of pages across instructions).
+    pub per_warp: u32,
+    /// Consumer warps (`tuning.consumer_warps`).
+    pub warps: u32,
+    /// Bytes of a weight page.
+    pub page_bytes: u32,
+    /// bf16 elements of one norm buffer (the model's hidden size).
+    pub norm_len: u32,
+    /// Floats of a streaming operator's input vector in the work region (the hidden size).
+    pub x_len: u32,
+    /// Bytes of the consumers' work region.
+    pub work_bytes: u32,
+}
+
+const fn align128(x: u32) -> u32 {
+    x.div_ceil(128) * 128
+}
+
+impl PersistentLayout {
+    /// The norm buffers' two full and two empty mbarriers, after every ring slot's pair.
+    pub const NORM_BARS_OFFSET: u32 = 2 * MAX_SLOTS * 8;
+
+    /// Where the two norm buffers start.
+    pub fn norm_offset(&self) -> u32 {
+        align128(Self::NORM_BARS_OFFSET + 4 * 8)
+    }
+
+    /// Where the consumers' work region starts.
+    pub fn work_offset(&self) -> u32 {
+        align128(self.norm_offset() + 2 * self.norm_len * 2)
+    }
+
+    /// Where the page ring starts.
+    pub fn ring_offset(&self) -> u32 {
+        self.work_offset() + self.work_bytes
+    }
+
+    /// Ring slots in all.
+    pub fn slots(&self) -> u32 {
+        self.per_warp * self.warps
+    }
+
+    /// Dynamic shared memory of the kernel.
+    pub fn dynamic_smem(&self) -> u32 {
+        self.ring_offset() + self.slots() * self.page_bytes
+    }
+
+    /// KV positions the kernel's attention stages per chunk in the work region (the source's
+    /// `kv_chunk_of` over PERSISTENT_WORK_BYTES).
+    pub fn attention_chunk(&self, model: &Model) -> u32 {
+        self.work_bytes
+            .saturating_sub(layout::attention_vectors_smem(model))
+            / layout::attention_position_smem(model)
+    }
+}
+
+/// The persistent kernel's layout for `model`: as many ring slots per warp as leave the work
+/// region room for a streaming operator's input vector and for attention's vectors and 32 KV
+/// positions, the rest to the work region (attention's chunk). The error names the field and
+/// the fix.
+pub fn persistent_layout(model: &Model) -> Result<PersistentLayout, Unsupported> {
+    let t = &model.tuning;
+    let warps = layout::consumer_warps(t);
+    let consumers = warps * 32;
+    let hp = model.heads_per_attention_task();
+    let outs = hp * model.geometry.head_dim;
+    if outs > 2 * consumers {
+        return Err(Unsupported(format!(
+            "the persistent kernel runs attention on its {consumers} consumer threads, two \
+             outputs each, and this model's attention task has {outs} (query heads x head_dim). \
+             Fix: raise lowering.attention_split"
+        )));
+    }
+    let hidden = model.geometry.hidden;
+    let page_bytes = model.lowering.page_bytes;
+    let mut l = PersistentLayout {
+        per_warp: 1,
+        warps,
+        page_bytes,
+        norm_len: hidden,
+        x_len: hidden,
+        work_bytes: 0,
+    };
+    let x_need = hidden * 4 + 64 * 4;
+    let att_need = layout::attention_vectors_smem(model)
+        + MIN_PERSISTENT_CHUNK.min(model.workload.max_seq_len)
+            * layout::attention_position_smem(model);
+    let need = align128(x_need.max(att_need));
+    let budget = SMEM_PER_CTA - PERSISTENT_STATIC_SMEM;
+    let room = budget.saturating_sub(l.work_offset() + need);
+    l.per_warp = (room / (page_bytes * warps)).min(MAX_SLOTS / warps);
+    if l.per_warp == 0 {
+        return Err(Unsupported(format!(
+            "the persistent kernel's shared memory ({budget} bytes) cannot hold one ring slot per \
+             consumer warp ({} bytes) beside attention's scores of workload.max_seq_len {} \
+             positions. Fix: lower workload.max_seq_len or raise lowering.attention_split",
+            page_bytes * warps,
+            model.workload.max_seq_len
+        )));
+    }
+    l.work_bytes = (budget - l.work_offset() - l.slots() * page_bytes) / 128 * 128;
+    Ok(l)
+}
+
+/// Dynamic shared memory of the persistent kernel (0 where it cannot run `model`).
+pub fn persistent_dynamic_smem(model: &Model) -> u32 {
+    persistent_layout(model).map_or(0, |l| l.dynamic_smem())
+}
