@@ -338,6 +338,8 @@ struct ChainWork {
         bytes = dynamic_smem_bytes();
         return smem_raw;
     }
+    // Attention's KV history is the CTA's own to load: no mbarrier it lands on.
+    __device__ __forceinline__ u64* kv_history(unsigned&) const { return nullptr; }
     // Tasks [first, first + count) of `tasks`.
     __device__ __forceinline__ void run(int tasks, int& first, int& count) const {
         long b = blockIdx.x, g = gridDim.x;
@@ -1068,6 +1070,8 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     deps.issued();
     deps.wait();
     for (int i = threadIdx.x; i < hp * hd; i += NT) L.attn[qh0 * hd + i] = 0.f;
+    unsigned parity_ablated;
+    if (u64* bar = work.kv_history(parity_ablated)) mbar_wait(bar, parity_ablated);  // lands before reuse
     return;
 #endif
     // The chunk C is whatever the host's dynamic shared memory holds beside q and the scores
@@ -1089,8 +1093,14 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     int len = p + 1;
     int first = len < C ? len : C;
     int hist = p < first ? p : first;
-    load_kv_rows<NT>(kbuf, kc, 0, hist, hd, 0, ks);
-    load_kv_rows<NT>(vbuf, vc, 0, hist, hd, 0, hd);
+    // The history of the first chunk: copied by the persistent producer ahead of the
+    // instruction (kv_bar, landing on its mbarrier), else issued here.
+    unsigned kv_parity;
+    u64* kv_bar = work.kv_history(kv_parity);
+    if (!kv_bar) {
+        load_kv_rows<NT>(kbuf, kc, 0, hist, hd, 0, ks);
+        load_kv_rows<NT>(vbuf, vc, 0, hist, hd, 0, hd);
+    }
     mark(MARK_ISSUED);
     deps.issued();
     deps.wait();
@@ -1108,6 +1118,7 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
             load_kv_rows<NT>(kbuf, kc, base, end, hd, base, ks);
         }
         cp_async_wait_all();
+        if (base == 0 && kv_bar) mbar_wait(kv_bar, kv_parity);
         body_sync<Work>();
         if (base == 0) mark(MARK_PREPARED);
         // One thread per (head, position): a warp shares the head (q reads broadcast) and
@@ -1288,6 +1299,9 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
 // belongs to the current instruction's consumers.
 __device__ __forceinline__ u64* persistent_norm_full(int n) { return (u64*)(smem_raw + 2 * MAX_SLOTS * 8) + n % 2; }
 __device__ __forceinline__ u64* persistent_norm_empty(int n) { return (u64*)(smem_raw + 2 * MAX_SLOTS * 8) + 2 + n % 2; }
+// Attention's KV history in the work region: landed (the producer's copies), free again.
+__device__ __forceinline__ u64* persistent_kv_full() { return (u64*)(smem_raw + 2 * MAX_SLOTS * 8) + 4; }
+__device__ __forceinline__ u64* persistent_kv_free() { return (u64*)(smem_raw + 2 * MAX_SLOTS * 8) + 5; }
 __device__ __forceinline__ bf16* persistent_norm(int n) {
     return (bf16*)(smem_raw + PERSISTENT_NORM_OFFSET) + (long)(n % 2) * PERSISTENT_NORM_LEN;
 }
@@ -1312,13 +1326,20 @@ struct PersistentWork {
     int first, count;  // the instruction's tasks, within its operator
     int page0;         // the ring's page index of its first page
     int norm;          // the norm copy it reads (counted along the SM's stream)
+    int kv;            // attention: the producer's KV history copy it reads (counted), or -1
     // The producer warp runs its own loop (persistent_producer): the bodies run on the
     // consumer warps only, share the ring it fills and synchronise among themselves.
     static constexpr bool WHOLE_CTA = false;
     __device__ __forceinline__ Stream stream(int, int, int) const { return persistent_stream(page0, norm); }
+    // Attention's part of the work region: after a streaming operator's input vector, so that
+    // the producer may copy the next attention's KV history while the consumers stage.
     __device__ __forceinline__ unsigned char* att_smem(unsigned& bytes) const {
-        bytes = PERSISTENT_WORK_BYTES;
-        return smem_raw + PERSISTENT_WORK_OFFSET;
+        bytes = PERSISTENT_ATT_BYTES;
+        return smem_raw + PERSISTENT_ATT_OFFSET;
+    }
+    __device__ __forceinline__ u64* kv_history(unsigned& parity) const {
+        parity = (unsigned)kv & 1;
+        return kv >= 0 ? persistent_kv_full() : nullptr;
     }
     __device__ __forceinline__ void run(int, int& f, int& c) const {
         f = first;
@@ -1383,12 +1404,31 @@ struct CounterDeps {
 // the CTA exits.
 __device__ void persistent_producer(const Model& m, const Globals& g, const Persistent& p, int begin, int end,
                                     const volatile int* left) {
-    int page0 = 0, norms = 0;
+    int page0 = 0, norms = 0, kvs = 0;
     bool go = true;
     for (int i = begin; go && i < end; ++i) {
         const Instr ins = p.instrs[i];
-        if (ins.op == OP_ATTENTION) continue;
         const Layer& L = p.layers[ins.layer];
+        if (ins.op == OP_ATTENTION) {
+            // The first task's KV history, as attention_body stages its first chunk.
+            if (kvs > 0 && !mbar_wait_unless(persistent_kv_free(), (kvs - 1) & 1, left)) {
+                go = false;
+                break;
+            }
+            const int gq = m.heads / m.kv_heads, hp = gq / m.attn_split, hd = m.head_dim;
+            const int C = kv_chunk_of(PERSISTENT_ATT_BYTES, hp, hd, m.max_seq);
+            const int pos = *g.pos, len = pos + 1, first = len < C ? len : C, hist = pos < first ? pos : first;
+            const long kv0 = (long)(ins.first / m.attn_split) * m.max_seq * hd;
+            bf16* kbuf = (bf16*)(smem_raw + PERSISTENT_ATT_OFFSET);
+            bf16* vbuf = kbuf + C * (hd + 8);
+            u64* bar = persistent_kv_full();
+            mbar_expect_tx(bar, (unsigned)(hist * hd * 4));
+            if (hist > 0) bulk_copy(vbuf, L.v_cache + kv0, (unsigned)(hist * hd * 2), bar);
+            for (int r = 0; r < hist; ++r)
+                bulk_copy(kbuf + (long)r * (hd + 8), L.k_cache + kv0 + (long)r * hd, (unsigned)(hd * 2), bar);
+            ++kvs;
+            continue;
+        }
         const bf16* norm = op_norm(ins.op, g, L);
         Stream s = persistent_stream(page0, norms);
         if (norm) {
@@ -1400,14 +1440,15 @@ __device__ void persistent_producer(const Model& m, const Globals& g, const Pers
         }
         const Matvec v = op_matvec(ins.op, m, g, L);
         int first, count;
-        page_range(PersistentWork{ins.first, ins.count, page0, 0}, v, first, count);
+        page_range(PersistentWork{ins.first, ins.count, page0, 0, -1}, v, first, count);
         const int issued = produce(s, v, first, count, left);
         page0 += issued;
         go = issued == count;
     }
-    if (go) return;  // every copy issued: the consumers wait for each before they leave
-    // Stopped early: the last copy of every slot (a later page may not have been issued; its
-    // slot's last phase is then an earlier page's, complete or landing).
+    // Before the lane exits, the last copy of every slot, norm buffer and KV history lands:
+    // the consumers waited for each unless they stopped early (the watchdog), and a later page
+    // may not have been issued (its slot's last phase is then an earlier page's).
+    if (kvs > 0) mbar_wait(persistent_kv_full(), (kvs - 1) & 1);
     const int slots = CONSUMER_WARPS * PERSISTENT_PER_WARP;
     for (int q = page0 - slots > 0 ? page0 - slots : 0; q < page0; ++q) {
         int slot, lap;
@@ -1454,6 +1495,7 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
     __shared__ __align__(16) Layer next_L;     // instruction i + 1's layer
     __shared__ int page0_s;      // the ring's page index of the current instruction's first page
     __shared__ int norm_s;       // the norm copy it reads
+    __shared__ int kv_s;         // the KV history copy the next attention instruction reads
     __shared__ int left_s;       // the consumers have left the loop
     const int begin = p.stream_start[blockIdx.x], end = p.stream_start[blockIdx.x + 1];
     if (threadIdx.x == 0) {
@@ -1462,6 +1504,7 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         step_s = *(volatile unsigned*)p.epoch + 1;
         page0_s = 0;
         norm_s = 0;
+        kv_s = 0;
         left_s = 0;
         if (begin < end) {
             ins = p.instrs[begin];
@@ -1479,6 +1522,8 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
             mbar_init(persistent_norm_full(n), 1);
             mbar_init(persistent_norm_empty(n), 1);
         }
+        mbar_init(persistent_kv_full(), 1);
+        mbar_init(persistent_kv_free(), 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
@@ -1497,7 +1542,7 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
 #ifdef MKC_TRACE
         if (threadIdx.x == 0) trace_record(p.trace ? p.trace + (long)i * TRACE_SLOTS : nullptr);
 #endif
-        const PersistentWork w{ins.first, ins.count, page0_s, norm_s};
+        const PersistentWork w{ins.first, ins.count, page0_s, norm_s, -1};
         const CounterDeps d{p, ins, i, step};
         // The operators' bodies, inlined into this switch: as __noinline__ functions the
         // bodies spilled 384-768 B each and the step took 1477 µs against 1044 inlined
@@ -1522,7 +1567,7 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
                 for (int t = 0; t < ins.count; ++t) {
                     if (t > 0) consumers_sync();
                     attention_body<PersistentWork, CounterDeps, CONSUMER_THREADS>(
-                        m, g, L, PersistentWork{ins.first + t, 1, 0, 0}, d);
+                        m, g, L, PersistentWork{ins.first + t, 1, 0, 0, t == 0 ? kv_s : -1}, d);
                 }
                 break;
         }
@@ -1540,6 +1585,9 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
             }
         }
         if (threadIdx.x == 32) cp_async_wait_all();
+        // Attention wrote its region through the generic proxy; the producer's next KV copy
+        // into it goes through the async proxy.
+        if (op == OP_ATTENTION) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         const bool stop = consumers_sync_or(threadIdx.x == 0 && *(volatile unsigned*)(p.stall + 5));
         if (threadIdx.x == 0) {
             for (int k = 0; k < signals; ++k) {
@@ -1547,8 +1595,12 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
                 asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p.counters + s.counter), "r"((unsigned)s.amount)
                              : "memory");
             }
-            // The producer may refill the norm buffer; the next instruction's pages follow.
+            // The producer may refill the norm buffer (or the KV history buffers).
             if (normed) mbar_arrive(persistent_norm_empty(norm_s++));
+            if (op == OP_ATTENTION) {
+                mbar_arrive(persistent_kv_free());
+                ++kv_s;
+            }
             page0_s += pages;
         }
         trace_end();

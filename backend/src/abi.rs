@@ -286,6 +286,8 @@ pub fn model_header(model: &mkc_ir::Model) -> String {
             ("WORK_OFFSET", l.work_offset()),
             ("WORK_BYTES", l.work_bytes),
             ("RING_OFFSET", l.ring_offset()),
+            ("ATT_OFFSET", l.att_offset()),
+            ("ATT_BYTES", l.att_bytes()),
         ] {
             s += &format!("#define PERSISTENT_{name} {v}\n");
         }
@@ -376,10 +378,10 @@ pub fn model_checks(model: &mkc_ir::Model) -> String {
         s += &format!(
             "#ifdef MKC_PERSISTENT\n\
              static_assert(kv_chunk_of({}u, {}, {}, {}) == {}, \"Rust and CUDA disagree on the persistent attention's KV chunk\");\n\
-             static_assert(PERSISTENT_RING_OFFSET % 128 == 0 && PERSISTENT_WORK_OFFSET % 128 == 0, \"the persistent ring and work region must be 128-byte aligned\");\n\
+             static_assert(PERSISTENT_RING_OFFSET % 128 == 0 && PERSISTENT_WORK_OFFSET % 128 == 0 && PERSISTENT_ATT_OFFSET % 128 == 0, \"the persistent ring, work region and attention region must be 128-byte aligned\");\n\
              static_assert(CONSUMER_WARPS * PERSISTENT_PER_WARP <= MAX_SLOTS, \"the persistent ring has more slots than barriers\");\n\
              #endif\n",
-            l.work_bytes,
+            l.att_bytes(),
             model.heads_per_attention_task(),
             g.head_dim,
             model.workload.max_seq_len,

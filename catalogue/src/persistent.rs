@@ -1,7 +1,9 @@
 //! The persistent megakernel's CTA: its threads and its shared-memory layout. Its producer
 //! lane fills one ring of weight pages and a ring of two norm buffers across the whole
-//! instruction stream; the consumer warps run each instruction in a work region of their own
-//! (a streaming operator's input vector, or attention's KV chunk, q and scores). The kernel
+//! instruction stream, and attention's KV history ahead of it; the consumer warps run each
+//! instruction in a work region of their own (a streaming operator's input vector, then
+//! attention's KV chunk, q and scores, apart so that the producer may copy the next
+//! attention's history while a streaming operator stages its input). The kernel
 //! takes every offset from the constants generated from [`PersistentLayout`]
 //! (`PERSISTENT_*`), so the layout has this one description.
 
@@ -44,17 +46,28 @@ const fn align128(x: u32) -> u32 {
 }
 
 impl PersistentLayout {
-    /// The norm buffers' two full and two empty mbarriers, after every ring slot's pair.
+    /// The norm buffers' two full and two empty mbarriers and the KV history's full and free
+    /// ones, after every ring slot's pair.
     pub const NORM_BARS_OFFSET: u32 = 2 * MAX_SLOTS * 8;
 
     /// Where the two norm buffers start.
     pub fn norm_offset(&self) -> u32 {
-        align128(Self::NORM_BARS_OFFSET + 4 * 8)
+        align128(Self::NORM_BARS_OFFSET + 6 * 8)
     }
 
     /// Where the consumers' work region starts.
     pub fn work_offset(&self) -> u32 {
         align128(self.norm_offset() + 2 * self.norm_len * 2)
+    }
+
+    /// Where attention's part of the work region starts: after the input vector and scratch.
+    pub fn att_offset(&self) -> u32 {
+        self.work_offset() + align128(self.x_len * 4 + 64 * 4)
+    }
+
+    /// Bytes of attention's part of the work region.
+    pub fn att_bytes(&self) -> u32 {
+        self.ring_offset() - self.att_offset()
     }
 
     /// Where the page ring starts.
@@ -73,17 +86,17 @@ impl PersistentLayout {
     }
 
     /// KV positions the kernel's attention stages per chunk in the work region (the source's
-    /// `kv_chunk_of` over PERSISTENT_WORK_BYTES).
+    /// `kv_chunk_of` over PERSISTENT_ATT_BYTES).
     pub fn attention_chunk(&self, model: &Model) -> u32 {
-        self.work_bytes
+        self.att_bytes()
             .saturating_sub(layout::attention_vectors_smem(model))
             / layout::attention_position_smem(model)
     }
 }
 
 /// The persistent kernel's layout for `model`: as many ring slots per warp as leave the work
-/// region room for a streaming operator's input vector and for attention's vectors and 32 KV
-/// positions, the rest to the work region (attention's chunk). The error names the field and
+/// region room for a streaming operator's input vector and, beside it, attention's vectors
+/// and 32 KV positions; the rest to the work region (attention's chunk). The error names the field and
 /// the fix.
 pub fn persistent_layout(model: &Model) -> Result<PersistentLayout, Unsupported> {
     let t = &model.tuning;
@@ -108,11 +121,11 @@ pub fn persistent_layout(model: &Model) -> Result<PersistentLayout, Unsupported>
         x_len: hidden,
         work_bytes: 0,
     };
-    let x_need = hidden * 4 + 64 * 4;
+    let x_need = align128(hidden * 4 + 64 * 4);
     let att_need = layout::attention_vectors_smem(model)
         + MIN_PERSISTENT_CHUNK.min(model.workload.max_seq_len)
             * layout::attention_position_smem(model);
-    let need = align128(x_need.max(att_need));
+    let need = x_need + align128(att_need);
     let budget = SMEM_PER_CTA - PERSISTENT_STATIC_SMEM;
     let room = budget.saturating_sub(l.work_offset() + need);
     l.per_warp = (room / (page_bytes * warps)).min(MAX_SLOTS / warps);
@@ -132,4 +145,52 @@ pub fn persistent_layout(model: &Model) -> Result<PersistentLayout, Unsupported>
 /// Dynamic shared memory of the persistent kernel (0 where it cannot run `model`).
 pub fn persistent_dynamic_smem(model: &Model) -> u32 {
     persistent_layout(model).map_or(0, |l| l.dynamic_smem())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Wherever the layout is granted, its regions follow one another without overlap,
+        /// 128-byte aligned where bulk copies land, attention keeps its minimum chunk and the
+        /// whole fits the CTA's shared memory; where refused, the error says how to fix it.
+        #[test]
+        fn the_persistent_layout_partitions_shared_memory(
+            which in 0usize..mkc_ir::embedded::MODELS.len(),
+            max_seq in 1u32..20_000,
+            page_kib in prop::sample::select(vec![4u32, 8, 16, 32]),
+            split in prop::sample::select(vec![1u32, 2, 4, 8]),
+            warps in prop::option::of(prop::sample::select(vec![4u32, 8])),
+        ) {
+            let (name, text) = mkc_ir::embedded::MODELS[which];
+            let mut model = Model::parse(name, text).unwrap();
+            model.workload.max_seq_len = max_seq;
+            model.lowering.page_bytes = page_kib * 1024;
+            model.lowering.attention_split = split;
+            model.tuning.consumer_warps = warps;
+            prop_assume!(model.validate(name).is_ok());
+            match persistent_layout(&model) {
+                Ok(l) => {
+                    prop_assert!(l.per_warp >= 1 && l.slots() <= MAX_SLOTS);
+                    prop_assert!(PersistentLayout::NORM_BARS_OFFSET + 6 * 8 <= l.norm_offset());
+                    prop_assert!(l.norm_offset() + 2 * l.norm_len * 2 <= l.work_offset());
+                    prop_assert!(l.work_offset() + l.x_len * 4 + 64 * 4 <= l.att_offset());
+                    prop_assert!(l.att_offset() < l.ring_offset());
+                    for offset in [l.norm_offset(), l.work_offset(), l.att_offset(), l.ring_offset()] {
+                        prop_assert_eq!(offset % 128, 0);
+                    }
+                    prop_assert!(l.attention_chunk(&model) >= MIN_PERSISTENT_CHUNK.min(max_seq));
+                    prop_assert!(
+                        layout::attention_vectors_smem(&model)
+                            + l.attention_chunk(&model) * layout::attention_position_smem(&model)
+                            <= l.att_bytes()
+                    );
+                    prop_assert!(l.dynamic_smem() + PERSISTENT_STATIC_SMEM <= SMEM_PER_CTA);
+                }
+                Err(e) => prop_assert!(e.0.contains("Fix:"), "{}", e.0),
+            }
+        }
+    }
 }
