@@ -867,3 +867,26 @@ fn the_traced_persistent_build_records_instructions() {
     assert_eq!(t.threads, 288);
     assert!(t.registers <= 224, "{}", t.registers);
 }
+
+/// Every rung of `bench --ablate` builds k_persistent (each removes code from a different
+/// place of its bodies), one CTA per SM under its launch bounds.
+#[test]
+fn every_persistent_ablation_build_compiles() {
+    for rung in mkc_backend::ablation::Ablation::LADDER {
+        let compiled = match kernels::compile_persistent_with("sm_90a", &llama1b(), &rung.defines())
+        {
+            Err(mkc_backend::BackendError::NoNvrtc) => {
+                eprintln!("SKIPPED: no NVRTC library found (set LD_LIBRARY_PATH to an NVRTC 13 lib directory)");
+                return;
+            }
+            c => c.unwrap_or_else(|e| panic!("{}: {e}", rung.label())),
+        };
+        let k = compiled
+            .kernels
+            .iter()
+            .find(|k| k.name == mkc_catalogue::PERSISTENT_ENTRY)
+            .expect("k_persistent is built");
+        let threads = mkc_catalogue::persistent_threads(&llama1b().tuning);
+        assert_eq!(k.threads, threads, "{}", rung.label());
+    }
+}
