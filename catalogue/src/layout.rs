@@ -14,6 +14,9 @@ pub const CONSUMER_WARPS: u32 = 8;
 /// Most ring slots a streaming kernel may use (the source's `MAX_SLOTS`).
 pub const MAX_SLOTS: u32 = 16;
 
+/// Floats of a streaming CTA's scratch (per-warp partial sums, flags; the source's 64).
+pub const SCRATCH_FLOATS: u32 = 64;
+
 /// Shared memory one CTA may use on sm_90 with the opt-in (bytes).
 pub const SMEM_PER_CTA: u32 = 232_448;
 
@@ -122,7 +125,7 @@ impl Stream {
         STREAM_X_OFFSET + self.x_len * 4
     }
 
-    /// Where the 64-float scratch starts: after the norm weights.
+    /// Where the scratch (`SCRATCH_FLOATS`) starts: after the norm weights.
     pub fn scratch_offset(&self) -> u32 {
         self.norm_offset() + self.norm_len * 2
     }
@@ -130,7 +133,7 @@ impl Stream {
     /// Shared memory before the ring: barriers, input vector, norm weights, scratch (the
     /// source's `ring_offset`).
     pub fn ring_offset(&self) -> u32 {
-        (self.scratch_offset() + 64 * 4).div_ceil(128) * 128
+        (self.scratch_offset() + SCRATCH_FLOATS * 4).div_ceil(128) * 128
     }
 
     /// Ring slots per consumer warp: as many as fit the streaming budget, at least one, at

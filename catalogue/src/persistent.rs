@@ -7,7 +7,7 @@
 //! takes every offset from the constants generated from [`PersistentLayout`]
 //! (`PERSISTENT_*`), so the layout has this one description.
 
-use crate::layout::{self, MAX_SLOTS, SMEM_PER_CTA};
+use crate::layout::{self, MAX_SLOTS, SCRATCH_FLOATS, SMEM_PER_CTA};
 use crate::Unsupported;
 use mkc_ir::Model;
 
@@ -50,9 +50,12 @@ impl PersistentLayout {
     /// ones, after every ring slot's pair.
     pub const NORM_BARS_OFFSET: u32 = 2 * MAX_SLOTS * 8;
 
+    /// Those mbarriers: the norm buffers' two full and two empty, the KV history's two.
+    pub const NORM_AND_KV_BARS: u32 = 6;
+
     /// Where the two norm buffers start.
     pub fn norm_offset(&self) -> u32 {
-        align128(Self::NORM_BARS_OFFSET + 6 * 8)
+        align128(Self::NORM_BARS_OFFSET + Self::NORM_AND_KV_BARS * 8)
     }
 
     /// Where the consumers' work region starts.
@@ -60,9 +63,14 @@ impl PersistentLayout {
         align128(self.norm_offset() + 2 * self.norm_len * 2)
     }
 
+    /// Bytes of a streaming operator's part of the work region: its input vector and scratch.
+    pub fn x_bytes(&self) -> u32 {
+        align128(self.x_len * 4 + SCRATCH_FLOATS * 4)
+    }
+
     /// Where attention's part of the work region starts: after the input vector and scratch.
     pub fn att_offset(&self) -> u32 {
-        self.work_offset() + align128(self.x_len * 4 + 64 * 4)
+        self.work_offset() + self.x_bytes()
     }
 
     /// Bytes of attention's part of the work region.
@@ -121,11 +129,10 @@ pub fn persistent_layout(model: &Model) -> Result<PersistentLayout, Unsupported>
         x_len: hidden,
         work_bytes: 0,
     };
-    let x_need = align128(hidden * 4 + 64 * 4);
     let att_need = layout::attention_vectors_smem(model)
         + MIN_PERSISTENT_CHUNK.min(model.workload.max_seq_len)
             * layout::attention_position_smem(model);
-    let need = x_need + align128(att_need);
+    let need = l.x_bytes() + align128(att_need);
     let budget = SMEM_PER_CTA - PERSISTENT_STATIC_SMEM;
     let room = budget.saturating_sub(l.work_offset() + need);
     l.per_warp = (room / (page_bytes * warps)).min(MAX_SLOTS / warps);
@@ -174,9 +181,10 @@ mod tests {
             match persistent_layout(&model) {
                 Ok(l) => {
                     prop_assert!(l.per_warp >= 1 && l.slots() <= MAX_SLOTS);
-                    prop_assert!(PersistentLayout::NORM_BARS_OFFSET + 6 * 8 <= l.norm_offset());
+                    let bars = PersistentLayout::NORM_AND_KV_BARS * 8;
+                    prop_assert!(PersistentLayout::NORM_BARS_OFFSET + bars <= l.norm_offset());
                     prop_assert!(l.norm_offset() + 2 * l.norm_len * 2 <= l.work_offset());
-                    prop_assert!(l.work_offset() + l.x_len * 4 + 64 * 4 <= l.att_offset());
+                    prop_assert!(l.work_offset() + l.x_len * 4 + SCRATCH_FLOATS * 4 <= l.att_offset());
                     prop_assert!(l.att_offset() < l.ring_offset());
                     for offset in [l.norm_offset(), l.work_offset(), l.att_offset(), l.ring_offset()] {
                         prop_assert_eq!(offset % 128, 0);
