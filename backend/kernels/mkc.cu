@@ -131,6 +131,10 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(smem)), "l"(gmem) : "memory");
 }
+// 8 bytes (a counter reference): cp.async's .ca form, the only one of this size.
+__device__ __forceinline__ void cp_async8(void* smem, const void* gmem) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(smem_addr(smem)), "l"(gmem) : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
@@ -1013,6 +1017,10 @@ __device__ void lm_head_body(const Model& m, const Globals& g, const Layer& L, c
 #define kv_chunk_of(smem, hp, hd, max_seq) \
     ((int)(((smem) - (unsigned)((hp) * (hd) + (hp) * (max_seq)) * 4u) / ((2 * (hd) + 8) * 2)))
 
+// Slices of the positions attention's output sums over on `nt` threads for `outs` outputs: the
+// partial sums take slices x outs floats (the catalogue's attention_reduce_smem).
+__host__ __device__ constexpr int att_slices(int nt, int outs) { return nt / outs > 0 ? nt / outs : 1; }
+
 // Dot product of a bf16 K row (16-byte aligned) with a float query head, both in shared memory.
 __device__ __forceinline__ float k_row_dot(const bf16* k, const float* qv, int hd) {
     const uint4* krow = reinterpret_cast<const uint4*>(k);
@@ -1136,7 +1144,7 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     // Output: thread (h, d, slice) sums p[h][pos] * V[pos][d] over the positions of its slice
     // (pos = slice mod slices); the slices are added through shared memory at the end.
     const int outs = hp * hd;
-    const int slices = NT / outs > 0 ? NT / outs : 1;
+    const int slices = att_slices(NT, outs);
     int idx0 = tid % outs, slice = tid / outs;
     bool active = slice < slices;
     float acc[2][4];
@@ -1170,7 +1178,10 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
         }
     }
     body_sync<Work>();
-    float* red = scores;  // the scores are consumed: [slices][outs] partial sums
+    // Every staged row, q and the scores are consumed: the [slices][outs] partial sums go to
+    // the region's start (the catalogue keeps it large enough: attention_reduce_smem), which
+    // the scores, hp x max_seq floats, need not be (NT may exceed them at small max_seq).
+    float* red = (float*)smem;
 #pragma unroll
     for (int o = 0; o < 2; ++o) {
         int idx = idx0 + o * NT;
@@ -1355,8 +1366,10 @@ struct PersistentWork {
 struct CounterDeps {
     const Persistent& p;
     const Instr& ins;
-    int index;      // the instruction's index in the plan (for the stall record)
-    unsigned step;  // 1-based launch count: targets are signals per step x step
+    const CounterRef* refs;  // the instruction's waits then signals, staged in shared memory
+    int* stop;               // set (shared) once a wait gave up: the consumers leave the loop
+    int index;               // the instruction's index in the plan (for the stall record)
+    unsigned step;           // 1-based launch count: targets are signals per step x step
     // No warming: an O-projection copying up/gate pages into L2 while it waits for attention
     // delayed attention's loads and cost +70-90 µs per step (docs/perf.md).
     __device__ __forceinline__ bool overlapped() const { return false; }
@@ -1365,8 +1378,8 @@ struct CounterDeps {
     __device__ void wait() const {
 #ifndef MKC_ABLATE_WAITS
         if (threadIdx.x == 0) {
-            for (int i = 0; i < ins.waits; ++i) {
-                const CounterRef w = p.refs[ins.wait0 + i];
+            for (int i = 0; i < ins.waits && !*stop; ++i) {
+                const CounterRef w = refs[i];
                 const unsigned target = (unsigned)w.amount * step;
                 const unsigned* c = p.counters + w.counter;
                 u64 start = clock_ns();
@@ -1375,7 +1388,10 @@ struct CounterDeps {
                 // trip between two polls of the counter.
                 for (int n = 1; (int)((v = load_acquire(c)) - target) < 0; ++n) {
                     if (n % 16) continue;
-                    if (*(volatile unsigned*)(p.stall + 5)) break;
+                    if (*(volatile unsigned*)(p.stall + 5)) {
+                        *stop = 1;
+                        break;
+                    }
                     if (clock_ns() - start > p.watchdog_ns) {
                         if (atomicCAS(p.stall, 0ull, 1ull) == 0ull) {
                             p.stall[1] = blockIdx.x;
@@ -1384,6 +1400,7 @@ struct CounterDeps {
                             p.stall[4] = ((u64)v << 32) | target;
                         }
                         atomicExch((unsigned*)(p.stall + 5), 1u);
+                        *stop = 1;
                         break;
                     }
                 }
@@ -1493,6 +1510,10 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
     static_assert(sizeof(Instr) % 16 == 0 && sizeof(Layer) % 16 == 0, "staged in 16-byte words");
     __shared__ __align__(16) Instr next_s[2];  // instructions i + 1 and i + 2
     __shared__ __align__(16) Layer next_L;     // instruction i + 1's layer
+    // Instruction i's counter references (waits, then signals) in refs_s[i % 2]; thread 32
+    // stages instruction i + 1's during instruction i, so no wait or signal loads one.
+    __shared__ __align__(16) CounterRef refs_s[2][PERSISTENT_MAX_REFS];
+    __shared__ int stop_s;       // a wait gave up (the watchdog, or another SM's stall)
     __shared__ int page0_s;      // the ring's page index of the current instruction's first page
     __shared__ int norm_s;       // the norm copy it reads
     __shared__ int kv_s;         // the KV history copy the next attention instruction reads
@@ -1506,9 +1527,11 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         norm_s = 0;
         kv_s = 0;
         left_s = 0;
+        stop_s = 0;
         if (begin < end) {
             ins = p.instrs[begin];
             L = p.layers[ins.layer];
+            for (int k = 0; k < ins.waits + ins.signals; ++k) refs_s[begin % 2][k] = p.refs[ins.wait0 + k];
         }
         if (begin + 1 < end) next_s[(begin + 1) % 2] = p.instrs[begin + 1];
     }
@@ -1537,13 +1560,17 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         if (threadIdx.x == 32) {
             if (i + 1 < end) copy_async(&next_L, p.layers + next_s[(i + 1) % 2].layer, sizeof(Layer));
             if (i + 2 < end) copy_async(&next_s[i % 2], p.instrs + i + 2, sizeof(Instr));
+            if (i + 1 < end) {
+                const Instr& n = next_s[(i + 1) % 2];
+                for (int k = 0; k < n.waits + n.signals; ++k) cp_async8(&refs_s[(i + 1) % 2][k], p.refs + n.wait0 + k);
+            }
             cp_async_commit();
         }
 #ifdef MKC_TRACE
         if (threadIdx.x == 0) trace_record(p.trace ? p.trace + (long)i * TRACE_SLOTS : nullptr);
 #endif
         const PersistentWork w{ins.first, ins.count, page0_s, norm_s, -1};
-        const CounterDeps d{p, ins, i, step};
+        const CounterDeps d{p, ins, refs_s[i % 2], &stop_s, i, step};
         // The operators' bodies, inlined into this switch: as __noinline__ functions the
         // bodies spilled 384-768 B each and the step took 1477 µs against 1044 inlined
         // (docs/perf.md).
@@ -1574,10 +1601,10 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         // Every store of the instruction is done, its shared memory free and the next
         // descriptors landed: signal. Thread 0 reads what it needs of the instruction first
         // (the others overwrite it after the barrier).
-        int signal0 = 0, signals = 0, pages = 0;
+        int waits = 0, signals = 0, pages = 0;
         bool normed = false;
         if (threadIdx.x == 0) {
-            signal0 = ins.signal0, signals = ins.signals;
+            waits = ins.waits, signals = ins.signals;
             if (op != OP_ATTENTION) {
                 int first;
                 page_range(w, op_matvec(op, m, g, L), first, pages);
@@ -1588,10 +1615,10 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         // Attention wrote its region through the generic proxy; the producer's next KV copy
         // into it goes through the async proxy.
         if (op == OP_ATTENTION) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        const bool stop = consumers_sync_or(threadIdx.x == 0 && *(volatile unsigned*)(p.stall + 5));
+        const bool stop = consumers_sync_or(threadIdx.x == 0 && stop_s);
         if (threadIdx.x == 0) {
             for (int k = 0; k < signals; ++k) {
-                const CounterRef s = p.refs[signal0 + k];
+                const CounterRef s = refs_s[i % 2][waits + k];
                 asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p.counters + s.counter), "r"((unsigned)s.amount)
                              : "memory");
             }

@@ -107,6 +107,7 @@ abi_struct! {
         count: i32 = "int count",
         wait0: i32 = "int wait0",
         waits: i32 = "int waits",
+        // Always wait0 + waits: the kernel stages waits and signals as one range.
         signal0: i32 = "int signal0",
         signals: i32 = "int signals",
     }
@@ -314,6 +315,10 @@ pub fn header(page_bytes: u32) -> String {
          // them. CONSUMER_WARPS and ATT_THREADS are defaults the build may override with -D.\n",
     );
     s += &format!("#define PAGE_BYTES {page_bytes}\n#define MAX_SLOTS {MAX_SLOTS}\n");
+    s += &format!(
+        "#define PERSISTENT_MAX_REFS {}\n",
+        mkc_catalogue::PERSISTENT_MAX_REFS
+    );
     s += &format!("#ifndef CONSUMER_WARPS\n#define CONSUMER_WARPS {CONSUMER_WARPS}\n#endif\n");
     s += &format!("#ifndef ATT_THREADS\n#define ATT_THREADS {ATT_THREADS}\n#endif\n");
     s += &format!("#define TRACE_SLOTS {TRACE_SLOTS}\nenum {{");
@@ -374,20 +379,27 @@ pub fn model_checks(model: &mkc_ir::Model) -> String {
     }
     s += &rule_checks(model);
     let g = &model.geometry;
+    let outs = model.heads_per_attention_task() * g.head_dim;
     if let Ok(l) = mkc_catalogue::persistent_layout(model) {
         s += &format!(
             "#ifdef MKC_PERSISTENT\n\
              static_assert(kv_chunk_of({}u, {}, {}, {}) == {}, \"Rust and CUDA disagree on the persistent attention's KV chunk\");\n\
              static_assert(PERSISTENT_RING_OFFSET % 128 == 0 && PERSISTENT_WORK_OFFSET % 128 == 0 && PERSISTENT_ATT_OFFSET % 128 == 0, \"the persistent ring, work region and attention region must be 128-byte aligned\");\n\
              static_assert(CONSUMER_WARPS * PERSISTENT_PER_WARP <= MAX_SLOTS, \"the persistent ring has more slots than barriers\");\n\
+             static_assert(att_slices(CONSUMER_THREADS, {outs}) * {outs} * 4 <= {}u, \"the persistent attention's partial sums overflow its region\");\n\
              #endif\n",
             l.att_bytes(),
             model.heads_per_attention_task(),
             g.head_dim,
             model.workload.max_seq_len,
-            l.attention_chunk(model)
+            l.attention_chunk(model),
+            l.att_bytes(),
         );
     }
+    s += &format!(
+        "static_assert(att_slices(ATT_THREADS, {outs}) * {outs} * 4 <= {}u, \"attention's partial sums overflow its shared memory\");\n",
+        dynamic_smem(model, mkc_ir::OpKind::Attention),
+    );
     s += &format!(
         "static_assert(kv_chunk_of({}u, {}, {}, {}) == {}, \"Rust and CUDA disagree on attention's KV chunk\");\n",
         dynamic_smem(model, mkc_ir::OpKind::Attention),

@@ -61,6 +61,15 @@ pub fn encode(schedule: &Schedule, model: &Model, sms: u32) -> Result<EncodedPla
     for stream in &plan.streams {
         for ins in stream {
             let op = g.op_of(ins.first);
+            let refs = ins.waits.len() + ins.signals.len();
+            if refs > mkc_catalogue::PERSISTENT_MAX_REFS as usize {
+                return Err(refuse(format!(
+                    "an instruction of {} waits on or signals {refs} counters, more than the \
+                     kernel stages ({}). Fix: lower lowering.vtp_shards",
+                    op.kind.name(),
+                    mkc_catalogue::PERSISTENT_MAX_REFS
+                )));
+            }
             let wait0 = int(out.refs.len(), "a counter reference")?;
             for w in &ins.waits {
                 out.refs.push(KCounterRef {

@@ -791,12 +791,59 @@ fn persistent_plans_encode_as_the_scheduler_wrote_them() {
                         .iter()
                         .map(|x| (x.counter.0 as i32, x.count as i32));
                     assert_eq!(refs(k.signal0, k.signals), signals.collect::<Vec<_>>());
+                    // The kernel stages waits and signals as one range of at most its maximum.
+                    assert_eq!(k.signal0, k.wait0 + k.waits);
+                    assert!((k.waits + k.signals) as u32 <= mkc_catalogue::PERSISTENT_MAX_REFS);
                 }
             }
             let err = encode(&s, &model, device.sms + 1).unwrap_err().to_string();
             assert!(err.contains("--sms"), "{err}");
         }
     }
+}
+
+/// Every edge at 1, 2, 4 and 8 VTP shards encodes with each instruction's references within
+/// the kernel's staging, and a plan whose instructions need more (a consumer of a residual
+/// edge waits on each of its shards) is refused with the field to lower, never launched with
+/// references cut off.
+#[test]
+fn persistent_references_fit_the_kernels_staging_or_are_refused() {
+    use mkc_backend::persistent_plan::encode;
+    let device = mkc_ir::embedded::resolve_device("h200").unwrap();
+    let opts = mkc_scheduler::CompileOptions {
+        target: mkc_scheduler::Target::Persistent,
+        ..mkc_scheduler::CompileOptions::default()
+    };
+    let most_refs = |model: &mkc_ir::model::Model| {
+        let s = mkc_scheduler::compile(model, &device, &opts).schedule;
+        let most = s.persistent().unwrap().streams.iter().flatten();
+        let most = most.map(|i| i.waits.len() + i.signals.len()).max().unwrap();
+        (most, encode(&s, model, device.sms))
+    };
+    let with = |edge: usize, shards: u32| {
+        let mut model = llama1b();
+        let v = &mut model.lowering.vtp_shards;
+        *[
+            &mut v.qkv_attention,
+            &mut v.attention_o_proj,
+            &mut v.o_proj_up_gate,
+            &mut v.up_gate_down,
+            &mut v.down_qkv,
+            &mut v.down_lm_head,
+        ][edge] = shards;
+        model
+    };
+    for edge in 0..6 {
+        for shards in [1, 2, 4, 8] {
+            let (most, encoded) = most_refs(&with(edge, shards));
+            assert!(most <= mkc_catalogue::PERSISTENT_MAX_REFS as usize);
+            encoded.unwrap_or_else(|e| panic!("edge {edge} at {shards} shards: {e}"));
+        }
+    }
+    let (most, encoded) = most_refs(&with(2, 64));
+    assert!(most > mkc_catalogue::PERSISTENT_MAX_REFS as usize, "{most}");
+    let err = encoded.unwrap_err().to_string();
+    assert!(err.contains("lowering.vtp_shards"), "{err}");
 }
 
 /// The persistent build adds `k_persistent` (over the same bodies, in the generated encoding)

@@ -78,11 +78,29 @@ pub fn attention_chunk(model: &Model) -> u32 {
     if let Some(c) = model.tuning.att_chunk {
         // 1 KiB of slack for a traced build's static shared memory.
         let alone = SMEM_PER_CTA.saturating_sub(vectors + 1024) / per_position;
-        return c.min(alone).max(1);
+        return c
+            .min(alone)
+            .max(1)
+            .max(attention_reduce_chunk(model, att_threads(&model.tuning)));
     }
     let half = SMEM_PER_SM / 2;
     let chunk = half.saturating_sub(vectors).div_ceil(per_position);
     (chunk.div_ceil(32) * 32).max(MIN_ATT_CHUNK)
+}
+
+/// Attention's output partial sums in shared memory (bytes), on `threads` threads: one per
+/// (output, slice of the positions), `threads / outputs` slices (at least one). The kernel
+/// writes them at the start of its region once every staged row and score is consumed.
+pub(crate) fn attention_reduce_smem(model: &Model, threads: u32) -> u32 {
+    let outs = model.heads_per_attention_task() * model.geometry.head_dim;
+    (threads / outs).max(1) * outs * 4
+}
+
+/// Fewest KV positions per chunk whose region also holds [`attention_reduce_smem`].
+pub(crate) fn attention_reduce_chunk(model: &Model, threads: u32) -> u32 {
+    attention_reduce_smem(model, threads)
+        .saturating_sub(attention_vectors_smem(model))
+        .div_ceil(attention_position_smem(model))
 }
 
 /// Shared memory attention stages per KV position: a K row padded by 8 elements and a V row.
@@ -217,4 +235,37 @@ pub fn dynamic_smem(model: &Model, kind: OpKind) -> u32 {
     }
     // K chunk (rows padded by 8 elements), V chunk, q, then the scores.
     attention_chunk(model) * attention_position_smem(model) + attention_vectors_smem(model)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Attention's shared memory holds its output partial sums as well as its chunk, q and
+        /// scores, whatever the context length, split, thread count or tuned chunk: the kernel
+        /// writes slices x outputs floats at the region's start, which at small max_seq the
+        /// scores alone would not cover.
+        #[test]
+        fn attention_smem_holds_its_partial_sums(
+            which in 0usize..mkc_ir::embedded::MODELS.len(),
+            max_seq in 1u32..512,
+            split in prop::sample::select(vec![1u32, 2, 4, 8]),
+            threads in prop::option::of(prop::sample::select(vec![128u32, 256, 512, 1024])),
+            chunk in prop::option::weighted(0.8, 1u32..64),
+        ) {
+            let (name, text) = mkc_ir::embedded::MODELS[which];
+            let mut model = Model::parse(name, text).unwrap();
+            model.workload.max_seq_len = max_seq;
+            model.workload.prompt_len = 1;
+            model.workload.generate = 1;
+            model.lowering.attention_split = split;
+            model.tuning.att_threads = threads;
+            model.tuning.att_chunk = chunk;
+            prop_assume!(model.validate(name).is_ok());
+            let smem = dynamic_smem(&model, OpKind::Attention);
+            prop_assert!(attention_reduce_smem(&model, att_threads(&model.tuning)) <= smem);
+        }
+    }
 }

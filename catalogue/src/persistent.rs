@@ -15,6 +15,11 @@ use mkc_ir::Model;
 /// staging copies, the model and globals): measured 0.7 KiB.
 pub const PERSISTENT_STATIC_SMEM: u32 = 1024;
 
+/// Most counter references (waits and signals together) of one persistent instruction: the
+/// kernel stages the next instruction's in shared memory, so that no wait or signal loads one
+/// from global memory on the way to a counter.
+pub const PERSISTENT_MAX_REFS: u32 = 16;
+
 /// Fewest KV positions the persistent kernel's attention stages per chunk.
 const MIN_PERSISTENT_CHUNK: u32 = 32;
 
@@ -129,9 +134,11 @@ pub fn persistent_layout(model: &Model) -> Result<PersistentLayout, Unsupported>
         x_len: hidden,
         work_bytes: 0,
     };
-    let att_need = layout::attention_vectors_smem(model)
-        + MIN_PERSISTENT_CHUNK.min(model.workload.max_seq_len)
-            * layout::attention_position_smem(model);
+    let min_chunk = MIN_PERSISTENT_CHUNK
+        .min(model.workload.max_seq_len)
+        .max(layout::attention_reduce_chunk(model, consumers));
+    let att_need =
+        layout::attention_vectors_smem(model) + min_chunk * layout::attention_position_smem(model);
     let need = l.x_bytes() + align128(att_need);
     let budget = SMEM_PER_CTA - PERSISTENT_STATIC_SMEM;
     let room = budget.saturating_sub(l.work_offset() + need);
@@ -190,6 +197,9 @@ mod tests {
                         prop_assert_eq!(offset % 128, 0);
                     }
                     prop_assert!(l.attention_chunk(&model) >= MIN_PERSISTENT_CHUNK.min(max_seq));
+                    // Its output partial sums fit the region too.
+                    let reduce = layout::attention_reduce_smem(&model, l.warps * 32);
+                    prop_assert!(reduce <= l.att_bytes());
                     prop_assert!(
                         layout::attention_vectors_smem(&model)
                             + l.attention_chunk(&model) * layout::attention_position_smem(&model)

@@ -103,14 +103,7 @@ impl DevBuf {
             what,
         )?;
         // Poison: every buffer starts as 0xFF bytes (NaN floats), never zero.
-        // SAFETY: `ptr` holds `bytes` bytes.
-        check(
-            unsafe { result::memset_d8_sync(ptr, 0xFF, bytes.max(16)) },
-            "cuMemsetD8",
-            what,
-        )?;
-        // The memset runs on the legacy stream; finish it before any other stream writes here.
-        check(result::ctx::synchronize(), "cuCtxSynchronize", what)?;
+        super::operators::fill_bytes(ptr, 0xFF, bytes.max(16), what)?;
         Ok(DevBuf { ptr })
     }
 }

@@ -79,14 +79,24 @@ impl Inputs {
     }
 }
 
-/// Copies `data` to the device buffer at `ptr`.
+/// Finishes the legacy stream's copies and memsets before anything else runs: the runner's
+/// stream is non-blocking, so a kernel launched on it does not wait for them (a pageable
+/// upload may return before its DMA lands, a memset before it runs). Without this, a
+/// poison could land after a kernel's first CTAs had written, or a kernel read inputs half
+/// uploaded.
+pub(super) fn settle(what: &str) -> Result<(), BackendError> {
+    check(result::ctx::synchronize(), "cuCtxSynchronize", what)
+}
+
+/// Copies `data` to the device buffer at `ptr`, landed before this returns.
 pub(super) fn upload<T>(ptr: u64, data: &[T], what: &str) -> Result<(), BackendError> {
     // SAFETY: every caller passes a live device buffer at least `data`'s size.
     check(
         unsafe { result::memcpy_htod_sync(ptr, data) },
         "cuMemcpyHtoD",
         what,
-    )
+    )?;
+    settle(what)
 }
 
 fn download<T: Copy + Default>(ptr: u64, n: usize, what: &str) -> Result<Vec<T>, BackendError> {
@@ -100,13 +110,20 @@ fn download<T: Copy + Default>(ptr: u64, n: usize, what: &str) -> Result<Vec<T>,
     Ok(out)
 }
 
-fn poison(ptr: u64, bytes: usize, what: &str) -> Result<(), BackendError> {
+/// Sets `bytes` bytes at `ptr` to `byte`, done before this returns.
+pub(super) fn fill_bytes(ptr: u64, byte: u8, bytes: usize, what: &str) -> Result<(), BackendError> {
     // SAFETY: every caller passes a live device buffer of at least `bytes` bytes.
     check(
-        unsafe { sys::cuMemsetD8_v2(ptr, 0xFF, bytes).result() },
+        unsafe { sys::cuMemsetD8_v2(ptr, byte, bytes).result() },
         "cuMemsetD8",
         what,
-    )
+    )?;
+    settle(what)
+}
+
+/// Poisons `bytes` bytes at `ptr` (0xFF: NaN floats), done before this returns.
+fn poison(ptr: u64, bytes: usize, what: &str) -> Result<(), BackendError> {
+    fill_bytes(ptr, 0xFF, bytes, what)
 }
 
 /// An f32 output against the CPU's.

@@ -172,12 +172,7 @@ impl Runner {
             match &weights {
                 WeightSource::Random(seed) => self.fill(p, s, *seed)?,
                 WeightSource::Host(w) => {
-                    // SAFETY: `p` holds exactly this tensor's bytes.
-                    check(
-                        unsafe { result::memcpy_htod_sync(p, &w.tensors[i]) },
-                        "cuMemcpyHtoD",
-                        s.name.clone(),
-                    )?;
+                    super::operators::upload(p, &w.tensors[i], &s.name)?;
                 }
             }
             ptrs.push(p);

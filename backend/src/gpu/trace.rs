@@ -136,12 +136,7 @@ impl Runner {
     pub(super) fn trace_buffer(&mut self, len: usize, what: &str) -> Result<u64, BackendError> {
         let bytes = (len * 8).max(8);
         let buf = self.alloc(bytes, what)?;
-        // SAFETY: `buf` holds `bytes` bytes.
-        check(
-            unsafe { result::memset_d8_sync(buf, 0, bytes) },
-            "cuMemsetD8",
-            what,
-        )?;
+        super::operators::fill_bytes(buf, 0, bytes, what)?;
         Ok(buf)
     }
 

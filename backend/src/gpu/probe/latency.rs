@@ -3,12 +3,11 @@
 
 use std::ffi::c_void;
 
-use cudarc::driver::result;
-
 use super::super::device::{DevBuf, Gpu};
 use super::super::launch::arg;
+use super::super::operators::upload;
 use super::{launch, read_u64s, ProbeModule, StreamPair, MAX_PROBE_SMEM, RESIDENT_SMEM};
-use crate::error::{check, BackendError};
+use crate::error::BackendError;
 
 /// How long a dependent chain of L2 hits takes per link, idle and while HBM streams: the
 /// latency an activation load on a chain's critical path pays (the simulator's
@@ -158,12 +157,7 @@ pub fn probe_latency(gpu: &Gpu, cubin: &[u8]) -> Result<LatencyProbe, BackendErr
     let streams = StreamPair::new()?;
     let next = chase_cycle(CHASE_LINES, 32);
     let chain = DevBuf::new(next.len() * 4, "chase buffer")?;
-    // SAFETY: `chain` holds next.len() u32.
-    check(
-        unsafe { result::memcpy_htod_sync(chain.ptr, &next) },
-        "cuMemcpyHtoD",
-        "chase buffer",
-    )?;
+    upload(chain.ptr, &next, "chase buffer")?;
     let stream_bytes = 1usize << 30;
     let big = DevBuf::new(stream_bytes, "stream buffer")?;
     let out = DevBuf::new(3 * 8, "chase result")?;

@@ -9,6 +9,7 @@ use cudarc::driver::result;
 use super::super::device::{DevBuf, Gpu};
 use super::super::launch::arg;
 use super::super::median;
+use super::super::operators::{fill_bytes, upload};
 use super::{launch, read_pages, read_u64s, span_ns, ProbeModule, StreamPair, EVICT_BYTES};
 use crate::error::{check, BackendError};
 use crate::reference::{self, rel_l2};
@@ -80,19 +81,8 @@ pub fn probe_matvec(gpu: &Gpu, cubin: &[u8]) -> Result<Vec<MatvecRow>, BackendEr
     let y = DevBuf::new(max_rows * 4, "matvec y")?;
     let rec = DevBuf::new(sms as usize * 3 * 8, "matvec records")?;
     let evict_buf = DevBuf::new(EVICT_BYTES as usize, "matvec evict buffer")?;
-    // SAFETY: the buffers hold these many elements.
-    unsafe {
-        check(
-            result::memcpy_htod_sync(w.ptr, &w_host),
-            "cuMemcpyHtoD",
-            "matvec weights",
-        )?;
-        check(
-            result::memcpy_htod_sync(x.ptr, &x_host),
-            "cuMemcpyHtoD",
-            "matvec x",
-        )?;
-    }
+    upload(w.ptr, &w_host, "matvec weights")?;
+    upload(x.ptr, &x_host, "matvec x")?;
     let evict = || {
         read_pages(
             evict_kernel,
@@ -118,12 +108,7 @@ pub fn probe_matvec(gpu: &Gpu, cubin: &[u8]) -> Result<Vec<MatvecRow>, BackendEr
             let mut times = Vec::with_capacity(MATVEC_REPEATS);
             for _ in 0..MATVEC_REPEATS {
                 // Poisoned before each run: a row the kernel skips shows as NaN.
-                // SAFETY: y holds max_rows f32.
-                check(
-                    unsafe { result::memset_d8_sync(y.ptr, 0xFF, rows as usize * 4) },
-                    "cuMemsetD8",
-                    "matvec y",
-                )?;
+                fill_bytes(y.ptr, 0xFF, rows as usize * 4, "matvec y")?;
                 evict()?;
                 let (mut wp, mut xp, mut yp, mut n, mut r) =
                     (w.ptr, x.ptr, y.ptr, rows as i32, rec.ptr);
