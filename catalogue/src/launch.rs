@@ -40,7 +40,7 @@ pub struct Resources {
 pub fn declared_registers(t: &Tuning, kind: OpKind) -> u32 {
     let base = match kind {
         OpKind::QkvRope => 120,
-        OpKind::Attention => 60,
+        OpKind::Attention => 62,
         OpKind::OProj => 108,
         OpKind::UpGate => 110,
         OpKind::Down => 108,
