@@ -208,16 +208,6 @@ __device__ __forceinline__ void mbar_wait(u64* bar, unsigned parity) {
     } while (!done);
 }
 
-// Whether the phase of `parity` of `bar` has completed, without waiting.
-__device__ __forceinline__ bool mbar_done(u64* bar, unsigned parity) {
-    unsigned done;
-    asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done)
-                 : "r"(smem_addr(bar)), "r"(parity)
-                 : "memory");
-    return done;
-}
-
 // Bulk copy of `bytes` (multiple of 16, both addresses 16-byte aligned) that completes on `bar`.
 __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, u64* bar) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
@@ -237,13 +227,6 @@ __device__ __forceinline__ void bulk_copy_hinted(void* dst, const void* src, uns
 __device__ __forceinline__ u64 evict_first_policy() {
     u64 p;
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-    return p;
-}
-
-// L2 policy of a page copied only to warm L2: kept as any other line until its real read.
-__device__ __forceinline__ u64 evict_normal_policy() {
-    u64 p;
-    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(p));
     return p;
 }
 
@@ -498,16 +481,9 @@ __device__ __forceinline__ void ring_slot(const Stream& s, int i, int& slot, int
     lap = ring_lap_of(i, s.per_warp);
 }
 
-// Nothing to do between two polls of an mbarrier.
-struct NoIdle {
-    __device__ void operator()() const {}
-};
-
 // Waits for phase `parity` of `bar` like mbar_wait, unless `*left` (null: never) is set first:
-// then returns false. The persistent producer waits so, that it never outlives its consumers;
-// `idle` runs whenever a poll (mbarrier.try_wait, which suspends for a while) comes back empty.
-template <typename Idle = NoIdle>
-__device__ __forceinline__ bool mbar_wait_unless(u64* bar, unsigned parity, const volatile int* left, Idle idle = Idle{}) {
+// then returns false. The persistent producer waits so, that it never outlives its consumers.
+__device__ __forceinline__ bool mbar_wait_unless(u64* bar, unsigned parity, const volatile int* left) {
     if (!left) {
         mbar_wait(bar, parity);
         return true;
@@ -521,56 +497,34 @@ __device__ __forceinline__ bool mbar_wait_unless(u64* bar, unsigned parity, cons
             : "memory");
         if (done) return true;
         if (*left) return false;
-        idle();
     }
 }
 
 // Producer (one lane): streams `count` pages from `first` through the ring, as its pages
 // s.page0 .. s.page0 + count - 1. Returns the pages issued: fewer if `left` was set while it
 // waited for a slot.
-// Bytes of one page of `v`.
-__device__ __forceinline__ unsigned bytes_of_page(const Matvec& v) { return (unsigned)(v.page_rows * v.k * 2); }
-
-// Copies page `page` of `v` into `dst`, completing on `bar` (the caller has announced its
-// bytes there), with L2 policy `policy`.
-__device__ __forceinline__ void copy_page(const Matvec& v, int page, bf16* dst, u64* bar, u64 policy) {
-    const unsigned bytes = bytes_of_page(v);
-    int chunk, row0;
-    page_coords(v, page, chunk, row0);
-    long col0 = (long)chunk * v.k;
-    if (v.w1) {
-        unsigned half = bytes / 2;
-        bulk_copy_hinted(dst, v.w0 + (long)row0 * v.ld + col0, half, bar, policy);
-        bulk_copy_hinted(dst + half / 2, v.w1 + (long)row0 * v.ld + col0, half, bar, policy);
-    } else if (v.k == v.ld) {
-        bulk_copy_hinted(dst, v.w0 + (long)row0 * v.ld, bytes, bar, policy);
-    } else {
-        for (int r = 0; r < v.page_rows; ++r)
-            bulk_copy_hinted(dst + (long)r * v.k, v.w0 + (long)(row0 + r) * v.ld + col0, (unsigned)(v.k * 2), bar, policy);
-    }
-}
-
-// What a producer does while its next slot is still held by the consumer: nothing (chain).
-struct NoWarm {
-    __device__ void operator()(const Matvec&, int, int, int) const {}
-};
-
-// Issues pages [first, first + count) of `v` into the ring from s.page0 on, each once its slot
-// is free; `warm(v, first, i, count)` runs between two polls of a slot not free yet. Returns the
-// pages issued (fewer once `left` is set).
-template <typename Warm = NoWarm>
-__device__ int produce(const Stream& s, const Matvec& v, int first, int count, const volatile int* left = nullptr,
-                       Warm warm = Warm{}) {
-    const unsigned bytes = bytes_of_page(v);
+__device__ int produce(const Stream& s, const Matvec& v, int first, int count, const volatile int* left = nullptr) {
+    const unsigned bytes = (unsigned)(v.page_rows * v.k * 2);
     const u64 policy = evict_first_policy();
     for (int i = 0; i < count; ++i) {
         int slot, lap;
         ring_slot(s, s.page0 + i, slot, lap);
-        if (lap > 0) {
-            if (!mbar_wait_unless(&s.empty[slot], (lap - 1) & 1, left, [&] { warm(v, first, i, count); })) return i;
-        }
+        if (lap > 0 && !mbar_wait_unless(&s.empty[slot], (lap - 1) & 1, left)) return i;
+        int chunk, row0;
+        page_coords(v, first + i, chunk, row0);
+        bf16* dst = s.ring + (long)slot * (PAGE_BYTES / 2);
+        long col0 = (long)chunk * v.k;
         mbar_expect_tx(&s.full[slot], bytes);
-        copy_page(v, first + i, s.ring + (long)slot * (PAGE_BYTES / 2), &s.full[slot], policy);
+        if (v.w1) {
+            unsigned half = bytes / 2;
+            bulk_copy_hinted(dst, v.w0 + (long)row0 * v.ld + col0, half, &s.full[slot], policy);
+            bulk_copy_hinted(dst + half / 2, v.w1 + (long)row0 * v.ld + col0, half, &s.full[slot], policy);
+        } else if (v.k == v.ld) {
+            bulk_copy_hinted(dst, v.w0 + (long)row0 * v.ld, bytes, &s.full[slot], policy);
+        } else {
+            for (int r = 0; r < v.page_rows; ++r)
+                bulk_copy_hinted(dst + (long)r * v.k, v.w0 + (long)(row0 + r) * v.ld + col0, (unsigned)(v.k * 2), &s.full[slot], policy);
+        }
     }
     return count;
 }
@@ -1159,9 +1113,6 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     deps.issued();
     deps.wait();
     mark(MARK_RELEASED);
-    // The producer's copies into the region (the history, and before it any L2-warming copies)
-    // land before the consumers write any of it.
-    if (kv_bar) mbar_wait(kv_bar, kv_parity);
     if (hist < first) {  // the current position, written by this step's QKV grid
         load_kv_rows<NT>(kbuf, kc, hist, first, hd, 0, ks);
         load_kv_rows<NT>(vbuf, vc, hist, first, hd, 0, hd);
@@ -1175,6 +1126,7 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
             load_kv_rows<NT>(kbuf, kc, base, end, hd, base, ks);
         }
         cp_async_wait_all();
+        if (base == 0 && kv_bar) mbar_wait(kv_bar, kv_parity);
         body_sync<Work>();
         if (base == 0) mark(MARK_PREPARED);
         // One thread per (head, position): a warp shares the head (q reads broadcast) and
@@ -1361,8 +1313,6 @@ __device__ __forceinline__ u64* persistent_norm_empty(int n) { return (u64*)(sme
 // Attention's KV history in the work region: landed (the producer's copies), free again.
 __device__ __forceinline__ u64* persistent_kv_full() { return (u64*)(smem_raw + 2 * MAX_SLOTS * 8) + 4; }
 __device__ __forceinline__ u64* persistent_kv_free() { return (u64*)(smem_raw + 2 * MAX_SLOTS * 8) + 5; }
-// L2-warming copies into attention's region (a batch at a time) landed.
-__device__ __forceinline__ u64* persistent_warm_full() { return (u64*)(smem_raw + 2 * MAX_SLOTS * 8) + 6; }
 __device__ __forceinline__ bf16* persistent_norm(int n) {
     return (bf16*)(smem_raw + PERSISTENT_NORM_OFFSET) + (long)(n % 2) * PERSISTENT_NORM_LEN;
 }
@@ -1418,7 +1368,6 @@ struct CounterDeps {
     const Instr& ins;
     const CounterRef* refs;  // the instruction's waits then signals, staged in shared memory
     int* stop;               // set (shared) once a wait gave up: the consumers leave the loop
-    volatile int* waiting;   // set (shared) while thread 0 spins on a counter (the producer warms L2)
     int index;               // the instruction's index in the plan (for the stall record)
     unsigned step;           // 1-based launch count: targets are signals per step x step
     // No warming: an O-projection copying up/gate pages into L2 while it waits for attention
@@ -1438,7 +1387,6 @@ struct CounterDeps {
                 // The stall flag is read every 16th poll only: each read is one more L2 round
                 // trip between two polls of the counter.
                 for (int n = 1; (int)((v = load_acquire(c)) - target) < 0; ++n) {
-                    if (n == 1) *waiting = 1;
                     if (n % 16) continue;
                     if (*(volatile unsigned*)(p.stall + 5)) {
                         *stop = 1;
@@ -1457,44 +1405,10 @@ struct CounterDeps {
                     }
                 }
             }
-            *waiting = 0;
         }
 #endif
         // The acquire loads order this thread's later reads; the barrier orders the others'.
         consumers_sync();
-    }
-};
-
-// L2 warming by the persistent producer lane (the chain's warming, above, as a mechanism of
-// the producer's own): while the consumers wait on a counter and the ring's next slot is still
-// held, the lane copies the pages it will issue next into attention's region and drops them,
-// so that their ring copies find them in L2. PERSISTENT_WARM pages a batch (WARM_DEPTH, as many as the
-// region holds; 0: off), the next batch once the last has landed, only while the region is not
-// attention's (no KV history issued and not yet freed); a KV history copy waits for the batch.
-#define PERSISTENT_WARM (WARM_DEPTH < PERSISTENT_ATT_BYTES / PAGE_BYTES ? WARM_DEPTH : PERSISTENT_ATT_BYTES / PAGE_BYTES)
-struct PersistentWarm {
-    int* batches;                 // batches issued
-    int* upto;                    // the current instruction's first page not warmed yet
-    const int* kvs;               // KV histories issued
-    const volatile int* waiting;  // the consumers are waiting on a counter
-    __device__ void operator()(const Matvec& v, int first, int i, int count) const {
-        if (!*waiting) return;
-        if (*batches > 0 && !mbar_done(persistent_warm_full(), (*batches - 1) & 1)) return;
-        if (*kvs > 0 && !mbar_done(persistent_kv_free(), (*kvs - 1) & 1)) return;
-        const int from = i > *upto ? i : *upto;
-        const int n = count - from < PERSISTENT_WARM ? count - from : PERSISTENT_WARM;
-        if (n <= 0) return;
-        const u64 policy = evict_normal_policy();
-        mbar_expect_tx(persistent_warm_full(), (unsigned)n * bytes_of_page(v));
-        for (int j = 0; j < n; ++j)
-            copy_page(v, first + from + j, (bf16*)(smem_raw + PERSISTENT_ATT_OFFSET) + (long)j * (PAGE_BYTES / 2),
-                      persistent_warm_full(), policy);
-        *upto = from + n;
-        ++*batches;
-    }
-    // The last batch has landed (before the region is attention's again, and before the exit).
-    __device__ void drain() const {
-        if (*batches > 0) mbar_wait(persistent_warm_full(), (*batches - 1) & 1);
     }
 };
 
@@ -1506,9 +1420,8 @@ struct PersistentWarm {
 // the producer then stops and waits for the copies it has issued, so that none lands after
 // the CTA exits.
 __device__ void persistent_producer(const Model& m, const Globals& g, const Persistent& p, int begin, int end,
-                                    const volatile int* left, const volatile int* waiting) {
-    int page0 = 0, norms = 0, kvs = 0, batches = 0, upto = 0;
-    const PersistentWarm warm{&batches, &upto, &kvs, waiting};
+                                    const volatile int* left) {
+    int page0 = 0, norms = 0, kvs = 0;
     bool go = true;
     for (int i = begin; go && i < end; ++i) {
         const Instr ins = p.instrs[i];
@@ -1519,7 +1432,6 @@ __device__ void persistent_producer(const Model& m, const Globals& g, const Pers
                 go = false;
                 break;
             }
-            warm.drain();
             const int gq = m.heads / m.kv_heads, hp = gq / m.attn_split, hd = m.head_dim;
             const int C = kv_chunk_of(PERSISTENT_ATT_BYTES, hp, hd, m.max_seq);
             const int pos = *g.pos, len = pos + 1, first = len < C ? len : C, hist = pos < first ? pos : first;
@@ -1546,8 +1458,7 @@ __device__ void persistent_producer(const Model& m, const Globals& g, const Pers
         const Matvec v = op_matvec(ins.op, m, g, L);
         int first, count;
         page_range(PersistentWork{ins.first, ins.count, page0, 0, -1}, v, first, count);
-        upto = 0;
-        const int issued = produce(s, v, first, count, left, warm);
+        const int issued = produce(s, v, first, count, left);
         page0 += issued;
         go = issued == count;
     }
@@ -1555,7 +1466,6 @@ __device__ void persistent_producer(const Model& m, const Globals& g, const Pers
     // the consumers waited for each unless they stopped early (the watchdog), and a later page
     // may not have been issued (its slot's last phase is then an earlier page's).
     if (kvs > 0) mbar_wait(persistent_kv_full(), (kvs - 1) & 1);
-    warm.drain();
     const int slots = CONSUMER_WARPS * PERSISTENT_PER_WARP;
     for (int q = page0 - slots > 0 ? page0 - slots : 0; q < page0; ++q) {
         int slot, lap;
@@ -1604,7 +1514,6 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
     // stages instruction i + 1's during instruction i, so no wait or signal loads one.
     __shared__ __align__(16) CounterRef refs_s[2][PERSISTENT_MAX_REFS];
     __shared__ int stop_s;       // a wait gave up (the watchdog, or another SM's stall)
-    __shared__ volatile int waiting_s;  // thread 0 spins on a counter (the producer may warm L2)
     __shared__ int page0_s;      // the ring's page index of the current instruction's first page
     __shared__ int norm_s;       // the norm copy it reads
     __shared__ int kv_s;         // the KV history copy the next attention instruction reads
@@ -1619,7 +1528,6 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         kv_s = 0;
         left_s = 0;
         stop_s = 0;
-        waiting_s = 0;
         if (begin < end) {
             ins = p.instrs[begin];
             L = p.layers[ins.layer];
@@ -1639,12 +1547,11 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         }
         mbar_init(persistent_kv_full(), 1);
         mbar_init(persistent_kv_free(), 1);
-        mbar_init(persistent_warm_full(), 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
     if (threadIdx.x >= CONSUMER_THREADS) {
-        if (threadIdx.x == CONSUMER_THREADS) persistent_producer(m, g, p, begin, end, &left_s, &waiting_s);
+        if (threadIdx.x == CONSUMER_THREADS) persistent_producer(m, g, p, begin, end, &left_s);
         return;
     }
     const unsigned step = step_s;
@@ -1663,7 +1570,7 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         if (threadIdx.x == 0) trace_record(p.trace ? p.trace + (long)i * TRACE_SLOTS : nullptr);
 #endif
         const PersistentWork w{ins.first, ins.count, page0_s, norm_s, -1};
-        const CounterDeps d{p, ins, refs_s[i % 2], &stop_s, &waiting_s, i, step};
+        const CounterDeps d{p, ins, refs_s[i % 2], &stop_s, i, step};
         // The operators' bodies, inlined into this switch: as __noinline__ functions the
         // bodies spilled 384-768 B each and the step took 1477 µs against 1044 inlined
         // (docs/perf.md).

@@ -51,13 +51,12 @@ const fn align128(x: u32) -> u32 {
 }
 
 impl PersistentLayout {
-    /// The norm buffers' two full and two empty mbarriers, the KV history's full and free
-    /// ones and the L2-warming copies' one, after every ring slot's pair.
+    /// The norm buffers' two full and two empty mbarriers and the KV history's full and free
+    /// ones, after every ring slot's pair.
     pub const NORM_BARS_OFFSET: u32 = 2 * MAX_SLOTS * 8;
 
-    /// Those mbarriers: the norm buffers' two full and two empty, the KV history's two, the
-    /// warming copies' one.
-    pub const NORM_AND_KV_BARS: u32 = 7;
+    /// Those mbarriers: the norm buffers' two full and two empty, the KV history's two.
+    pub const NORM_AND_KV_BARS: u32 = 6;
 
     /// Where the two norm buffers start.
     pub fn norm_offset(&self) -> u32 {
