@@ -1493,8 +1493,9 @@ __device__ __forceinline__ bool consumers_sync_or(bool pred) {
 // The persistent kernel: the producer warp's lane 0 runs persistent_producer, the consumer
 // warps the instructions. No instruction starts with a global load: the current instruction
 // and its layer's pointers sit at fixed shared addresses (the bodies read them with no pointer
-// held in a register); thread 32 copies the next layer's pointers and the descriptor two
-// instructions ahead into staging buffers (cp.async, waited before the end barrier), and after
+// held in a register); thread 32 copies the next layer's pointers, the next instruction's
+// counter references and the descriptor two instructions ahead into staging buffers (cp.async,
+// waited before the end barrier), so that no wait or signal loads from global memory; after
 // that barrier the consumers copy them into place while thread 0 signals (`red.release`: the
 // barrier orders every consumer's stores before it; no fence) and releases the instruction's
 // norm buffer to the producer. Nothing but the loop counter and the step stays in a register
