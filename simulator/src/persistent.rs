@@ -6,11 +6,13 @@
 //! tasks' independent bytes (weights, KV history) in order, the first a load latency later,
 //! never waiting on counters, as long as what is buffered and not yet consumed fits the ring
 //! (the operator's `prefetch_bytes`; an empty ring always takes the next task, so a run larger
-//! than the ring streams through it). The loader does not run ahead into the next instruction:
-//! the kernel's producer starts an instruction's pages only when the instruction starts (its
-//! ring is set up per instruction). The consumer is admitted once every counter the instruction
-//! waits on is complete and visible, consumes the loads as they land, and runs its dependent
-//! phase (instruction overhead, the load latency of its activations, then its activations and
+//! than the ring streams through it). The loader does not run ahead into the next
+//! instruction: that was the kernel's producer until it got one ring across the whole stream.
+//! The kernel now runs ahead and this model does not yet (a run-ahead model predicted the
+//! bandwidth floor, where the kernel measures ~885 µs and 656 without its dependent work;
+//! docs/perf.md). The consumer is admitted once every counter the instruction waits on is
+//! complete and visible, consumes the loads as they land, and runs its dependent phase
+//! (instruction overhead, the load latency of its activations, then its activations and
 //! writes at the SM's bandwidth). The instruction ends, and signals, when both are done.
 
 use mkc_ir::device::DeviceProfile;
