@@ -383,26 +383,24 @@ pub fn model_checks(model: &mkc_ir::Model) -> String {
     if let Ok(l) = mkc_catalogue::persistent_layout(model) {
         s += &format!(
             "#ifdef MKC_PERSISTENT\n\
-             static_assert(kv_chunk_of({}u, {}, {}, {}) == {}, \"Rust and CUDA disagree on the persistent attention's KV chunk\");\n\
+             static_assert(kv_chunk_of({att_bytes}u, {}, {}, {}) == {}, \"Rust and CUDA disagree on the persistent attention's KV chunk\");\n\
              static_assert(PERSISTENT_RING_OFFSET % 128 == 0 && PERSISTENT_WORK_OFFSET % 128 == 0 && PERSISTENT_ATT_OFFSET % 128 == 0, \"the persistent ring, work region and attention region must be 128-byte aligned\");\n\
              static_assert(CONSUMER_WARPS * PERSISTENT_PER_WARP <= MAX_SLOTS, \"the persistent ring has more slots than barriers\");\n\
-             static_assert(att_slices(CONSUMER_THREADS, {outs}) * {outs} * 4 <= {}u, \"the persistent attention's partial sums overflow its region\");\n\
+             static_assert(att_slices(CONSUMER_THREADS, {outs}) * {outs} * 4 <= {att_bytes}u, \"the persistent attention's partial sums overflow its region\");\n\
              #endif\n",
-            l.att_bytes(),
             model.heads_per_attention_task(),
             g.head_dim,
             model.workload.max_seq_len,
             l.attention_chunk(model),
-            l.att_bytes(),
+            att_bytes = l.att_bytes(),
         );
     }
+    let att_smem = dynamic_smem(model, mkc_ir::OpKind::Attention);
     s += &format!(
-        "static_assert(att_slices(ATT_THREADS, {outs}) * {outs} * 4 <= {}u, \"attention's partial sums overflow its shared memory\");\n",
-        dynamic_smem(model, mkc_ir::OpKind::Attention),
+        "static_assert(att_slices(ATT_THREADS, {outs}) * {outs} * 4 <= {att_smem}u, \"attention's partial sums overflow its shared memory\");\n",
     );
     s += &format!(
-        "static_assert(kv_chunk_of({}u, {}, {}, {}) == {}, \"Rust and CUDA disagree on attention's KV chunk\");\n",
-        dynamic_smem(model, mkc_ir::OpKind::Attention),
+        "static_assert(kv_chunk_of({att_smem}u, {}, {}, {}) == {}, \"Rust and CUDA disagree on attention's KV chunk\");\n",
         model.heads_per_attention_task(),
         g.head_dim,
         model.workload.max_seq_len,

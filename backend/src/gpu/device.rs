@@ -103,7 +103,7 @@ impl DevBuf {
             what,
         )?;
         // Poison: every buffer starts as 0xFF bytes (NaN floats), never zero.
-        super::operators::fill_bytes(ptr, 0xFF, bytes.max(16), what)?;
+        fill_bytes(ptr, 0xFF, bytes.max(16), what)?;
         Ok(DevBuf { ptr })
     }
 }
@@ -159,4 +159,35 @@ impl Drop for EventPair {
             result::event::destroy(self.end).ok();
         }
     }
+}
+
+/// Finishes the legacy stream's copies and memsets before anything else runs: the runner's
+/// stream is non-blocking, so a kernel launched on it does not wait for them (a pageable
+/// upload may return before its DMA lands, a memset before it runs). Without this, a
+/// poison could land after a kernel's first CTAs had written, or a kernel read inputs half
+/// uploaded.
+fn settle(what: &str) -> Result<(), BackendError> {
+    check(result::ctx::synchronize(), "cuCtxSynchronize", what)
+}
+
+/// Copies `data` to the device buffer at `ptr`, landed before this returns.
+pub(super) fn upload<T>(ptr: u64, data: &[T], what: &str) -> Result<(), BackendError> {
+    // SAFETY: every caller passes a live device buffer at least `data`'s size.
+    check(
+        unsafe { result::memcpy_htod_sync(ptr, data) },
+        "cuMemcpyHtoD",
+        what,
+    )?;
+    settle(what)
+}
+
+/// Sets `bytes` bytes at `ptr` to `byte`, done before this returns.
+pub(super) fn fill_bytes(ptr: u64, byte: u8, bytes: usize, what: &str) -> Result<(), BackendError> {
+    // SAFETY: every caller passes a live device buffer of at least `bytes` bytes.
+    check(
+        unsafe { sys::cuMemsetD8_v2(ptr, byte, bytes).result() },
+        "cuMemsetD8",
+        what,
+    )?;
+    settle(what)
 }

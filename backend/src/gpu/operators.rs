@@ -11,7 +11,7 @@ use cudarc::driver::{result, sys};
 use mkc_ir::OpKind;
 use mkc_scheduler::Schedule;
 
-use super::device::STALLED;
+use super::device::{fill_bytes, upload, STALLED};
 use super::launch::{op_fn, GridLaunch};
 use super::Runner;
 use crate::error::{check, BackendError};
@@ -79,26 +79,6 @@ impl Inputs {
     }
 }
 
-/// Finishes the legacy stream's copies and memsets before anything else runs: the runner's
-/// stream is non-blocking, so a kernel launched on it does not wait for them (a pageable
-/// upload may return before its DMA lands, a memset before it runs). Without this, a
-/// poison could land after a kernel's first CTAs had written, or a kernel read inputs half
-/// uploaded.
-pub(super) fn settle(what: &str) -> Result<(), BackendError> {
-    check(result::ctx::synchronize(), "cuCtxSynchronize", what)
-}
-
-/// Copies `data` to the device buffer at `ptr`, landed before this returns.
-pub(super) fn upload<T>(ptr: u64, data: &[T], what: &str) -> Result<(), BackendError> {
-    // SAFETY: every caller passes a live device buffer at least `data`'s size.
-    check(
-        unsafe { result::memcpy_htod_sync(ptr, data) },
-        "cuMemcpyHtoD",
-        what,
-    )?;
-    settle(what)
-}
-
 fn download<T: Copy + Default>(ptr: u64, n: usize, what: &str) -> Result<Vec<T>, BackendError> {
     let mut out = vec![T::default(); n];
     // SAFETY: every caller passes a live device buffer of at least n elements of T.
@@ -108,17 +88,6 @@ fn download<T: Copy + Default>(ptr: u64, n: usize, what: &str) -> Result<Vec<T>,
         what,
     )?;
     Ok(out)
-}
-
-/// Sets `bytes` bytes at `ptr` to `byte`, done before this returns.
-pub(super) fn fill_bytes(ptr: u64, byte: u8, bytes: usize, what: &str) -> Result<(), BackendError> {
-    // SAFETY: every caller passes a live device buffer of at least `bytes` bytes.
-    check(
-        unsafe { sys::cuMemsetD8_v2(ptr, byte, bytes).result() },
-        "cuMemsetD8",
-        what,
-    )?;
-    settle(what)
 }
 
 /// Poisons `bytes` bytes at `ptr` (0xFF: NaN floats), done before this returns.

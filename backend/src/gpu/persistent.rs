@@ -49,7 +49,7 @@ impl PersistentState {
     fn upload<T>(&mut self, data: &[T], what: &str) -> Result<u64, BackendError> {
         let b = DevBuf::new(std::mem::size_of_val(data), what)?;
         if !data.is_empty() {
-            super::operators::upload(b.ptr, data, what)?;
+            super::device::upload(b.ptr, data, what)?;
         }
         let p = b.ptr;
         self.bufs.push(b);

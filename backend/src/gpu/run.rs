@@ -61,7 +61,7 @@ impl Runner {
         for (i, &t) in prompt.iter().enumerate() {
             tokens[i] = (0xFFFF_FFFFu64 << 32) | (0xFFFF_FFFF - t) as u64;
         }
-        super::operators::upload(self.globals.tokens, &tokens, "tokens")?;
+        super::device::upload(self.globals.tokens, &tokens, "tokens")?;
         let ev = EventPair::new("step")?;
         let mut step_us = Vec::new();
         let mut logits = Vec::new();

@@ -172,7 +172,7 @@ impl Runner {
             match &weights {
                 WeightSource::Random(seed) => self.fill(p, s, *seed)?,
                 WeightSource::Host(w) => {
-                    super::operators::upload(p, &w.tensors[i], &s.name)?;
+                    super::device::upload(p, &w.tensors[i], &s.name)?;
                 }
             }
             ptrs.push(p);

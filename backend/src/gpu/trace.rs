@@ -136,7 +136,7 @@ impl Runner {
     pub(super) fn trace_buffer(&mut self, len: usize, what: &str) -> Result<u64, BackendError> {
         let bytes = (len * 8).max(8);
         let buf = self.alloc(bytes, what)?;
-        super::operators::fill_bytes(buf, 0, bytes, what)?;
+        super::device::fill_bytes(buf, 0, bytes, what)?;
         Ok(buf)
     }
 

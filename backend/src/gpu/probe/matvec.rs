@@ -6,10 +6,10 @@
 
 use cudarc::driver::result;
 
+use super::super::device::{fill_bytes, upload};
 use super::super::device::{DevBuf, Gpu};
 use super::super::launch::arg;
 use super::super::median;
-use super::super::operators::{fill_bytes, upload};
 use super::{launch, read_pages, read_u64s, span_ns, ProbeModule, StreamPair, EVICT_BYTES};
 use crate::error::{check, BackendError};
 use crate::reference::{self, rel_l2};
