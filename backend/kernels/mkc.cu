@@ -373,50 +373,6 @@ struct GridDeps {
     __device__ __forceinline__ void wait() const {
         if (pdl) pdl_wait();
     }
-    // Activations crossing SMs (see CounterDeps for the persistent kernel's form): plain floats,
-    // since the grid boundary orders a predecessor's stores before every load here. A body
-    // issues a batch of loads (`load4`, `load1`: words), checks the batch (`fresh`), issues it
-    // again while `again` allows, then takes the values (`value`): here every word is fresh, so
-    // the retry loops compile away.
-    typedef float4 Word4;
-    typedef float Word1;
-    struct Patience {};
-    __device__ __forceinline__ void put(float* p, long i, float v) const { p[i] = v; }
-    __device__ __forceinline__ void put4(float* p, long i, float4 v) const { *reinterpret_cast<float4*>(p + i) = v; }
-    __device__ __forceinline__ Word4 load4(const float* p, long i) const { return *reinterpret_cast<const float4*>(p + i); }
-    __device__ __forceinline__ Word1 load1(const float* p, long i) const { return p[i]; }
-    __device__ __forceinline__ bool fresh(const Word4&) const { return true; }
-    __device__ __forceinline__ bool fresh(Word1) const { return true; }
-    __device__ __forceinline__ float4 value(const Word4& w) const { return w; }
-    __device__ __forceinline__ float value(Word1 w) const { return w; }
-    __device__ __forceinline__ bool again(Patience&) const { return false; }
-    __device__ __forceinline__ float get(const float* p, long i) const { return p[i]; }
-    static constexpr bool TAGGED = false;
-};
-
-// The input vector of a consumer warp's pages: staged in shared memory by `prepare` (plain
-// loads), or read from global memory as an activation of the body's dependency protocol.
-struct SharedX {
-    const float* x;
-    typedef float4 Word4;
-    struct Patience {};
-    static constexpr bool TAGGED = false;
-    __device__ __forceinline__ Word4 load4(long i) const { return *reinterpret_cast<const float4*>(x + i); }
-    __device__ __forceinline__ bool fresh(const Word4&) const { return true; }
-    __device__ __forceinline__ float4 value(const Word4& w) const { return w; }
-    __device__ __forceinline__ bool again(Patience&) const { return false; }
-};
-template <typename Deps>
-struct ActivationX {
-    const Deps& deps;
-    const float* x;
-    typedef typename Deps::Word4 Word4;
-    typedef typename Deps::Patience Patience;
-    static constexpr bool TAGGED = Deps::TAGGED;
-    __device__ __forceinline__ Word4 load4(long i) const { return deps.load4(x, i); }
-    __device__ __forceinline__ bool fresh(const Word4& w) const { return deps.fresh(w); }
-    __device__ __forceinline__ float4 value(const Word4& w) const { return deps.value(w); }
-    __device__ __forceinline__ bool again(Patience& pt) const { return deps.again(pt); }
 };
 
 // The first page and page count of this CTA: the pages of its tasks.
@@ -574,8 +530,8 @@ __device__ int produce(const Stream& s, const Matvec& v, int first, int count, c
 }
 
 // Loads this lane's slice of input-vector chunk `chunk` (columns (lane + 32 j) * 8 .. + 8).
-template <int NJ, typename X>
-__device__ __forceinline__ void load_x(float (&xr)[NJ][8], const X& x, int k, int chunk) {
+template <int NJ>
+__device__ __forceinline__ void load_x(float (&xr)[NJ][8], const float* x, int k, int chunk) {
 #ifdef MKC_ABLATE_LOADS
     (void)x, (void)k, (void)chunk;
 #pragma unroll
@@ -585,37 +541,10 @@ __device__ __forceinline__ void load_x(float (&xr)[NJ][8], const X& x, int k, in
     return;
 #endif
     int lane = threadIdx.x % 32;
-    if (!X::TAGGED) {
-#pragma unroll
-        for (int j = 0; j < NJ; ++j) {
-            const long at = (long)chunk * k + (lane + 32 * j) * 8;
-            float4 a = x.value(x.load4(at)), b = x.value(x.load4(at + 4));
-            xr[j][0] = a.x; xr[j][1] = a.y; xr[j][2] = a.z; xr[j][3] = a.w;
-            xr[j][4] = b.x; xr[j][5] = b.y; xr[j][6] = b.z; xr[j][7] = b.w;
-        }
-        return;
-    }
-    typename X::Word4 w[NJ][2];
-    auto issue = [&] {
-#pragma unroll
-        for (int j = 0; j < NJ; ++j) {
-            const long at = (long)chunk * k + (lane + 32 * j) * 8;
-            w[j][0] = x.load4(at);
-            w[j][1] = x.load4(at + 4);
-        }
-    };
-    issue();
-    // Words of an older step: the whole slice again, one round trip per retry.
-    for (typename X::Patience pt{};;) {
-        bool ok = true;
-#pragma unroll
-        for (int j = 0; j < NJ; ++j) ok &= x.fresh(w[j][0]) & x.fresh(w[j][1]);
-        if (ok || !x.again(pt)) break;
-        issue();
-    }
 #pragma unroll
     for (int j = 0; j < NJ; ++j) {
-        float4 a = x.value(w[j][0]), b = x.value(w[j][1]);
+        const float4* p = reinterpret_cast<const float4*>(x + (long)chunk * k + (lane + 32 * j) * 8);
+        float4 a = p[0], b = p[1];
         xr[j][0] = a.x; xr[j][1] = a.y; xr[j][2] = a.z; xr[j][3] = a.w;
         xr[j][4] = b.x; xr[j][5] = b.y; xr[j][6] = b.z; xr[j][7] = b.w;
     }
@@ -651,8 +580,8 @@ __device__ __forceinline__ void page_dots(const bf16* page, const float (&xr)[NJ
 // Consumer warp: computes its pages (every CONSUMER_WARPS-th of the CTA's range) with the input
 // vector `x` (shared or global memory) and hands each page's row sums to
 // `epilogue(chunk, row0, sums)`.
-template <int NJ, typename X, typename Epilogue>
-__device__ void consume(const Stream& s, const Matvec& v, const X& x, int first, int count, Epilogue& epilogue) {
+template <int NJ, typename Epilogue>
+__device__ void consume(const Stream& s, const Matvec& v, const float* x, int first, int count, Epilogue& epilogue) {
     constexpr int R = PAGE_BYTES / (2 * 256 * NJ);
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     float xr[NJ][8];
@@ -814,15 +743,13 @@ __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, 
     // Spelled out per source so that each inlined copy knows which memory its x lives in (a
     // helper taking the pointer changed three kernels' code: keep A/B-measured code as it is).
     if (x_global) {
-        const ActivationX<Deps> x{deps, x_global};
-        if (nj == 8) consume<8>(s, v, x, first, count, epilogue);
-        else if (nj == 4) consume<4>(s, v, x, first, count, epilogue);
-        else consume<2>(s, v, x, first, count, epilogue);
+        if (nj == 8) consume<8>(s, v, x_global, first, count, epilogue);
+        else if (nj == 4) consume<4>(s, v, x_global, first, count, epilogue);
+        else consume<2>(s, v, x_global, first, count, epilogue);
     } else {
-        const SharedX x{s.x};
-        if (nj == 8) consume<8>(s, v, x, first, count, epilogue);
-        else if (nj == 4) consume<4>(s, v, x, first, count, epilogue);
-        else consume<2>(s, v, x, first, count, epilogue);
+        if (nj == 8) consume<8>(s, v, s.x, first, count, epilogue);
+        else if (nj == 4) consume<4>(s, v, s.x, first, count, epilogue);
+        else consume<2>(s, v, s.x, first, count, epilogue);
     }
     mark(MARK_COMPUTED);
     finish(s);
@@ -859,77 +786,42 @@ __device__ void rmsnorm_consumers(const Stream& s, int n, float eps) {
 // operators that read the residual later. With `norm` (the stream whose producer loads the
 // RMSNorm weights) the sum is normalised in registers before it is stored: one pass over the
 // vector and one barrier, where staging and then `rmsnorm_consumers` took three and two.
-// `base`, `parts` and `out` are activations of the body's dependency protocol (`deps`).
 #define SUM_BATCH 4
-template <typename Deps>
-__device__ void stage_sum(const Deps& deps, float* dst, const float* base, const float* parts, int splits, int n,
-                          float* out, int lo, int hi, const Stream* norm, float eps) {
+__device__ void stage_sum(float* dst, const float* base, const float* parts, int splits, int n, float* out,
+                          int lo, int hi, const Stream* norm, float eps) {
     constexpr int G = (2048 + 4 * CONSUMER_THREADS - 1) / (4 * CONSUMER_THREADS);  // float4s per thread
     const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-    typedef typename Deps::Word4 Word4;
     int at[G];
     float4 acc[G];
-    Word4 b[G];
-    auto issue_base = [&] {
-#pragma unroll
-        for (int q = 0; q < G; ++q) b[q] = at[q] < n ? deps.load4(base, at[q]) : Word4{};
-    };
 #pragma unroll
     for (int q = 0; q < G; ++q) {
         at[q] = (threadIdx.x + q * CONSUMER_THREADS) * 4;
-        b[q] = at[q] < n ? deps.load4(base, at[q]) : Word4{};
-        acc[q] = deps.value(b[q]);
+        acc[q] = at[q] < n ? *reinterpret_cast<const float4*>(base + at[q]) : zero;
     }
     for (int c0 = 0; c0 < splits; c0 += SUM_BATCH) {
-        Word4 w[G][SUM_BATCH];
-        auto issue = [&] {
-#pragma unroll
-            for (int q = 0; q < G; ++q)
-#pragma unroll
-                for (int c = 0; c < SUM_BATCH; ++c)
-                    w[q][c] = at[q] < n && c0 + c < splits ? deps.load4(parts, (long)(c0 + c) * n + at[q]) : Word4{};
-        };
+        float4 p[G][SUM_BATCH];
 #pragma unroll
         for (int q = 0; q < G; ++q)
 #pragma unroll
             for (int c = 0; c < SUM_BATCH; ++c)
-                w[q][c] = at[q] < n && c0 + c < splits ? deps.load4(parts, (long)(c0 + c) * n + at[q]) : Word4{};
-        if (Deps::TAGGED) {
-            // Words of an older step: the batch (with the base, the first time) again, one
-            // round trip per retry; then the base's values.
-            for (typename Deps::Patience pt{};;) {
-                bool ok = true;
-#pragma unroll
-                for (int q = 0; q < G; ++q) {
-#pragma unroll
-                    for (int c = 0; c < SUM_BATCH; ++c) ok &= !(at[q] < n && c0 + c < splits) || deps.fresh(w[q][c]);
-                    if (c0 == 0) ok &= at[q] >= n || deps.fresh(b[q]);
-                }
-                if (ok || !deps.again(pt)) break;
-                issue();
-                if (c0 == 0) issue_base();
-            }
-            if (c0 == 0) {
-#pragma unroll
-                for (int q = 0; q < G; ++q) acc[q] = deps.value(b[q]);
-            }
-        }
+                p[q][c] = at[q] < n && c0 + c < splits
+                              ? *reinterpret_cast<const float4*>(parts + (long)(c0 + c) * n + at[q])
+                              : zero;
 #pragma unroll
         for (int q = 0; q < G; ++q)
 #pragma unroll
             for (int c = 0; c < SUM_BATCH; ++c) {
                 if (c0 + c >= splits) continue;
-                const float4 p = deps.value(w[q][c]);
-                acc[q].x += p.x;
-                acc[q].y += p.y;
-                acc[q].z += p.z;
-                acc[q].w += p.w;
+                acc[q].x += p[q][c].x;
+                acc[q].y += p[q][c].y;
+                acc[q].z += p[q][c].z;
+                acc[q].w += p[q][c].w;
             }
     }
     mark(MARK_SUB1);
 #pragma unroll
     for (int q = 0; q < G; ++q)
-        if (out && at[q] >= lo && at[q] < hi) deps.put4(out, at[q], acc[q]);
+        if (out && at[q] >= lo && at[q] < hi) *reinterpret_cast<float4*>(out + at[q]) = acc[q];
     if (norm) {
         float ss = 0.f;
 #pragma unroll
@@ -954,18 +846,16 @@ __device__ void stage_sum(const Deps& deps, float* dst, const float* base, const
 // The RMS-normalised residual stream entering a layer, staged in s.x: the embedding row of the
 // current token for layer 0, else the previous layer's x_mid plus its down partials. The
 // un-normalised stream is written to L.x_in as well, rows [lo, hi): this CTA's tasks' shares.
-template <typename Deps>
-__device__ void stage_layer_input(const Deps& deps, const Stream& s, const Model& m, const Globals& g, const Layer& L,
-                                  int lo, int hi) {
+__device__ void stage_layer_input(const Stream& s, const Model& m, const Globals& g, const Layer& L, int lo, int hi) {
     if (L.prev_mid) {
-        stage_sum(deps, s.x, L.prev_mid, L.prev_part, m.s_down, m.hidden, L.x_in, lo, hi, &s, m.eps);
+        stage_sum(s.x, L.prev_mid, L.prev_part, m.s_down, m.hidden, L.x_in, lo, hi, &s, m.eps);
         return;
     }
     unsigned tok = token_of(g.tokens[*g.pos]);
     const bf16* row = g.embed + (long)tok * m.hidden;
     for (int i = threadIdx.x; i < m.hidden; i += CONSUMER_THREADS) {
         s.x[i] = bf2f(row[i]);
-        if (i >= lo && i < hi) deps.put(L.x_in, i, s.x[i]);
+        if (i >= lo && i < hi) L.x_in[i] = s.x[i];
     }
     consumers_sync();
     rmsnorm_consumers(s, m.hidden, m.eps);
@@ -979,9 +869,7 @@ struct NoFinish {
 
 // (1) RMSNorm + QKV + RoPE + KV append (layer 0: embedding gather). Pages hold pair-interleaved
 // q/k rows, so a RoPE pair never straddles two pages.
-template <typename Deps>
 struct QkvEpilogue {
-    const Deps& deps;
     const Model& m;
     const Globals& g;
     const Layer& L;
@@ -1006,7 +894,7 @@ struct QkvEpilogue {
             sincospif((float)p * freq * 0.31830988618379067f, &sn, &cs);
             val = (lane & 1) ? a * sn + b * cs : a * cs - b * sn;
         }
-        deps.put(L.qkv, r, val);
+        L.qkv[r] = val;
         if (r >= m.q_dim) {
             int kr = r - m.q_dim;
             bool is_v = kr >= m.kv_dim;
@@ -1021,11 +909,11 @@ struct QkvEpilogue {
 template <typename Work, typename Deps>
 __device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, const Work& work, const Deps& deps) {
     Matvec v = op_matvec(OP_QKV_ROPE, m, g, L);
-    QkvEpilogue<Deps> ep{deps, m, g, L, *g.pos};
+    QkvEpilogue ep{m, g, L, *g.pos};
     auto prepare = [&](const Stream& s) {
         int lo, hi;
         residual_share(work, v, m.hidden, lo, hi);
-        stage_layer_input(deps, s, m, g, L, lo, hi);
+        stage_layer_input(s, m, g, L, lo, hi);
     };
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_QKV) up_gate.w0 = nullptr;
@@ -1035,22 +923,20 @@ __device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, 
 
 // (3)/(5) Split-K matvec: each page's rows go to its K chunk's block of partial sums (with one
 // chunk, the product itself); the next operator adds them to the residual (`stage_sum`).
-template <typename Deps>
 struct PartialEpilogue {
-    const Deps& deps;
     float* part;
     int n;  // rows per chunk block
     template <int R>
     __device__ void operator()(int chunk, int row0, const float (&v)[R]) {
         int lane = threadIdx.x % 32;
-        if (lane < R) deps.put(part, (long)chunk * n + row0 + lane, v[lane]);
+        if (lane < R) part[(long)chunk * n + row0 + lane] = v[lane];
     }
 };
 
 template <typename Work, typename Deps>
 __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, const Work& work, const Deps& deps) {
     Matvec v = op_matvec(OP_O_PROJ, m, g, L);
-    PartialEpilogue<Deps> ep{deps, L.o_part, m.hidden};
+    PartialEpilogue ep{L.o_part, m.hidden};
     // Like down, the consumers load their slices of the attention output from global memory.
     auto prepare = [](const Stream&) {};
     Matvec up_gate = up_gate_matvec(m, L);
@@ -1061,7 +947,7 @@ __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, co
 template <typename Work, typename Deps>
 __device__ void down_body(const Model& m, const Globals& g, const Layer& L, const Work& work, const Deps& deps) {
     Matvec v = op_matvec(OP_DOWN, m, g, L);
-    PartialEpilogue<Deps> ep{deps, L.d_part, m.hidden};
+    PartialEpilogue ep{L.d_part, m.hidden};
     // The consumers load their slices of h straight from global memory (L2) into registers:
     // no staging pass and barrier before the first page (pdl -9 µs per step, docs/perf.md).
     auto prepare = [](const Stream&) {};
@@ -1069,16 +955,14 @@ __device__ void down_body(const Model& m, const Globals& g, const Layer& L, cons
 }
 
 // (4) RMSNorm + gate/up matvecs + SiLU(gate) * up: a page holds matching gate and up rows.
-template <typename Deps>
 struct UpGateEpilogue {
-    const Deps& deps;
     const Layer& L;
     template <int R>
     __device__ void operator()(int, int row0, const float (&v)[R]) {
         int lane = threadIdx.x % 32;
         if (lane < R / 2) {
             float gt = v[lane], up = v[R / 2 + lane];
-            deps.put(L.h, row0 + lane, gt / (1.f + __expf(-gt)) * up);
+            L.h[row0 + lane] = gt / (1.f + __expf(-gt)) * up;
         }
     }
 };
@@ -1086,11 +970,11 @@ struct UpGateEpilogue {
 template <typename Work, typename Deps>
 __device__ void up_gate_body(const Model& m, const Globals& g, const Layer& L, const Work& work, const Deps& deps) {
     Matvec v = op_matvec(OP_UP_GATE, m, g, L);
-    UpGateEpilogue<Deps> ep{deps, L};
+    UpGateEpilogue ep{L};
     auto prepare = [&](const Stream& s) {
         int lo, hi;
         residual_share(work, v, m.hidden, lo, hi);
-        stage_sum(deps, s.x, L.x_in, L.o_part, m.s_attn, m.hidden, L.x_mid, lo, hi, &s, m.eps);
+        stage_sum(s.x, L.x_in, L.o_part, m.s_attn, m.hidden, L.x_mid, lo, hi, &s, m.eps);
     };
     run_stream(work, deps, v, m.hidden, nullptr, op_norm(OP_UP_GATE, g, L), m.hidden, m.ring[3], prepare, ep, NoFinish{});
 }
@@ -1119,7 +1003,7 @@ __device__ void lm_head_body(const Model& m, const Globals& g, const Layer& L, c
     Matvec v = op_matvec(OP_LM_HEAD, m, g, L);
     LmHeadEpilogue ep{g, 0};
     auto prepare = [&](const Stream& s) {
-        stage_sum(deps, s.x, g.final_mid, g.final_part, m.s_down, m.hidden, nullptr, 0, 0, &s, m.eps);
+        stage_sum(s.x, g.final_mid, g.final_part, m.s_down, m.hidden, nullptr, 0, 0, &s, m.eps);
     };
     auto finish = [&](const Stream&) {
         if (threadIdx.x % 32 == 0 && ep.best) atomicMax(&g.tokens[*g.pos + 1], ep.best);
@@ -1193,7 +1077,7 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
 #ifdef MKC_ABLATE_ATTENTION
     deps.issued();
     deps.wait();
-    for (int i = threadIdx.x; i < hp * hd; i += NT) deps.put(L.attn, qh0 * hd + i, 0.f);
+    for (int i = threadIdx.x; i < hp * hd; i += NT) L.attn[qh0 * hd + i] = 0.f;
     unsigned parity_ablated;
     if (u64* bar = work.kv_history(parity_ablated)) mbar_wait(bar, parity_ablated);  // lands before reuse
     return;
@@ -1229,52 +1113,17 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     deps.issued();
     deps.wait();
     mark(MARK_RELEASED);
-    // The current position's K and V rows, written by this step's QKV: from the caches where
-    // the dependency protocol orders their bf16 stores (the chain's grid boundary), else from
-    // QKV's activations (rounded to bf16 as the caches hold them; the persistent kernel's
-    // protocol tags activations only). `row_stage` stages rows [from, to) of the chunk at base.
-    const int krow = m.q_dim + kvh * hd, vrow = krow + m.kv_dim;
-    auto row_stage = [&](bf16* buf, const bf16* cache, int from, int to, int base, int stride, int qkv_row) {
-        const bool current = Deps::TAGGED && to == len;
-        load_kv_rows<NT>(buf, cache, from, current ? to - 1 : to, hd, base, stride);
-        if (current)
-            for (int d = tid; d < hd; d += NT) buf[(long)(p - base) * stride + d] = f2bf(deps.get(L.qkv, qkv_row + d));
-    };
-    if (!Deps::TAGGED && hist < first) {
+    if (hist < first) {  // the current position, written by this step's QKV grid
         load_kv_rows<NT>(kbuf, kc, hist, first, hd, 0, ks);
         load_kv_rows<NT>(vbuf, vc, hist, first, hd, 0, hd);
     }
-    // q, and the tagged current row where the first chunk holds it: every load issued before
-    // the first is taken (one round trip).
-    const bool row_from_qkv = Deps::TAGGED && hist < first;
-    for (int i = tid; i < hp * hd || (row_from_qkv && i < hd); i += NT) {
-        const bool qi = i < hp * hd, ri = row_from_qkv && i < hd;
-        typename Deps::Word1 wq{}, wk{}, wv{};
-        auto issue = [&] {
-            if (qi) wq = deps.load1(L.qkv, qh0 * hd + i);
-            if (ri) {
-                wk = deps.load1(L.qkv, krow + i);
-                wv = deps.load1(L.qkv, vrow + i);
-            }
-        };
-        issue();
-        for (typename Deps::Patience pt{};;) {
-            const bool ok = (!qi || deps.fresh(wq)) & (!ri || (deps.fresh(wk) & deps.fresh(wv)));
-            if (ok || !deps.again(pt)) break;
-            issue();
-        }
-        if (qi) q[i] = deps.value(wq);
-        if (ri) {
-            kbuf[(long)hist * ks + i] = f2bf(deps.value(wk));
-            vbuf[(long)hist * hd + i] = f2bf(deps.value(wv));
-        }
-    }
+    for (int i = tid; i < hp * hd; i += NT) q[i] = L.qkv[qh0 * hd + i];
     float scale = rsqrtf((float)hd);
     for (int base = 0; base < len; base += C) {
         int end = base + C < len ? base + C : len;
         if (base > 0) {
             body_sync<Work>();
-            row_stage(kbuf, kc, base, end, base, ks, krow);
+            load_kv_rows<NT>(kbuf, kc, base, end, hd, base, ks);
         }
         cp_async_wait_all();
         if (base == 0 && kv_bar) mbar_wait(kv_bar, kv_parity);
@@ -1307,7 +1156,7 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
         int end = base + C < len ? base + C : len;
         if (base > 0) {
             body_sync<Work>();
-            row_stage(vbuf, vc, base, end, base, hd, vrow);
+            load_kv_rows<NT>(vbuf, vc, base, end, hd, base, hd);
         }
         cp_async_wait_all();
         body_sync<Work>();
@@ -1342,7 +1191,7 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     for (int idx = tid; idx < outs; idx += NT) {
         float sum = 0.f;
         for (int sl = 0; sl < slices; ++sl) sum += red[sl * outs + idx];
-        deps.put(L.attn, qh0 * hd + idx, sum);
+        L.attn[qh0 * hd + idx] = sum;
     }
 }
 
@@ -1446,9 +1295,9 @@ __device__ __forceinline__ u64 clock_ns() {
     return t;
 }
 
-__device__ __forceinline__ unsigned load_relaxed32(const unsigned* p) {
+__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
     unsigned v;
-    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
 
@@ -1514,43 +1363,6 @@ struct PersistentWork {
     __device__ __forceinline__ int task() const { return first; }
 };
 
-// An activation word of the persistent kernel: the value's bits, and above them the step that
-// stored it (ACT_WORD_BYTES per value: the host allocates the buffers so).
-static_assert(sizeof(u64) == ACT_WORD_BYTES, "an activation word is one u64");
-__device__ __forceinline__ u64 act_word(float v, unsigned step) { return ((u64)step << 32) | __float_as_uint(v); }
-__device__ __forceinline__ bool act_fresh(u64 w, unsigned step) { return (unsigned)(w >> 32) == step; }
-__device__ __forceinline__ float act_value(u64 w) { return __uint_as_float((unsigned)w); }
-__device__ __forceinline__ u64 load_relaxed(const u64* w) {
-    u64 v;
-    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(w));
-    return v;
-}
-
-// Every 16th retry of a batch of activation loads that found words of an older step: whether
-// to go on. Not if another SM stalled, nor once the retries have spun past the watchdog: then
-// it records the SM, the instruction and the step (counter 0xFFFFFFFF: an activation, not a
-// counter) as the counter waits do, and stops its CTA; the values it leaves are then never
-// part of a result the host accepts.
-__device__ __noinline__ bool activation_patience(u64& start, unsigned step, unsigned long long* stall,
-                                                 unsigned long long watchdog_ns, int index, int* stop) {
-    if (*(volatile unsigned*)(stall + 5)) {
-        *(volatile int*)stop = 1;
-        return false;
-    }
-    const u64 now = clock_ns();
-    if (start == 0) start = now;
-    if (now - start <= watchdog_ns) return true;
-    if (atomicCAS(stall, 0ull, 1ull) == 0ull) {
-        stall[1] = blockIdx.x;
-        stall[2] = index;
-        stall[3] = 0xFFFFFFFFull;
-        stall[4] = step;
-    }
-    atomicExch((unsigned*)(stall + 5), 1u);
-    *(volatile int*)stop = 1;
-    return false;
-}
-
 struct CounterDeps {
     const Persistent& p;
     const Instr& ins;
@@ -1562,59 +1374,7 @@ struct CounterDeps {
     // delayed attention's loads and cost +70-90 µs per step (docs/perf.md).
     __device__ __forceinline__ bool overlapped() const { return false; }
     __device__ __forceinline__ void issued() const {}
-    // Activations (see GridDeps): each value is one 8-byte word with the step that stored it,
-    // stored and loaded whole (single-copy atomic at 8 bytes), so that a value is taken only
-    // once this step's word is there. Signals are then relaxed: a release would hold the
-    // signalling thread until the CTA's stores are acknowledged (~52 µs per step, docs/perf.md),
-    // and a counter seen before the words it counts costs only a second poll of them.
-    static constexpr bool TAGGED = true;
-    struct Word4 {
-        u64 a, b, c, d;
-    };
-    typedef u64 Word1;
-    __device__ __forceinline__ void put(float* at, long i, float v) const {
-        asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"((u64*)at + i), "l"(act_word(v, step)));
-    }
-    __device__ __forceinline__ void put4(float* at, long i, float4 v) const {
-        u64* w = (u64*)at + i;
-        asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};" ::"l"(w), "l"(act_word(v.x, step)),
-                     "l"(act_word(v.y, step)));
-        asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};" ::"l"(w + 2), "l"(act_word(v.z, step)),
-                     "l"(act_word(v.w, step)));
-    }
-    struct Patience {
-        u64 start = 0;
-        int n = 0;
-    };
-    __device__ __forceinline__ Word4 load4(const float* at, long i) const {
-        const u64* w = (const u64*)at + i;
-        Word4 r;
-        asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(r.a), "=l"(r.b) : "l"(w));
-        asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(r.c), "=l"(r.d) : "l"(w + 2));
-        return r;
-    }
-    __device__ __forceinline__ Word1 load1(const float* at, long i) const { return load_relaxed((const u64*)at + i); }
-    __device__ __forceinline__ bool fresh(const Word4& w) const {
-        return act_fresh(w.a, step) & act_fresh(w.b, step) & act_fresh(w.c, step) & act_fresh(w.d, step);
-    }
-    __device__ __forceinline__ bool fresh(Word1 w) const { return act_fresh(w, step); }
-    __device__ __forceinline__ float4 value(const Word4& w) const {
-        return make_float4(act_value(w.a), act_value(w.b), act_value(w.c), act_value(w.d));
-    }
-    __device__ __forceinline__ float value(Word1 w) const { return act_value(w); }
-    // Whether a batch that found an older step's words is issued again.
-    __device__ __forceinline__ bool again(Patience& pt) const {
-        if (*(volatile int*)stop) return false;
-        if (++pt.n % 16) return true;
-        return activation_patience(pt.start, step, p.stall, p.watchdog_ns, index, stop);
-    }
-    __device__ __forceinline__ float get(const float* at, long i) const {
-        Word1 w = load1(at, i);
-        for (Patience pt; !fresh(w) && again(pt);) w = load1(at, i);
-        return value(w);
-    }
-    // One thread spins on each counter, then releases the other consumers. The counters only
-    // say when to look: what a consumer reads is checked word by word (above).
+    // One thread spins on each counter with acquire loads, then releases the other consumers.
     __device__ void wait() const {
 #ifndef MKC_ABLATE_WAITS
         if (threadIdx.x == 0) {
@@ -1626,7 +1386,7 @@ struct CounterDeps {
                 unsigned v;
                 // The stall flag is read every 16th poll only: each read is one more L2 round
                 // trip between two polls of the counter.
-                for (int n = 1; (int)((v = load_relaxed32(c)) - target) < 0; ++n) {
+                for (int n = 1; (int)((v = load_acquire(c)) - target) < 0; ++n) {
                     if (n % 16) continue;
                     if (*(volatile unsigned*)(p.stall + 5)) {
                         *stop = 1;
@@ -1647,6 +1407,7 @@ struct CounterDeps {
             }
         }
 #endif
+        // The acquire loads order this thread's later reads; the barrier orders the others'.
         consumers_sync();
     }
 };
@@ -1859,7 +1620,7 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         if (threadIdx.x == 0) {
             for (int k = 0; k < signals; ++k) {
                 const CounterRef s = refs_s[i % 2][waits + k];
-                asm volatile("red.relaxed.gpu.global.add.u32 [%0], %1;" ::"l"(p.counters + s.counter), "r"((unsigned)s.amount)
+                asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p.counters + s.counter), "r"((unsigned)s.amount)
                              : "memory");
             }
             // The producer may refill the norm buffer (or the KV history buffers).

@@ -316,9 +316,8 @@ pub fn header(page_bytes: u32) -> String {
     );
     s += &format!("#define PAGE_BYTES {page_bytes}\n#define MAX_SLOTS {MAX_SLOTS}\n");
     s += &format!(
-        "#define PERSISTENT_MAX_REFS {}\n#define ACT_WORD_BYTES {}\n",
-        mkc_catalogue::PERSISTENT_MAX_REFS,
-        mkc_catalogue::ACT_WORD_BYTES
+        "#define PERSISTENT_MAX_REFS {}\n",
+        mkc_catalogue::PERSISTENT_MAX_REFS
     );
     s += &format!("#ifndef CONSUMER_WARPS\n#define CONSUMER_WARPS {CONSUMER_WARPS}\n#endif\n");
     s += &format!("#ifndef ATT_THREADS\n#define ATT_THREADS {ATT_THREADS}\n#endif\n");

@@ -16,7 +16,7 @@ pub use layout::{
 
 pub use persistent::{
     persistent_dynamic_smem, persistent_layout, persistent_threads, PersistentLayout,
-    ACT_WORD_BYTES, PERSISTENT_MAX_REFS, PERSISTENT_STATIC_SMEM,
+    PERSISTENT_MAX_REFS, PERSISTENT_STATIC_SMEM,
 };
 
 use mkc_ir::OpKind;

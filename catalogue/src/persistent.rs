@@ -20,11 +20,6 @@ pub const PERSISTENT_STATIC_SMEM: u32 = 1024;
 /// from global memory on the way to a counter.
 pub const PERSISTENT_MAX_REFS: u32 = 16;
 
-/// Bytes of one activation value in the persistent kernel's buffers: the f32 value and, above
-/// it, the step that stored it, written and read as one word, so that a consumer takes a value
-/// only once this step's has landed and no signal need wait for its stores' acknowledgement.
-pub const ACT_WORD_BYTES: u32 = 8;
-
 /// Fewest KV positions the persistent kernel's attention stages per chunk.
 const MIN_PERSISTENT_CHUNK: u32 = 32;
 

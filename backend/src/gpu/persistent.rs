@@ -56,16 +56,6 @@ impl PersistentState {
         Ok(p)
     }
 
-    /// A new device buffer of `bytes` zero bytes the state keeps: an activation buffer whose
-    /// words all carry step 0, which no launch is (the kernel's steps count from 1).
-    fn zeroed(&mut self, bytes: usize, what: &str) -> Result<u64, BackendError> {
-        let b = DevBuf::new(bytes, what)?;
-        super::device::fill_bytes(b.ptr, 0, bytes, what)?;
-        let p = b.ptr;
-        self.bufs.push(b);
-        Ok(p)
-    }
-
     /// Instruction `i`'s operator and task run, as its stall is reported.
     fn label(&self, i: usize) -> String {
         let Some(ins) = self.instrs.get(i) else {
@@ -153,21 +143,9 @@ impl Runner {
                     .map_or(0, |k| k.registers)
             )));
         }
-        // Activations of its own, in tagged words: zeroed here, with the kernel's steps counted
-        // from 1 by this state's epoch, so that no word another launch or target left is
-        // mistaken for this step's.
-        let mut layers = self.layers.clone();
-        let word = mkc_catalogue::ACT_WORD_BYTES as usize;
-        let (final_mid, final_part) =
-            super::setup::with_activations(m, &mut layers, word, |b, w| state.zeroed(b, w))?;
-        let globals = crate::abi::KGlobals {
-            final_mid,
-            final_part,
-            ..self.globals
-        };
         let counters = vec![0u32; plan.counters.max(1)];
         let kp = KPersistent {
-            layers: state.upload(&layers, "persistent layers")?,
+            layers: state.upload(&self.layers, "persistent layers")?,
             instrs: state.upload(&plan.instrs, "persistent instructions")?,
             refs: state.upload::<KCounterRef>(&plan.refs, "persistent counter refs")?,
             stream_start: state.upload(&plan.stream_start, "persistent streams")?,
@@ -180,7 +158,7 @@ impl Runner {
         };
         state.stall = kp.stall;
         state.instrs = plan.instrs;
-        let (mut km, mut globals, mut kp_arg) = (self.km, globals, kp);
+        let (mut km, mut globals, mut kp_arg) = (self.km, self.globals, kp);
         let mut args: Vec<*mut c_void> = vec![arg(&mut km), arg(&mut globals), arg(&mut kp_arg)];
         self.capture_launches(Target::Persistent, "persistent", Some(state), || {
             // SAFETY: the arguments match k_persistent(Model, Globals, Persistent) and outlive
@@ -217,25 +195,14 @@ impl Runner {
         super::device::STALLED.store(true, std::sync::atomic::Ordering::SeqCst);
         let i = rec[2] as usize;
         let label = state.label(i);
-        let waited = if rec[3] == u64::from(u32::MAX) {
-            // Activation words (counter u32::MAX in the record) that stayed of an older step.
-            format!(
-                "on its input activations, still of an older step at step {}",
-                rec[4] & 0xFFFF_FFFF
-            )
-        } else {
-            format!(
-                "on counter {} at {} of {}",
-                rec[3],
-                rec[4] >> 32,
-                rec[4] & 0xFFFF_FFFF
-            )
-        };
         Err(BackendError::Unsupported(format!(
             "the persistent kernel stalled at position {pos}: SM {} instruction {i} ({label}) \
-             waited {:.1} s {waited}; every CTA stopped",
+             waited {:.1} s on counter {} at {} of {}; every CTA stopped",
             rec[1],
             WAIT_LIMIT_NS as f64 / 1e9,
+            rec[3],
+            rec[4] >> 32,
+            rec[4] & 0xFFFF_FFFF
         )))
     }
 }

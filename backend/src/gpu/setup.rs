@@ -22,37 +22,6 @@ pub enum WeightSource<'a> {
     Host(&'a HostWeights),
 }
 
-/// Gives `layers` (weights and caches set) activation buffers from `alloc` (bytes, name), each
-/// value `word` bytes (4: the chain's f32; [`mkc_catalogue::ACT_WORD_BYTES`]: the persistent
-/// kernel's tagged words), linked layer to layer: a layer's `prev_mid`/`prev_part` are the
-/// previous layer's `x_mid`/`d_part`. Returns the last layer's, which the LM head reads.
-pub(super) fn with_activations(
-    m: &Model,
-    layers: &mut [KLayer],
-    word: usize,
-    mut alloc: impl FnMut(usize, &str) -> Result<u64, BackendError>,
-) -> Result<(u64, u64), BackendError> {
-    let g = &m.geometry;
-    let (hidden, inter) = (g.hidden as usize, g.intermediate as usize);
-    let s_attn = m.lowering.vtp_shards.attention_o_proj as usize;
-    let s_down = m.lowering.vtp_shards.up_gate_down as usize;
-    // The residual stream leaving the previous layer: its x_mid plus its down partials.
-    let (mut prev_mid, mut prev_part) = (0u64, 0u64);
-    for layer in layers.iter_mut() {
-        layer.prev_mid = prev_mid;
-        layer.prev_part = prev_part;
-        layer.x_in = alloc(hidden * word, "x_in")?;
-        layer.qkv = alloc(m.qkv_rows() as usize * word, "qkv")?;
-        layer.attn = alloc(m.q_dim() as usize * word, "attn")?;
-        layer.o_part = alloc(s_attn * hidden * word, "o_part")?;
-        layer.x_mid = alloc(hidden * word, "x_mid")?;
-        layer.h = alloc(inter * word, "h")?;
-        layer.d_part = alloc(s_down * hidden * word, "d_part")?;
-        (prev_mid, prev_part) = (layer.x_mid, layer.d_part);
-    }
-    Ok((prev_mid, prev_part))
-}
-
 /// Loads a cubin and prepares every operator kernel (dynamic shared memory opted in).
 pub(super) fn load_operators(
     cubin: &[u8],
@@ -208,12 +177,17 @@ impl Runner {
             }
             ptrs.push(p);
         }
+        let (hidden, inter) = (g.hidden as usize, g.intermediate as usize);
+        let qkv_rows = m.qkv_rows() as usize;
         let kv_bytes =
             g.kv_heads as usize * m.workload.max_seq_len as usize * g.head_dim as usize * 2;
-        let mut layers = Vec::with_capacity(g.layers as usize);
+        let s_attn = m.lowering.vtp_shards.attention_o_proj as usize;
+        let s_down = m.lowering.vtp_shards.up_gate_down as usize;
+        // The residual stream leaving the previous layer: its x_mid plus its down partials.
+        let (mut prev_mid, mut prev_part) = (0u64, 0u64);
         for l in 0..g.layers as usize {
             let w = |t: usize| ptrs[l * PER_LAYER + t];
-            layers.push(KLayer {
+            let layer = KLayer {
                 w_qkv: w(0),
                 w_o: w(1),
                 w_gate: w(2),
@@ -223,12 +197,19 @@ impl Runner {
                 norm2: w(6),
                 k_cache: self.alloc(kv_bytes, "k_cache")?,
                 v_cache: self.alloc(kv_bytes, "v_cache")?,
-                ..KLayer::default()
-            });
+                prev_mid,
+                prev_part,
+                x_in: self.alloc(hidden * 4, "x_in")?,
+                qkv: self.alloc(qkv_rows * 4, "qkv")?,
+                attn: self.alloc(m.q_dim() as usize * 4, "attn")?,
+                o_part: self.alloc(s_attn * hidden * 4, "o_part")?,
+                x_mid: self.alloc(hidden * 4, "x_mid")?,
+                h: self.alloc(inter * 4, "h")?,
+                d_part: self.alloc(s_down * hidden * 4, "d_part")?,
+            };
+            (prev_mid, prev_part) = (layer.x_mid, layer.d_part);
+            self.layers.push(layer);
         }
-        // The chain's activations: plain f32 values.
-        let (prev_mid, prev_part) = with_activations(&m, &mut layers, 4, |b, w| self.alloc(b, w))?;
-        self.layers = layers;
         let base = g.layers as usize * PER_LAYER;
         let embed = ptrs[base];
         let lm_head = if g.tied_embeddings {
