@@ -3,8 +3,7 @@
 
 use std::ffi::c_void;
 
-use super::super::device::upload;
-use super::super::device::{DevBuf, Gpu};
+use super::super::device::{upload, DevBuf, Gpu};
 use super::super::launch::arg;
 use super::{launch, read_u64s, ProbeModule, StreamPair, MAX_PROBE_SMEM, RESIDENT_SMEM};
 use crate::error::BackendError;

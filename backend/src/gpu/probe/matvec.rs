@@ -6,8 +6,7 @@
 
 use cudarc::driver::result;
 
-use super::super::device::{fill_bytes, upload};
-use super::super::device::{DevBuf, Gpu};
+use super::super::device::{fill_bytes, upload, DevBuf, Gpu};
 use super::super::launch::arg;
 use super::super::median;
 use super::{launch, read_pages, read_u64s, span_ns, ProbeModule, StreamPair, EVICT_BYTES};
