@@ -130,6 +130,10 @@ pub struct KernelsArgs {
     /// Build the persistent megakernel too (`k_persistent`, a build of its own).
     #[arg(long)]
     pub persistent: bool,
+    /// Also write the compiled cubin to FILE, for `cuobjdump -sass` or `nvdisasm` (to see
+    /// where the spills and the hot loops are).
+    #[arg(long, value_name = "FILE")]
+    pub cubin: Option<PathBuf>,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,

@@ -418,10 +418,29 @@ fn kernels_compile_or_say_nvrtc_is_missing() {
     let o = mkc(&["kernels", "--model", "tiny"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("page_bytes"), "{}", stderr(&o));
-    let o = mkc(&["kernels", "--model", "llama1b", "--json"]);
+    let cubin = scratch("kernels.cubin");
+    let o = mkc(&[
+        "kernels",
+        "--model",
+        "llama1b",
+        "--json",
+        "--cubin",
+        cubin.to_str().unwrap(),
+    ]);
     if o.status.success() {
         let all: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
         assert_eq!(all["schema"], "mkc.kernels/1");
+        // The cubin written is the one the figures come from: each kernel's code hash is
+        // found in it.
+        let image = std::fs::read(&cubin).unwrap();
+        assert_eq!(&image[..4], b"\x7fELF");
+        let hashes = mkc_backend::kernels::text_hashes(&image);
+        for k in all["kernels"].as_array().unwrap() {
+            let name = k["name"].as_str().unwrap();
+            let found = hashes.iter().find(|(n, _)| n == name);
+            let hash = found.map(|(_, h)| format!("{h:016x}"));
+            assert_eq!(hash.as_deref(), k["code_hash"].as_str(), "{name}");
+        }
         let v = &all["kernels"];
         let names: Vec<&str> = v
             .as_array()
@@ -452,6 +471,20 @@ fn kernels_compile_or_say_nvrtc_is_missing() {
         assert_eq!(o.status.code(), Some(2));
         assert!(stderr(&o).contains("NVRTC"));
     }
+    // A cubin that cannot be written is refused naming the option.
+    let o = mkc(&[
+        "kernels",
+        "--model",
+        "llama1b",
+        "--cubin",
+        "/nonexistent-dir/k.cubin",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--cubin") && stderr(&o).contains("Fix:"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]

@@ -94,15 +94,32 @@ pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
             )))
         }
     };
-    let (found, source) = if args.persistent {
-        kernels::check_model(&model)?;
-        kernel_figures(
-            kernels::compile_persistent(&args.arch, &model)?,
-            &model.tuning,
-        )?
-    } else {
-        built_kernel_figures(&args.arch, &model)?
+    kernels::check_model(&model)?;
+    // The cubin's file is created before the ~10 s compile, so that a bad path fails first.
+    let cubin_error = |path: &std::path::Path, e: std::io::Error| {
+        CommandError::Input(format!(
+            "--cubin: cannot write {}: {e}. Fix: name a file in a writable directory",
+            path.display()
+        ))
     };
+    let cubin_file = match &args.cubin {
+        Some(path) => Some((
+            path,
+            std::fs::File::create(path).map_err(|e| cubin_error(path, e))?,
+        )),
+        None => None,
+    };
+    let compiled = if args.persistent {
+        kernels::compile_persistent(&args.arch, &model)?
+    } else {
+        kernels::compile(&args.arch, &model)?
+    };
+    if let Some((path, mut file)) = cubin_file {
+        use std::io::Write;
+        file.write_all(&compiled.cubin)
+            .map_err(|e| cubin_error(path, e))?;
+    }
+    let (found, source) = kernel_figures(compiled, &model.tuning)?;
     let infos = kernels::with_model(found, &model);
     let rules = ArchRules::of(arch);
     if args.json {
