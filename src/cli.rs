@@ -127,7 +127,8 @@ pub struct KernelsArgs {
     /// Tuning knobs (a `Tuning(...)` RON file) replacing the model file's `tuning` section.
     #[arg(long, value_name = "FILE")]
     pub tune: Option<PathBuf>,
-    /// Build the persistent megakernel too (`k_persistent`, a build of its own).
+    /// Build the persistent megakernel instead (`k_persistent`, a build of its own with
+    /// `tuning.persistent_warps` consumer warps, holding no chain kernel).
     #[arg(long)]
     pub persistent: bool,
     /// Also write the compiled cubin to FILE, for `cuobjdump -sass` or `nvdisasm` (to see

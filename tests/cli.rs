@@ -837,7 +837,8 @@ fn the_persistent_plan_takes_the_compiled_kernels_resources_where_nvrtc_is_insta
     }
     let p = plan();
     assert_eq!(p["source"], "compiled");
-    // k_persistent's CTA: a streaming CTA's threads, all of the largest operator's shared memory.
-    assert_eq!(p["resources"]["threads"], 288);
+    // k_persistent's CTA: 7 consumer warps (tuning.persistent_warps' default) and the
+    // producer, all of the largest operator's shared memory.
+    assert_eq!(p["resources"]["threads"], 7 * 32 + 32);
     assert!(p["resources"]["dynamic_smem_bytes"].as_u64().unwrap() >= 144_000);
 }

@@ -1198,8 +1198,11 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
 // ---- grid wrappers -------------------------------------------------------------------------
 // Streaming kernels run one CTA per SM (the host sizes the grid); attention one CTA per task.
 // OP_PARAMS, the parameter list, is generated (backend/src/abi.rs): the host
-// builds its arguments from the same list.
+// builds its arguments from the same list. The persistent build (MKC_PERSISTENT, whose
+// CONSUMER_WARPS is tuning.persistent_warps) leaves them out: the chain launches the default
+// build's.
 
+#ifndef MKC_PERSISTENT
 extern "C" __global__ void __launch_bounds__(THREADS, 1) k_qkv_rope(OP_PARAMS) {
     trace_begin(trace);
     qkv_rope_body(m, g, L, ChainWork{}, GridDeps{pdl, early});
@@ -1235,6 +1238,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) k_lm_head(OP_PARAMS) {
     lm_head_body(m, g, L, ChainWork{}, GridDeps{pdl, early});
     trace_end_stream();
 }
+#endif  // MKC_PERSISTENT
 
 // Deterministic weights: a counter-based hash the CPU reproduces bit for bit.
 __device__ __forceinline__ unsigned mix(unsigned x) {

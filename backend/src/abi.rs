@@ -385,6 +385,7 @@ pub fn model_checks(model: &mkc_ir::Model) -> String {
             "#ifdef MKC_PERSISTENT\n\
              static_assert(kv_chunk_of({att_bytes}u, {}, {}, {}) == {}, \"Rust and CUDA disagree on the persistent attention's KV chunk\");\n\
              static_assert(PERSISTENT_RING_OFFSET % 128 == 0 && PERSISTENT_WORK_OFFSET % 128 == 0 && PERSISTENT_ATT_OFFSET % 128 == 0, \"the persistent ring, work region and attention region must be 128-byte aligned\");\n\
+             static_assert(CONSUMER_WARPS == {warps}, \"Rust and CUDA disagree on the persistent kernel's consumer warps\");\n\
              static_assert(CONSUMER_WARPS * PERSISTENT_PER_WARP <= MAX_SLOTS, \"the persistent ring has more slots than barriers\");\n\
              static_assert(att_slices(CONSUMER_THREADS, {outs}) * {outs} * 4 <= {att_bytes}u, \"the persistent attention's partial sums overflow its region\");\n\
              #endif\n",
@@ -393,6 +394,7 @@ pub fn model_checks(model: &mkc_ir::Model) -> String {
             model.workload.max_seq_len,
             l.attention_chunk(model),
             att_bytes = l.att_bytes(),
+            warps = l.warps,
         );
     }
     let att_smem = dynamic_smem(model, mkc_ir::OpKind::Attention);

@@ -97,7 +97,17 @@ pub fn compile_persistent_with(
     mkc_catalogue::persistent_layout(model).map_err(|e| BackendError::Unsupported(e.0))?;
     let mut all = vec![("MKC_PERSISTENT", 1)];
     all.extend_from_slice(defines);
-    compile_with(arch, model, false, &all)
+    compile_with(arch, &persistent_build(model), false, &all)
+}
+
+/// `model` as the persistent kernel's build sees it: its tuning's streaming warps are the
+/// persistent kernel's (`mkc_catalogue::persistent_tuning`). The build's chain kernels are
+/// never launched from it.
+fn persistent_build(model: &Model) -> Model {
+    Model {
+        tuning: mkc_catalogue::persistent_tuning(&model.tuning),
+        ..model.clone()
+    }
 }
 
 /// Compiles the kernels with CTA phase tracing compiled in (`-DMKC_TRACE`), for
@@ -199,12 +209,11 @@ pub fn cached_figures(
     let (mut major, mut minor) = (0, 0);
     // SAFETY: both pointers are valid for writes.
     unsafe { nvrtc_sys::nvrtcVersion(&mut major, &mut minor) };
-    let defines: &[(&str, u32)] = if persistent {
-        &[("MKC_PERSISTENT", 1)]
+    let (text, options) = if persistent {
+        build_inputs(&persistent_build(model), false, &[("MKC_PERSISTENT", 1)])?
     } else {
-        &[]
+        build_inputs(model, false, &[])?
     };
-    let (text, options) = build_inputs(model, false, defines)?;
     let key = [
         text.as_str(),
         arch,

@@ -846,21 +846,27 @@ fn persistent_references_fit_the_kernels_staging_or_are_refused() {
     assert!(err.contains("lowering.vtp_shards"), "{err}");
 }
 
-/// The persistent build adds `k_persistent` (over the same bodies, in the generated encoding)
-/// and changes no chain kernel's machine code; its CTA is resident one per SM.
+/// The persistent build holds `k_persistent` and none of the chain's operator kernels (the
+/// chain launches the default build's), built with `tuning.persistent_warps` consumer warps
+/// whatever the chain's `consumer_warps`; that knob changes no chain kernel's machine code.
+/// Its CTA is resident one per SM.
 #[test]
-fn the_persistent_build_adds_its_kernel_and_changes_no_other() {
-    let (base, persistent) = match (
+fn the_persistent_build_holds_its_kernel_alone_at_its_own_warps() {
+    let mut eight = llama1b();
+    eight.tuning.persistent_warps = Some(8);
+    let (base, base_eight, persistent) = match (
         kernels::compile("sm_90a", &llama1b()),
+        kernels::compile("sm_90a", &eight),
         kernels::compile_persistent("sm_90a", &llama1b()),
     ) {
-        (Err(mkc_backend::BackendError::NoNvrtc), _) => {
+        (Err(mkc_backend::BackendError::NoNvrtc), ..) => {
             eprintln!("SKIPPED: no NVRTC library found (set LD_LIBRARY_PATH to an NVRTC 13 lib directory)");
             return;
         }
-        (a, b) => (a.unwrap(), b.unwrap()),
+        (a, b, c) => (a.unwrap(), b.unwrap(), c.unwrap()),
     };
-    assert!(changed_kernels(&base, &persistent).is_empty());
+    assert!(changed_kernels(&base, &base_eight).is_empty());
+    assert!(base.kernels.iter().any(|k| k.name == "k_qkv_rope"));
     let k = persistent
         .kernels
         .iter()
@@ -870,7 +876,18 @@ fn the_persistent_build_adds_its_kernel_and_changes_no_other() {
         .kernels
         .iter()
         .all(|k| k.name != mkc_catalogue::PERSISTENT_ENTRY));
-    assert_eq!(k.threads, 288);
+    assert!(persistent
+        .kernels
+        .iter()
+        .all(|k| kernels::kind_of(&k.name).is_none()));
+    assert_eq!(
+        k.threads,
+        mkc_catalogue::PERSISTENT_WARPS * 32 + 32,
+        "its consumers and the producer"
+    );
+    let mut chain_four = llama1b().tuning;
+    chain_four.consumer_warps = Some(4);
+    assert_eq!(mkc_catalogue::persistent_threads(&chain_four), k.threads);
     let rules = mkc_simulator::occupancy::ArchRules::for_device(
         &mkc_ir::embedded::resolve_device("h200").unwrap(),
     );
@@ -911,8 +928,12 @@ fn the_traced_persistent_build_records_instructions() {
     };
     let (p, t) = (find(&plain), find(&traced));
     assert_ne!(p.code_hash, t.code_hash);
-    assert_eq!(t.threads, 288);
-    assert!(t.registers <= 224, "{}", t.registers);
+    assert_eq!(t.threads, mkc_catalogue::PERSISTENT_WARPS * 32 + 32);
+    assert!(
+        t.registers * t.threads <= 65_536,
+        "{} registers",
+        t.registers
+    );
 }
 
 /// Every rung of `bench --ablate` builds k_persistent (each removes code from a different

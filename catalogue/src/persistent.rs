@@ -9,7 +9,7 @@
 
 use crate::layout::{self, MAX_SLOTS, SCRATCH_FLOATS, SMEM_PER_CTA};
 use crate::Unsupported;
-use mkc_ir::Model;
+use mkc_ir::{Model, Tuning};
 
 /// Shared memory kept for the kernel's static variables (the instruction, its layer and their
 /// staging copies, the model and globals): measured 0.7 KiB.
@@ -23,10 +23,31 @@ pub const PERSISTENT_MAX_REFS: u32 = 16;
 /// Fewest KV positions the persistent kernel's attention stages per chunk.
 const MIN_PERSISTENT_CHUNK: u32 = 32;
 
-/// Threads of the persistent kernel's CTA as `tuning` builds it: a streaming CTA's consumer
-/// warps and producer warp.
-pub fn persistent_threads(t: &mkc_ir::Tuning) -> u32 {
-    layout::stream_threads(t)
+/// Consumer warps of the persistent kernel by default: with 8 (288 threads, 168 registers)
+/// its page loops spill, measured 52 us per step slower on the H200 (docs/perf.md, twentieth
+/// session); 7 leave it 226 registers and no spills.
+pub const PERSISTENT_WARPS: u32 = 7;
+
+/// Consumer warps of the persistent kernel: [`PERSISTENT_WARPS`], or
+/// `tuning.persistent_warps` (validated: 1-8).
+pub fn persistent_warps(t: &Tuning) -> u32 {
+    t.persistent_warps.unwrap_or(PERSISTENT_WARPS)
+}
+
+/// The tuning the persistent kernel's build compiles with: `t` with the streaming bodies'
+/// warps (`consumer_warps`, the source's one `CONSUMER_WARPS`) set to the persistent kernel's,
+/// so that everything sized from the streaming warps agrees with the kernel as built.
+pub fn persistent_tuning(t: &Tuning) -> Tuning {
+    Tuning {
+        consumer_warps: Some(persistent_warps(t)),
+        ..t.clone()
+    }
+}
+
+/// Threads of the persistent kernel's CTA as `tuning` builds it: its consumer warps and the
+/// producer warp.
+pub fn persistent_threads(t: &Tuning) -> u32 {
+    layout::stream_threads(&persistent_tuning(t))
 }
 
 /// Where the persistent kernel keeps what, in bytes of dynamic shared memory.
@@ -34,7 +55,7 @@ pub fn persistent_threads(t: &mkc_ir::Tuning) -> u32 {
 pub struct PersistentLayout {
     /// Ring slots per consumer warp (the ring is one sequence of pages across instructions).
     pub per_warp: u32,
-    /// Consumer warps (`tuning.consumer_warps`).
+    /// Consumer warps (`tuning.persistent_warps`).
     pub warps: u32,
     /// Bytes of a weight page.
     pub page_bytes: u32,
@@ -112,8 +133,7 @@ impl PersistentLayout {
 /// and 32 KV positions; the rest to the work region (attention's chunk). The error names the field and
 /// the fix.
 pub fn persistent_layout(model: &Model) -> Result<PersistentLayout, Unsupported> {
-    let t = &model.tuning;
-    let warps = layout::consumer_warps(t);
+    let warps = persistent_warps(&model.tuning);
     let consumers = warps * 32;
     let hp = model.heads_per_attention_task();
     let outs = hp * model.geometry.head_dim;
@@ -121,7 +141,7 @@ pub fn persistent_layout(model: &Model) -> Result<PersistentLayout, Unsupported>
         return Err(Unsupported(format!(
             "the persistent kernel runs attention on its {consumers} consumer threads, two \
              outputs each, and this model's attention task has {outs} (query heads x head_dim). \
-             Fix: raise lowering.attention_split"
+             Fix: raise lowering.attention_split or tuning.persistent_warps"
         )));
     }
     let hidden = model.geometry.hidden;
@@ -176,14 +196,14 @@ mod tests {
             max_seq in 1u32..20_000,
             page_kib in prop::sample::select(vec![4u32, 8, 16, 32]),
             split in prop::sample::select(vec![1u32, 2, 4, 8]),
-            warps in prop::option::of(prop::sample::select(vec![4u32, 8])),
+            warps in prop::option::of(prop::sample::select(vec![4u32, 5, 7, 8])),
         ) {
             let (name, text) = mkc_ir::embedded::MODELS[which];
             let mut model = Model::parse(name, text).unwrap();
             model.workload.max_seq_len = max_seq;
             model.lowering.page_bytes = page_kib * 1024;
             model.lowering.attention_split = split;
-            model.tuning.consumer_warps = warps;
+            model.tuning.persistent_warps = warps;
             prop_assume!(model.validate(name).is_ok());
             match persistent_layout(&model) {
                 Ok(l) => {

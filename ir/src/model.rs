@@ -44,6 +44,10 @@ pub struct Tuning {
     /// Consumer warps of the streaming kernels (1-8; default 8). Fewer warps with a smaller
     /// ring (`stream_smem`) let two streaming CTAs share an SM.
     pub consumer_warps: Option<u32>,
+    /// Consumer warps of the persistent megakernel (1-8; default 7: with 8 its page loops
+    /// spill, measured 52 us slower per step). Its own knob, since the chain's kernels measured
+    /// slower with 7.
+    pub persistent_warps: Option<u32>,
     /// Shared memory a streaming CTA budgets for its ring, bytes (default: the whole SM).
     pub stream_smem: Option<u32>,
     /// Threads per attention CTA (128-1024, a multiple of 128; default 512); another value
@@ -90,9 +94,10 @@ impl Tuning {
 
     /// Every numeric knob by its field name, with its value (`None`: the default): the one
     /// list that validation and reports read.
-    pub fn knobs(&self) -> [(&'static str, Option<u32>); 11] {
+    pub fn knobs(&self) -> [(&'static str, Option<u32>); 12] {
         [
             ("consumer_warps", self.consumer_warps),
+            ("persistent_warps", self.persistent_warps),
             ("stream_smem", self.stream_smem),
             ("att_threads", self.att_threads),
             ("att_chunk", self.att_chunk),

@@ -18,12 +18,9 @@ pub fn loaded_kernel_info(
     let _ = gpu;
     let module = load_module(cubin, "mkc.cu")?;
     let mut out = Vec::new();
-    let names = kernels::ENTRY_POINTS.iter().map(|(n, _)| *n).chain([
-        "k_read_bw",
-        "k_fill_matrix",
-        "k_fill_norm",
-    ]);
-    for name in names {
+    // Every kernel the cubin holds (a persistent build has k_persistent and no chain kernels).
+    for (name, _) in kernels::text_hashes(cubin) {
+        let name = name.as_str();
         let f = func(module, name)?;
         let attr = |a| func_attribute(f, a, name);
         use sys::CUfunction_attribute as A;
