@@ -5,8 +5,9 @@
 //! Each SM has a loader and a consumer. When an instruction starts, the loader streams its
 //! tasks' independent bytes (weights, KV history) in order, the first a load latency later,
 //! never waiting on counters, as long as what is buffered and not yet consumed fits the ring
-//! (the operator's `prefetch_bytes`; an empty ring always takes the next task, so a run larger
-//! than the ring streams through it). The loader does not run ahead into the next
+//! (`persistent_prefetch_bytes`: the kernel's page ring, or attention's KV chunk; an empty
+//! ring always takes the next task, so a run larger than the ring streams through it). The
+//! loader does not run ahead into the next
 //! instruction: that was the kernel's producer until it got one ring across the whole stream.
 //! The kernel now runs ahead and this model does not yet (a run-ahead model predicted the
 //! bandwidth floor, where the kernel measures ~885 µs and 656 without its dependent work;
@@ -70,12 +71,15 @@ pub fn simulate(
     let g = &s.graph;
     let lat = &device.latencies;
     let (bw, cap) = bandwidths(device);
-    // Each operator's ring (what its producer holds ahead of its consumers), by kind.
+    // What the kernel holds ahead of its consumers in an instruction of each kind: its page
+    // ring, or attention's KV chunk (the chain's rings where the kernel cannot run the model).
     let ring = |kind: mkc_ir::OpKind| -> f64 {
         s.model
             .as_ref()
             .map_or(plan.resources.dynamic_smem_bytes as f64, |m| {
-                mkc_catalogue::prefetch_bytes(m, kind) as f64
+                mkc_catalogue::persistent_prefetch_bytes(m, kind)
+                    .unwrap_or_else(|| mkc_catalogue::prefetch_bytes(m, kind))
+                    as f64
             })
             .max(1.0)
     };
