@@ -337,7 +337,7 @@ struct ChainWork {
     // page 0, and its barriers are the CTA's.
     static constexpr bool WHOLE_CTA = true;
     // The CTA's streaming layout (carve_stream) and attention's shared memory: all of it.
-    __device__ __forceinline__ Stream stream(int x_len, int norm_len, int per_warp) const;
+    __device__ __forceinline__ Stream stream(int x_len, int norm_len, int slots) const;
     __device__ __forceinline__ unsigned char* att_smem(unsigned& bytes) const {
         bytes = dynamic_smem_bytes();
         return smem_raw;
@@ -419,7 +419,7 @@ struct Stream {
     bf16* norm;
     float* scratch;  // 64 floats
     bf16* ring;
-    int per_warp;          // ring slots per consumer warp
+    int slots;             // ring slots (any number: slot j belongs to consumer warp j % CONSUMER_WARPS)
     int page0;             // the ring's page index of this operator's first page (0 in a chain)
     unsigned norm_parity;  // the norm mbarrier's phase parity this operator waits for
 };
@@ -435,7 +435,7 @@ __host__ __device__ constexpr int ring_offset(int x_len, int norm_len) {
     return (scratch_offset(x_len, norm_len) + 64 * 4 + 127) / 128 * 128;
 }
 
-__device__ Stream carve_stream(int x_len, int norm_len, int per_warp) {
+__device__ Stream carve_stream(int x_len, int norm_len, int slots) {
     Stream s;
     s.full = (u64*)smem_raw;
     s.empty = (u64*)(smem_raw + empty_offset());
@@ -444,19 +444,19 @@ __device__ Stream carve_stream(int x_len, int norm_len, int per_warp) {
     s.norm = (bf16*)(smem_raw + norm_offset(x_len));
     s.scratch = (float*)(smem_raw + scratch_offset(x_len, norm_len));
     s.ring = (bf16*)(smem_raw + ring_offset(x_len, norm_len));
-    s.per_warp = per_warp;
+    s.slots = slots;
     s.page0 = 0;
     s.norm_parity = 0;
     return s;
 }
 
-__device__ __forceinline__ Stream ChainWork::stream(int x_len, int norm_len, int per_warp) const {
-    return carve_stream(x_len, norm_len, per_warp);
+__device__ __forceinline__ Stream ChainWork::stream(int x_len, int norm_len, int slots) const {
+    return carve_stream(x_len, norm_len, slots);
 }
 
 // Initialises the ring's barriers (the producer lane, before any thread uses them).
 __device__ void ring_init(const Stream& s) {
-    for (int i = 0; i < CONSUMER_WARPS * s.per_warp; ++i) {
+    for (int i = 0; i < s.slots; ++i) {
         mbar_init(&s.full[i], 1);
         mbar_init(&s.empty[i], 1);
     }
@@ -467,18 +467,28 @@ __device__ void ring_init(const Stream& s) {
 __device__ __forceinline__ void ring_ready_arrive() { asm volatile("bar.arrive 2, %0;" ::"n"(THREADS) : "memory"); }
 __device__ __forceinline__ void ring_ready_wait() { asm volatile("bar.sync 2, %0;" ::"n"(THREADS) : "memory"); }
 
-// Ring slot of the CTA's page i: page i belongs to consumer warp i % CONSUMER_WARPS, which
-// owns `per_warp` slots and takes its pages in order, so every slot has one consumer and its
-// mbarrier phases are awaited in order (a shared slot could let a fast warp wait on a parity
-// one lap ahead and see a stale completed phase).
-// (mkc_catalogue::ring_slot, checked by the generated static_asserts.)
-__host__ __device__ constexpr int ring_slot_of(int i, int per_warp) {
-    return (i % CONSUMER_WARPS) * per_warp + (i / CONSUMER_WARPS) % per_warp;
+// Ring slot and lap of the ring's page i: page i goes to slot i % slots, and slot j belongs to
+// consumer warp j % CONSUMER_WARPS (with slots not a multiple of the warps, the first warps own
+// one slot more), which takes its pages in order: every slot has one consumer and its mbarrier
+// phases are awaited in order (a shared slot could let a fast warp wait on a parity one lap
+// ahead and see a stale completed phase).
+// (mkc_catalogue::ring_slot and ring_owner, checked by the generated static_asserts.)
+__host__ __device__ constexpr int ring_slot_of(int i, int slots) { return i % slots; }
+__host__ __device__ constexpr int ring_lap_of(int i, int slots) { return i / slots; }
+__host__ __device__ constexpr int ring_owner_of(int i, int slots) { return i % slots % CONSUMER_WARPS; }
+// The first page from `i` on that consumer warp `warp` owns (pages past the end if none: a warp
+// with no slot, warp >= slots, owns no page).
+__host__ __device__ constexpr int ring_next_of(int i, int slots, int warp) {
+    return warp >= slots ? 1 << 30
+           : i % slots <= warp
+               ? i - i % slots + warp
+               : (warp + (i % slots - warp + CONSUMER_WARPS - 1) / CONSUMER_WARPS * CONSUMER_WARPS < slots
+                      ? i - i % slots + warp + (i % slots - warp + CONSUMER_WARPS - 1) / CONSUMER_WARPS * CONSUMER_WARPS
+                      : i - i % slots + slots + warp);
 }
-__host__ __device__ constexpr int ring_lap_of(int i, int per_warp) { return i / CONSUMER_WARPS / per_warp; }
 __device__ __forceinline__ void ring_slot(const Stream& s, int i, int& slot, int& lap) {
-    slot = ring_slot_of(i, s.per_warp);
-    lap = ring_lap_of(i, s.per_warp);
+    slot = ring_slot_of(i, s.slots);
+    lap = ring_lap_of(i, s.slots);
 }
 
 // Waits for phase `parity` of `bar` like mbar_wait, unless `*left` (null: never) is set first:
@@ -587,8 +597,11 @@ __device__ void consume(const Stream& s, const Matvec& v, const float* x, int fi
     float xr[NJ][8];
     int loaded = -1;
     bool landed_marked = false;
-    // The ring's page s.page0 + i belongs to warp (s.page0 + i) % CONSUMER_WARPS.
-    for (int i = (warp - s.page0 % CONSUMER_WARPS + CONSUMER_WARPS) % CONSUMER_WARPS; i < count; i += CONSUMER_WARPS) {
+    // The ring's page s.page0 + i belongs to the warp owning its slot (ring_owner_of): every
+    // CONSUMER_WARPS-th page where the slots are a multiple of the warps (every chain ring).
+    const bool even = s.slots % CONSUMER_WARPS == 0;
+    for (int i = ring_next_of(s.page0, s.slots, warp) - s.page0; i < count;
+         i = even ? i + CONSUMER_WARPS : ring_next_of(s.page0 + i + 1, s.slots, warp) - s.page0) {
         int chunk, row0;
         page_coords(v, first + i, chunk, row0);
         if (chunk != loaded) {
@@ -659,13 +672,11 @@ __device__ __forceinline__ volatile int* warm_stop_flag(const Stream& s) { retur
 // Ring slots warming may use beside a CTA's `count` own pages, and the slot and lap of its n-th
 // warmed page: those of the consumer warps with no page here (mkc_catalogue::warm_slot,
 // checked by the generated static_asserts).
-__host__ __device__ constexpr int warm_slots(int count, int per_warp) {
-    return (CONSUMER_WARPS - count) * per_warp < WARM_DEPTH ? (CONSUMER_WARPS - count) * per_warp : WARM_DEPTH;
+__host__ __device__ constexpr int warm_slots(int count, int slots) {
+    return slots - count < WARM_DEPTH ? slots - count : WARM_DEPTH;
 }
-__host__ __device__ constexpr int warm_slot_of(int count, int per_warp, int n) {
-    return count * per_warp + n % warm_slots(count, per_warp);
-}
-__host__ __device__ constexpr int warm_lap_of(int count, int per_warp, int n) { return n / warm_slots(count, per_warp); }
+__host__ __device__ constexpr int warm_slot_of(int count, int slots, int n) { return count + n % warm_slots(count, slots); }
+__host__ __device__ constexpr int warm_lap_of(int count, int slots, int n) { return n / warm_slots(count, slots); }
 
 // Copies pages [skip, skip + limit) of this CTA's share of `u` through the idle ring slots (see
 // above) and waits for them. `flagged`: stop when warm_stop_flag is set; otherwise start only once this CTA's own
@@ -673,19 +684,19 @@ __host__ __device__ constexpr int warm_lap_of(int count, int per_warp, int n) { 
 template <typename Work>
 __device__ void warm_l2(const Work& work, const Stream& s, const Matvec& u, int count, int skip, int limit,
                         bool flagged) {
-    if (count >= CONSUMER_WARPS) return;
+    if (count >= s.slots) return;
     if (!flagged) {
         int slot, lap;
         ring_slot(s, count - 1, slot, lap);
         mbar_wait(&s.full[slot], lap & 1);
     }
-    const int nslots = warm_slots(count, s.per_warp);
+    const int nslots = warm_slots(count, s.slots);
     int f, c;
     page_range(work, u, f, c);
     const unsigned half = (unsigned)(u.page_rows * u.k);  // bytes of half a gate/up page
     int j = skip;
     for (; j < c && j < skip + limit && !(flagged && *warm_stop_flag(s)); ++j) {
-        int n = j - skip, slot = warm_slot_of(count, s.per_warp, n), lap = warm_lap_of(count, s.per_warp, n);
+        int n = j - skip, slot = warm_slot_of(count, s.slots, n), lap = warm_lap_of(count, s.slots, n);
         if (lap > 0) mbar_wait(&s.full[slot], (lap - 1) & 1);
         int chunk, row0;
         page_coords(u, f + j, chunk, row0);
@@ -696,7 +707,7 @@ __device__ void warm_l2(const Work& work, const Stream& s, const Matvec& u, int 
     }
     for (int i = max(skip, j - nslots); i < j; ++i) {
         int n = i - skip;
-        mbar_wait(&s.full[warm_slot_of(count, s.per_warp, n)], warm_lap_of(count, s.per_warp, n) & 1);
+        mbar_wait(&s.full[warm_slot_of(count, s.slots, n)], warm_lap_of(count, s.slots, n) & 1);
     }
 }
 
@@ -709,10 +720,10 @@ __device__ void warm_l2(const Work& work, const Stream& s, const Matvec& u, int 
 // (null w0: none), until released or, with `warm_limit`, that many after the own pages landed.
 template <typename Work, typename Deps, typename Prepare, typename Epilogue, typename Finish>
 __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, int x_len, const float* x_global,
-                           const bf16* norm, int norm_len, int per_warp, Prepare prepare, Epilogue& epilogue,
+                           const bf16* norm, int norm_len, int slots, Prepare prepare, Epilogue& epilogue,
                            Finish finish, Matvec warm = Matvec{}, int warm_limit = 0) {
     const bool warming = WARM_DEPTH > 0 && deps.overlapped() && warm.w0, flagged = warming && !warm_limit;
-    Stream s = work.stream(x_len, norm ? norm_len : 0, per_warp);
+    Stream s = work.stream(x_len, norm ? norm_len : 0, slots);
     int first, count;
     page_range(work, v, first, count);
     deps.issued();
@@ -917,7 +928,7 @@ __device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, 
     };
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_QKV) up_gate.w0 = nullptr;
-    run_stream(work, deps, v, m.hidden, nullptr, op_norm(OP_QKV_ROPE, g, L), m.hidden, m.ring[0], prepare, ep, NoFinish{}, up_gate,
+    run_stream(work, deps, v, m.hidden, nullptr, op_norm(OP_QKV_ROPE, g, L), m.hidden, RING_SLOTS_QKV_ROPE, prepare, ep, NoFinish{}, up_gate,
                WARM_QKV);
 }
 
@@ -941,7 +952,7 @@ __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, co
     auto prepare = [](const Stream&) {};
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_O) up_gate.w0 = nullptr;
-    run_stream(work, deps, v, 0, L.attn, nullptr, 0, m.ring[2], prepare, ep, NoFinish{}, up_gate);
+    run_stream(work, deps, v, 0, L.attn, nullptr, 0, RING_SLOTS_O_PROJ, prepare, ep, NoFinish{}, up_gate);
 }
 
 template <typename Work, typename Deps>
@@ -951,7 +962,7 @@ __device__ void down_body(const Model& m, const Globals& g, const Layer& L, cons
     // The consumers load their slices of h straight from global memory (L2) into registers:
     // no staging pass and barrier before the first page (pdl -9 µs per step, docs/perf.md).
     auto prepare = [](const Stream&) {};
-    run_stream(work, deps, v, 0, L.h, nullptr, 0, m.ring[4], prepare, ep, NoFinish{});
+    run_stream(work, deps, v, 0, L.h, nullptr, 0, RING_SLOTS_DOWN, prepare, ep, NoFinish{});
 }
 
 // (4) RMSNorm + gate/up matvecs + SiLU(gate) * up: a page holds matching gate and up rows.
@@ -976,7 +987,7 @@ __device__ void up_gate_body(const Model& m, const Globals& g, const Layer& L, c
         residual_share(work, v, m.hidden, lo, hi);
         stage_sum(s.x, L.x_in, L.o_part, m.s_attn, m.hidden, L.x_mid, lo, hi, &s, m.eps);
     };
-    run_stream(work, deps, v, m.hidden, nullptr, op_norm(OP_UP_GATE, g, L), m.hidden, m.ring[3], prepare, ep, NoFinish{});
+    run_stream(work, deps, v, m.hidden, nullptr, op_norm(OP_UP_GATE, g, L), m.hidden, RING_SLOTS_UP_GATE, prepare, ep, NoFinish{});
 }
 
 // (6) Final RMSNorm + LM head + fused argmax into tokens[pos + 1]: each warp keeps its best
@@ -1008,7 +1019,7 @@ __device__ void lm_head_body(const Model& m, const Globals& g, const Layer& L, c
     auto finish = [&](const Stream&) {
         if (threadIdx.x % 32 == 0 && ep.best) atomicMax(&g.tokens[*g.pos + 1], ep.best);
     };
-    run_stream(work, deps, v, m.hidden, nullptr, op_norm(OP_LM_HEAD, g, L), m.hidden, m.ring[5], prepare, ep, finish);
+    run_stream(work, deps, v, m.hidden, nullptr, op_norm(OP_LM_HEAD, g, L), m.hidden, RING_SLOTS_LM_HEAD, prepare, ep, finish);
 }
 
 // KV positions per attention chunk in `smem` bytes of dynamic shared memory beside q and the
@@ -1331,7 +1342,7 @@ __device__ __forceinline__ Stream persistent_stream(int page0, int norm) {
     s.norm = persistent_norm(norm);
     s.scratch = s.x + PERSISTENT_X_LEN;
     s.ring = (bf16*)(smem_raw + PERSISTENT_RING_OFFSET);
-    s.per_warp = PERSISTENT_PER_WARP;
+    s.slots = PERSISTENT_SLOTS;
     s.page0 = page0;
     s.norm_parity = (unsigned)(norm / 2) & 1;
     return s;
@@ -1470,7 +1481,7 @@ __device__ void persistent_producer(const Model& m, const Globals& g, const Pers
     // the consumers waited for each unless they stopped early (the watchdog), and a later page
     // may not have been issued (its slot's last phase is then an earlier page's).
     if (kvs > 0) mbar_wait(persistent_kv_full(), (kvs - 1) & 1);
-    const int slots = CONSUMER_WARPS * PERSISTENT_PER_WARP;
+    const int slots = PERSISTENT_SLOTS;
     for (int q = page0 - slots > 0 ? page0 - slots : 0; q < page0; ++q) {
         int slot, lap;
         ring_slot(persistent_stream(0, 0), q, slot, lap);
@@ -1542,7 +1553,7 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
     }
     if (threadIdx.x == CONSUMER_THREADS) {
         Stream s = persistent_stream(0, 0);
-        for (int i = 0; i < CONSUMER_WARPS * PERSISTENT_PER_WARP; ++i) {
+        for (int i = 0; i < PERSISTENT_SLOTS; ++i) {
             mbar_init(&s.full[i], 1);
             mbar_init(&s.empty[i], 1);
         }

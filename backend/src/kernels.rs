@@ -14,8 +14,8 @@ use crate::error::BackendError;
 
 pub use mkc_catalogue::{
     att_threads, attention_chunk, consumer_warps, cta_tasks, dynamic_smem, entry_point, kind_of,
-    page_range, ring_slot, stream, stream_threads, threads, warm_slot, Stream, ATT_THREADS,
-    CONSUMER_WARPS, ENTRY_POINTS, MAX_SLOTS,
+    page_range, ring_next, ring_owner, ring_slot, stream, stream_threads, threads, warm_slot,
+    Stream, ATT_THREADS, CONSUMER_WARPS, ENTRY_POINTS, MAX_SLOTS,
 };
 
 /// The CUDA source of every operator.

@@ -620,31 +620,51 @@ proptest::proptest! {
         proptest::prop_assert_eq!(next, pages);
     }
 
-    /// The ring protocol's invariants: every slot has one consumer warp; a slot's laps come in
-    /// page order one at a time (so a parity wait can never see a phase two laps old); and a
-    /// page's slot was last used by an earlier page of the same warp (so the producer, which
-    /// issues in page order, never waits on a consumer that waits on it).
+    /// The ring protocol's invariants, for any number of slots and warps: every slot has one
+    /// consumer warp; a slot's laps come in page order one at a time (so a parity wait can
+    /// never see a phase two laps old); a page's slot was last used by an earlier page of the
+    /// same warp (so the producer, which issues in page order, never waits on a consumer that
+    /// waits on it); and walking `ring_next` from any first page visits exactly each warp's
+    /// own pages, in order (the consumers' loop), no warp owning more than one slot above
+    /// another.
     #[test]
     fn ring_slots_have_one_in_order_consumer(
-        count in 0u32..2_000, per_warp in 1u32..3, warps in 1u32..=kernels::CONSUMER_WARPS,
+        page0 in 0u32..500, count in 0u32..1_000, slots in 1u32..=kernels::MAX_SLOTS,
+        warps in 1u32..=kernels::CONSUMER_WARPS,
     ) {
-        let slots = (warps * per_warp) as usize;
-        let mut owner = vec![None; slots];
-        let mut last: Vec<Option<(u32, u32)>> = vec![None; slots];
-        for i in 0..count {
-            let (slot, lap) = kernels::ring_slot(i, per_warp, warps);
-            let warp = i % warps;
+        let mut owner = vec![None; slots as usize];
+        let mut last: Vec<Option<(u32, u32)>> = vec![None; slots as usize];
+        let mut walked: Vec<Vec<u32>> = vec![Vec::new(); warps as usize];
+        for i in 0..page0 + count {
+            let (slot, lap) = kernels::ring_slot(i, slots);
+            let warp = kernels::ring_owner(i, slots, warps);
             let s = slot as usize;
-            proptest::prop_assert!(s < slots);
+            proptest::prop_assert!(slot < slots && warp < warps);
             proptest::prop_assert_eq!(*owner[s].get_or_insert(warp), warp);
             match last[s] {
                 None => proptest::prop_assert_eq!(lap, 0),
                 Some((prev_page, prev_lap)) => {
                     proptest::prop_assert_eq!(lap, prev_lap + 1);
-                    proptest::prop_assert!(prev_page < i && prev_page % warps == warp);
+                    proptest::prop_assert!(
+                        prev_page < i && kernels::ring_owner(prev_page, slots, warps) == warp
+                    );
                 }
             }
             last[s] = Some((i, lap));
+            if i >= page0 {
+                walked[warp as usize].push(i);
+            }
+        }
+        let owned: Vec<u32> = (0..warps).map(|w| (0..slots).filter(|j| j % warps == w).count() as u32).collect();
+        proptest::prop_assert!(owned.iter().max().unwrap() - owned.iter().min().unwrap() <= 1);
+        for warp in 0..warps {
+            let mut mine = Vec::new();
+            let mut next = kernels::ring_next(page0, slots, warps, warp);
+            while let Some(p) = next.filter(|&p| p < page0 + count) {
+                mine.push(p);
+                next = kernels::ring_next(p + 1, slots, warps, warp);
+            }
+            proptest::prop_assert_eq!(&mine, &walked[warp as usize], "warp {}", warp);
         }
     }
 
@@ -652,19 +672,18 @@ proptest::proptest! {
     /// each slot's laps in order, and at most `depth` slots.
     #[test]
     fn warming_never_touches_a_slot_the_consumers_read(
-        count in 1u32..12, per_warp in 1u32..3, depth in 1u32..8, pages in 1u32..64,
-        warps in 1u32..=kernels::CONSUMER_WARPS,
+        count in 1u32..12, slots in 1u32..=kernels::MAX_SLOTS, depth in 1u32..8, pages in 1u32..64,
     ) {
-        let own: Vec<u32> = (0..count).map(|i| kernels::ring_slot(i, per_warp, warps).0).collect();
+        let own: Vec<u32> = (0..count).map(|i| kernels::ring_slot(i, slots).0).collect();
         let mut used = std::collections::BTreeMap::new();
         for n in 0..pages {
-            match kernels::warm_slot(count, per_warp, depth, warps, n) {
+            match kernels::warm_slot(count, slots, depth, n) {
                 None => {
-                    proptest::prop_assert!(count >= warps);
+                    proptest::prop_assert!(count >= slots);
                     return Ok(());
                 }
                 Some((slot, lap)) => {
-                    proptest::prop_assert!(slot < warps * per_warp);
+                    proptest::prop_assert!(slot < slots);
                     proptest::prop_assert!(!own.contains(&slot), "slot {} is a consumer's", slot);
                     let prev = used.insert(slot, lap);
                     proptest::prop_assert_eq!(lap, prev.map_or(0, |p| p + 1));

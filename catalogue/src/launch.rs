@@ -41,9 +41,9 @@ pub fn declared_registers(t: &Tuning, kind: OpKind) -> u32 {
     let base = match kind {
         OpKind::QkvRope => 120,
         OpKind::Attention => 62,
-        OpKind::OProj => 108,
+        OpKind::OProj => 111,
         OpKind::UpGate => 110,
-        OpKind::Down => 108,
+        OpKind::Down => 111,
         OpKind::LmHead => 106,
     };
     match kind {

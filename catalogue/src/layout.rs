@@ -154,17 +154,17 @@ impl Stream {
         (self.scratch_offset() + SCRATCH_FLOATS * 4).div_ceil(128) * 128
     }
 
-    /// Ring slots per consumer warp: as many as fit the streaming budget, at least one, at
-    /// most `MAX_SLOTS / warps`.
-    pub fn slots_per_warp(&self) -> u32 {
+    /// Ring slots: as many per consumer warp as fit the streaming budget (at least one, at
+    /// most `MAX_SLOTS / warps`), the same number for every warp.
+    pub fn slots(&self) -> u32 {
         let budget = self.budget.min(SMEM_PER_CTA);
         let fit = budget.saturating_sub(self.ring_offset()) / (self.work.page_bytes * self.warps);
-        fit.clamp(1, MAX_SLOTS / self.warps)
+        fit.clamp(1, MAX_SLOTS / self.warps) * self.warps
     }
 
     /// Dynamic shared memory of the kernel.
     pub fn dynamic_smem(&self) -> u32 {
-        self.ring_offset() + self.slots_per_warp() * self.warps * self.work.page_bytes
+        self.ring_offset() + self.slots() * self.work.page_bytes
     }
 }
 
@@ -176,25 +176,45 @@ pub fn page_range(n: u32, b: u32, g: u32) -> (u32, u32) {
     (first, end - first)
 }
 
-/// Ring slot and lap of a CTA's page `i` (the source's `ring_slot`): page i belongs to consumer
-/// warp `i % warps`, which owns `per_warp` slots and takes its pages in order. The parity
-/// waits on a slot's barriers are sound only because each slot has one consumer whose laps
-/// come in order (tested as a property).
-pub fn ring_slot(i: u32, per_warp: u32, warps: u32) -> (u32, u32) {
-    let (w, j) = (i % warps, i / warps);
-    (w * per_warp + j % per_warp, j / per_warp)
+/// Ring slot and lap of the ring's page `i` (the source's `ring_slot`): page i goes to slot
+/// `i % slots`, lap `i / slots`.
+pub fn ring_slot(i: u32, slots: u32) -> (u32, u32) {
+    (i % slots, i / slots)
+}
+
+/// The consumer warp of the ring's page `i` (the source's `ring_owner_of`): slot j belongs to
+/// warp `j % warps`, which takes its pages in order. The parity waits on a slot's barriers are
+/// sound only because each slot has one consumer whose laps come in order (tested as a
+/// property); with `slots` not a multiple of `warps` the first warps own one slot more.
+pub fn ring_owner(i: u32, slots: u32, warps: u32) -> u32 {
+    i % slots % warps
+}
+
+/// The first page from `i` on that warp `warp` owns (the source's `ring_next_of`); None for a
+/// warp with no slot (`warp >= slots`).
+pub fn ring_next(i: u32, slots: u32, warps: u32, warp: u32) -> Option<u32> {
+    if warp >= slots {
+        return None;
+    }
+    let (base, j) = (i - i % slots, i % slots);
+    let owned = warp + (j.saturating_sub(warp)).div_ceil(warps) * warps;
+    Some(if owned < slots {
+        base + owned
+    } else {
+        base + slots + warp
+    })
 }
 
 /// Ring slot and lap of the `n`-th page a CTA with `count` pages of its own warms L2 with, at
-/// most `depth` in flight (the source's `warm_l2`): the slots of the consumer warps that have
-/// no page here, so that warming never overwrites a page a consumer reads (tested as a
-/// property). None when every warp has a page.
-pub fn warm_slot(count: u32, per_warp: u32, depth: u32, warps: u32, n: u32) -> Option<(u32, u32)> {
-    if count >= warps || depth == 0 {
+/// most `depth` in flight (the source's `warm_l2`): the slots past its own pages, so that
+/// warming never overwrites a page a consumer reads (tested as a property). None when its own
+/// pages take every slot.
+pub fn warm_slot(count: u32, slots: u32, depth: u32, n: u32) -> Option<(u32, u32)> {
+    if count >= slots || depth == 0 {
         return None;
     }
-    let slots = ((warps - count) * per_warp).min(depth);
-    Some((count * per_warp + n % slots, n / slots))
+    let free = (slots - count).min(depth);
+    Some((count + n % free, n / free))
 }
 
 /// The streaming layout of a matvec operator (None for attention).
@@ -220,7 +240,7 @@ pub fn stream(model: &Model, kind: OpKind) -> Option<Stream> {
 /// consumers free a slot, which they do only after the wait), attention's KV chunk.
 pub fn prefetch_bytes(model: &Model, kind: OpKind) -> u64 {
     match stream(model, kind) {
-        Some(s) => s.slots_per_warp() as u64 * s.warps as u64 * s.work.page_bytes as u64,
+        Some(s) => s.slots() as u64 * s.work.page_bytes as u64,
         None => {
             let kv_position = 2 * model.geometry.head_dim as u64 * model.geometry.dtype.bytes();
             attention_chunk(model) as u64 * kv_position

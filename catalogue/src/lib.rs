@@ -10,8 +10,8 @@ pub mod persistent;
 pub use launch::{cta_tasks, declared_resources, grid, GridShape, ResourceSource, Resources};
 pub use layout::{
     att_threads, attention_chunk, consumer_warps, dynamic_smem, page_range, prefetch_bytes,
-    ring_slot, stream, stream_threads, threads, warm_depth, warm_slot, Stream, ATT_THREADS,
-    CONSUMER_WARPS, MAX_SLOTS, SMEM_PER_CTA, SMEM_PER_SM, WARM_DEPTH,
+    ring_next, ring_owner, ring_slot, stream, stream_threads, threads, warm_depth, warm_slot,
+    Stream, ATT_THREADS, CONSUMER_WARPS, MAX_SLOTS, SMEM_PER_CTA, SMEM_PER_SM, WARM_DEPTH,
 };
 
 pub use persistent::{

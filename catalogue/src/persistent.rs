@@ -53,8 +53,9 @@ pub fn persistent_threads(t: &Tuning) -> u32 {
 /// Where the persistent kernel keeps what, in bytes of dynamic shared memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PersistentLayout {
-    /// Ring slots per consumer warp (the ring is one sequence of pages across instructions).
-    pub per_warp: u32,
+    /// Ring slots (the ring is one sequence of pages across instructions; slot j belongs to
+    /// consumer warp j % warps).
+    pub slots: u32,
     /// Consumer warps (`tuning.persistent_warps`).
     pub warps: u32,
     /// Bytes of a weight page.
@@ -109,14 +110,9 @@ impl PersistentLayout {
         self.work_offset() + self.work_bytes
     }
 
-    /// Ring slots in all.
-    pub fn slots(&self) -> u32 {
-        self.per_warp * self.warps
-    }
-
     /// Dynamic shared memory of the kernel.
     pub fn dynamic_smem(&self) -> u32 {
-        self.ring_offset() + self.slots() * self.page_bytes
+        self.ring_offset() + self.slots * self.page_bytes
     }
 
     /// KV positions the kernel's attention stages per chunk in the work region (the source's
@@ -128,10 +124,13 @@ impl PersistentLayout {
     }
 }
 
-/// The persistent kernel's layout for `model`: as many ring slots per warp as leave the work
-/// region room for a streaming operator's input vector and, beside it, attention's vectors
-/// and 32 KV positions; the rest to the work region (attention's chunk). The error names the field and
-/// the fix.
+/// The persistent kernel's layout for `model`. The work region holds a streaming operator's
+/// input vector and, beside it, attention's vectors and KV chunk; the page ring takes the rest.
+/// Its slots: `tuning.persistent_slots`, or by default as many as leave attention a chunk
+/// that holds the workload's whole KV history (`prompt_len + generate` positions, at most
+/// `max_seq_len`: one chunk per attention instruction, which the producer loads ahead), at
+/// least one per consumer warp; never so many that the chunk holds fewer than 32 positions.
+/// The error names the field and the fix.
 pub fn persistent_layout(model: &Model) -> Result<PersistentLayout, Unsupported> {
     let warps = persistent_warps(&model.tuning);
     let consumers = warps * 32;
@@ -147,32 +146,53 @@ pub fn persistent_layout(model: &Model) -> Result<PersistentLayout, Unsupported>
     let hidden = model.geometry.hidden;
     let page_bytes = model.lowering.page_bytes;
     let mut l = PersistentLayout {
-        per_warp: 1,
+        slots: 1,
         warps,
         page_bytes,
         norm_len: hidden,
         x_len: hidden,
         work_bytes: 0,
     };
-    let min_chunk = MIN_PERSISTENT_CHUNK
-        .min(model.workload.max_seq_len)
-        .max(layout::attention_reduce_chunk(model, consumers));
-    let att_need =
-        layout::attention_vectors_smem(model) + min_chunk * layout::attention_position_smem(model);
-    let need = l.x_bytes() + align128(att_need);
     let budget = SMEM_PER_CTA - PERSISTENT_STATIC_SMEM;
-    let room = budget.saturating_sub(l.work_offset() + need);
-    l.per_warp = (room / (page_bytes * warps)).min(MAX_SLOTS / warps);
-    if l.per_warp == 0 {
+    let w = &model.workload;
+    // The ring slots that fit beside a chunk of `chunk` KV positions.
+    let fit = |chunk: u32| {
+        let att =
+            layout::attention_vectors_smem(model) + chunk * layout::attention_position_smem(model);
+        let room = budget.saturating_sub(l.work_offset() + l.x_bytes() + align128(att));
+        (room / page_bytes).min(MAX_SLOTS)
+    };
+    let min_chunk = MIN_PERSISTENT_CHUNK
+        .min(w.max_seq_len)
+        .max(layout::attention_reduce_chunk(model, consumers));
+    let most = fit(min_chunk);
+    if most == 0 {
         return Err(Unsupported(format!(
-            "the persistent kernel's shared memory ({budget} bytes) cannot hold one ring slot per \
-             consumer warp ({} bytes) beside attention's scores of workload.max_seq_len {} \
+            "the persistent kernel's shared memory ({budget} bytes) cannot hold one ring slot \
+             ({page_bytes} bytes) beside attention's scores of workload.max_seq_len {} \
              positions. Fix: lower workload.max_seq_len or raise lowering.attention_split",
-            page_bytes * warps,
-            model.workload.max_seq_len
+            w.max_seq_len
         )));
     }
-    l.work_bytes = (budget - l.work_offset() - l.slots() * page_bytes) / 128 * 128;
+    l.slots = match model.tuning.persistent_slots {
+        Some(n) if n > most => {
+            return Err(Unsupported(format!(
+                "tuning.persistent_slots {n}: the persistent kernel's shared memory holds at \
+                 most {most} ring slots of {page_bytes} bytes beside attention's {min_chunk} \
+                 KV positions. Fix: set tuning.persistent_slots to at most {most}"
+            )))
+        }
+        Some(n) => n,
+        None => {
+            let history = w
+                .prompt_len
+                .saturating_add(w.generate)
+                .min(w.max_seq_len)
+                .max(min_chunk);
+            fit(history).clamp(warps.min(most), most)
+        }
+    };
+    l.work_bytes = (budget - l.work_offset() - l.slots * page_bytes) / 128 * 128;
     Ok(l)
 }
 
@@ -191,7 +211,7 @@ pub fn persistent_prefetch_bytes(model: &Model, kind: mkc_ir::OpKind) -> Option<
         let kv_position = 2 * model.geometry.head_dim as u64 * model.geometry.dtype.bytes();
         l.attention_chunk(model) as u64 * kv_position
     } else {
-        l.slots() as u64 * l.page_bytes as u64
+        l.slots as u64 * l.page_bytes as u64
     })
 }
 
@@ -210,12 +230,15 @@ mod tests {
             for warps in [4, 7, 8] {
                 model.tuning.persistent_warps = Some(warps);
                 let Ok(l) = persistent_layout(&model) else {
-                    assert_eq!(persistent_prefetch_bytes(&model, mkc_ir::OpKind::Down), None);
+                    assert_eq!(
+                        persistent_prefetch_bytes(&model, mkc_ir::OpKind::Down),
+                        None
+                    );
                     continue;
                 };
                 for kind in mkc_ir::work::MATVECS {
                     let ring = persistent_prefetch_bytes(&model, kind).unwrap();
-                    assert_eq!(ring, l.slots() as u64 * l.page_bytes as u64, "{name}");
+                    assert_eq!(ring, l.slots as u64 * l.page_bytes as u64, "{name}");
                     assert!(ring <= l.dynamic_smem() as u64);
                 }
                 let kv = persistent_prefetch_bytes(&model, mkc_ir::OpKind::Attention).unwrap();
@@ -247,7 +270,7 @@ mod tests {
             prop_assume!(model.validate(name).is_ok());
             match persistent_layout(&model) {
                 Ok(l) => {
-                    prop_assert!(l.per_warp >= 1 && l.slots() <= MAX_SLOTS);
+                    prop_assert!(l.slots >= 1 && l.slots <= MAX_SLOTS);
                     let bars = PersistentLayout::NORM_AND_KV_BARS * 8;
                     prop_assert!(PersistentLayout::NORM_BARS_OFFSET + bars <= l.norm_offset());
                     prop_assert!(l.norm_offset() + 2 * l.norm_len * 2 <= l.work_offset());

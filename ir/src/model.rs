@@ -48,6 +48,9 @@ pub struct Tuning {
     /// spill, measured 52 us slower per step). Its own knob, since the chain's kernels measured
     /// slower with 7.
     pub persistent_warps: Option<u32>,
+    /// Page-ring slots of the persistent megakernel (1-16; default: as many as leave
+    /// attention's KV chunk the workload's whole history, at least one per consumer warp).
+    pub persistent_slots: Option<u32>,
     /// Shared memory a streaming CTA budgets for its ring, bytes (default: the whole SM).
     pub stream_smem: Option<u32>,
     /// Threads per attention CTA (128-1024, a multiple of 128; default 512); another value
@@ -94,10 +97,11 @@ impl Tuning {
 
     /// Every numeric knob by its field name, with its value (`None`: the default): the one
     /// list that validation and reports read.
-    pub fn knobs(&self) -> [(&'static str, Option<u32>); 12] {
+    pub fn knobs(&self) -> [(&'static str, Option<u32>); 13] {
         [
             ("consumer_warps", self.consumer_warps),
             ("persistent_warps", self.persistent_warps),
+            ("persistent_slots", self.persistent_slots),
             ("stream_smem", self.stream_smem),
             ("att_threads", self.att_threads),
             ("att_chunk", self.att_chunk),

@@ -131,10 +131,6 @@ impl Runner {
             max_seq: model.workload.max_seq_len as i32,
             eps: g.norm_eps as f32,
             log2_theta: (g.rope_theta as f32).log2(),
-            ring: std::array::from_fn(|i| {
-                let kind = kernels::ENTRY_POINTS[i].1;
-                kernels::stream(model, kind).map_or(0, |s| s.slots_per_warp() as i32)
-            }),
         };
         let mut runner = Runner {
             model: model.clone(),
