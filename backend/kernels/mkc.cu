@@ -468,28 +468,23 @@ __device__ __forceinline__ void ring_ready_arrive() { asm volatile("bar.arrive 2
 __device__ __forceinline__ void ring_ready_wait() { asm volatile("bar.sync 2, %0;" ::"n"(THREADS) : "memory"); }
 
 // Ring slot and lap of the ring's page i: page i goes to slot i % slots, and slot j belongs to
-// consumer warp CONSUMER_WARPS - 1 - j % CONSUMER_WARPS (with slots not a multiple of the
-// warps, the last warps own one slot more: warp 0, whose thread 0 waits and signals, the
-// fewest), which takes its pages in order: every slot has one consumer and its mbarrier
+// consumer warp j % CONSUMER_WARPS (with slots not a multiple of the warps, the first warps own
+// one slot more), which takes its pages in order: every slot has one consumer and its mbarrier
 // phases are awaited in order (a shared slot could let a fast warp wait on a parity one lap
 // ahead and see a stale completed phase).
 // (mkc_catalogue::ring_slot and ring_owner, checked by the generated static_asserts.)
 __host__ __device__ constexpr int ring_slot_of(int i, int slots) { return i % slots; }
 __host__ __device__ constexpr int ring_lap_of(int i, int slots) { return i / slots; }
-__host__ __device__ constexpr int ring_owner_of(int i, int slots) { return CONSUMER_WARPS - 1 - i % slots % CONSUMER_WARPS; }
-// The first page from `i` on whose slot is the r-th warp's counted from the last (r =
-// CONSUMER_WARPS - 1 - warp; pages past the end if it owns none: r >= slots).
-__host__ __device__ constexpr int ring_next_from_last(int i, int slots, int r) {
-    return r >= slots ? 1 << 30
-           : i % slots <= r
-               ? i - i % slots + r
-               : (r + (i % slots - r + CONSUMER_WARPS - 1) / CONSUMER_WARPS * CONSUMER_WARPS < slots
-                      ? i - i % slots + r + (i % slots - r + CONSUMER_WARPS - 1) / CONSUMER_WARPS * CONSUMER_WARPS
-                      : i - i % slots + slots + r);
-}
-// The first page from `i` on that consumer warp `warp` owns.
+__host__ __device__ constexpr int ring_owner_of(int i, int slots) { return i % slots % CONSUMER_WARPS; }
+// The first page from `i` on that consumer warp `warp` owns (pages past the end if none: a warp
+// with no slot, warp >= slots, owns no page).
 __host__ __device__ constexpr int ring_next_of(int i, int slots, int warp) {
-    return ring_next_from_last(i, slots, CONSUMER_WARPS - 1 - warp);
+    return warp >= slots ? 1 << 30
+           : i % slots <= warp
+               ? i - i % slots + warp
+               : (warp + (i % slots - warp + CONSUMER_WARPS - 1) / CONSUMER_WARPS * CONSUMER_WARPS < slots
+                      ? i - i % slots + warp + (i % slots - warp + CONSUMER_WARPS - 1) / CONSUMER_WARPS * CONSUMER_WARPS
+                      : i - i % slots + slots + warp);
 }
 __device__ __forceinline__ void ring_slot(const Stream& s, int i, int& slot, int& lap) {
     slot = ring_slot_of(i, s.slots);

@@ -183,28 +183,25 @@ pub fn ring_slot(i: u32, slots: u32) -> (u32, u32) {
 }
 
 /// The consumer warp of the ring's page `i` (the source's `ring_owner_of`): slot j belongs to
-/// warp `warps - 1 - j % warps`, which takes its pages in order. The parity waits on a slot's
-/// barriers are sound only because each slot has one consumer whose laps come in order
-/// (tested as a property); with `slots` not a multiple of `warps` the last warps own one slot
-/// more, warp 0 (whose thread 0 waits on counters and signals them) the fewest.
+/// warp `j % warps`, which takes its pages in order. The parity waits on a slot's barriers are
+/// sound only because each slot has one consumer whose laps come in order (tested as a
+/// property); with `slots` not a multiple of `warps` the first warps own one slot more.
 pub fn ring_owner(i: u32, slots: u32, warps: u32) -> u32 {
-    warps - 1 - i % slots % warps
+    i % slots % warps
 }
 
 /// The first page from `i` on that warp `warp` owns (the source's `ring_next_of`); None for a
-/// warp with no slot.
+/// warp with no slot (`warp >= slots`).
 pub fn ring_next(i: u32, slots: u32, warps: u32, warp: u32) -> Option<u32> {
-    // The warp's rank from the last: its slots are rank, rank + warps, ...
-    let rank = warps - 1 - warp;
-    if rank >= slots {
+    if warp >= slots {
         return None;
     }
     let (base, j) = (i - i % slots, i % slots);
-    let owned = rank + (j.saturating_sub(rank)).div_ceil(warps) * warps;
+    let owned = warp + (j.saturating_sub(warp)).div_ceil(warps) * warps;
     Some(if owned < slots {
         base + owned
     } else {
-        base + slots + rank
+        base + slots + warp
     })
 }
 
