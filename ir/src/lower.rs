@@ -248,7 +248,7 @@ impl<'m> Builder<'m> {
                 edges: Vec::new(),
                 counters: Vec::new(),
                 model_weight_bytes: model.weight_bytes(),
-                typical_kv_len: w.prompt_len + w.generate / 2,
+                typical_kv_len: w.typical_kv_len(),
             },
         }
     }

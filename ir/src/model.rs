@@ -201,6 +201,14 @@ pub struct Workload {
     pub max_seq_len: u32,
 }
 
+impl Workload {
+    /// The KV length of the run's middle decode step: the one a step is simulated at, and the
+    /// history the persistent kernel's attention chunk is sized for.
+    pub fn typical_kv_len(&self) -> u32 {
+        self.prompt_len.saturating_add(self.generate / 2)
+    }
+}
+
 impl Default for Workload {
     fn default() -> Self {
         Workload {
