@@ -681,3 +681,54 @@ fn every_device_field_changes_the_prediction_or_is_refused() {
     );
     refused(&["compile", "tiny", "--device", &barrier], &["barrier_ns"]);
 }
+
+/// A persistent ring the kernel's shared memory cannot hold is refused naming the knob and its
+/// largest value wherever the kernel would be built or run; `compile` still writes the plan
+/// (with the declared CTA, for the simulator) and says why; a knob out of its range is refused
+/// naming the file.
+#[test]
+fn a_persistent_ring_that_does_not_fit_is_refused_with_its_largest_size() {
+    let big = file("slots13.ron", "Tuning(persistent_slots: 13)");
+    let model = "models/llama1b_tuned.ron";
+    refused(
+        &["kernels", "--model", model, "--persistent", "--tune", &big],
+        &[
+            "tuning.persistent_slots 13",
+            "Fix: set tuning.persistent_slots to at most 12",
+        ],
+    );
+    let out = scratch("slots13.json");
+    let o = mkc(&[
+        "compile",
+        model,
+        "--target",
+        "persistent",
+        "--tune",
+        &big,
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the persistent kernel cannot run this model"),
+        "{}",
+        stderr(&o)
+    );
+    let fits = file("slots12.ron", "Tuning(persistent_slots: 12)");
+    let o = mkc(&[
+        "compile",
+        model,
+        "--target",
+        "persistent",
+        "--tune",
+        &fits,
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!stderr(&o).contains("cannot run"), "{}", stderr(&o));
+    let range = file("slots17.ron", "Tuning(persistent_slots: 17)");
+    refused(
+        &["compile", model, "--target", "persistent", "--tune", &range],
+        &["slots17.ron", "tuning.persistent_slots", "between 1 and 16"],
+    );
+}

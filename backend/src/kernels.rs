@@ -94,7 +94,7 @@ pub fn compile_persistent_with(
     model: &Model,
     defines: &[(&str, u32)],
 ) -> Result<Compiled, BackendError> {
-    mkc_catalogue::persistent_layout(model).map_err(|e| BackendError::Unsupported(e.0))?;
+    check_persistent(model)?;
     let mut all = vec![("MKC_PERSISTENT", 1)];
     all.extend_from_slice(defines);
     compile_with(arch, &persistent_build(model), false, &all)
@@ -433,6 +433,14 @@ pub fn parse_ptxas_log(log: &str, tuning: &Tuning) -> Vec<KernelInfo> {
 /// Checks the model fits the kernels' assumptions; the error names the field and the fix.
 pub fn check_model(model: &Model) -> Result<(), BackendError> {
     mkc_catalogue::check_model(model).map_err(|e| BackendError::Unsupported(e.0))
+}
+
+/// Checks the persistent kernel can run the model (its shared-memory layout, its attention's
+/// threads); the error names the field and the fix.
+pub fn check_persistent(model: &Model) -> Result<(), BackendError> {
+    mkc_catalogue::persistent_layout(model)
+        .map(|_| ())
+        .map_err(|e| BackendError::Unsupported(e.0))
 }
 
 /// Fills in the dynamic shared memory of every operator kernel for `model`.
