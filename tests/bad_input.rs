@@ -698,33 +698,29 @@ fn a_persistent_ring_that_does_not_fit_is_refused_with_its_largest_size() {
         ],
     );
     let out = scratch("slots13.json");
-    let o = mkc(&[
-        "compile",
-        model,
-        "--target",
-        "persistent",
-        "--tune",
-        &big,
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let compile = |tune: &str| {
+        let args = [
+            "compile",
+            model,
+            "--target",
+            "persistent",
+            "--tune",
+            tune,
+            "-o",
+        ];
+        let mut args = args.to_vec();
+        args.push(out.to_str().unwrap());
+        mkc(&args)
+    };
+    let o = compile(&big);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("the persistent kernel cannot run this model"),
         "{}",
         stderr(&o)
     );
-    let fits = file("slots12.ron", "Tuning(persistent_slots: 12)");
-    let o = mkc(&[
-        "compile",
-        model,
-        "--target",
-        "persistent",
-        "--tune",
-        &fits,
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let o = compile(&file("slots12.ron", "Tuning(persistent_slots: 12)"));
+    assert!(o.status.success(), "{}", stderr(&o));
     assert!(!stderr(&o).contains("cannot run"), "{}", stderr(&o));
     let range = file("slots17.ron", "Tuning(persistent_slots: 17)");
     refused(

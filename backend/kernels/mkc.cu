@@ -670,8 +670,8 @@ __device__ __forceinline__ void start_producer(const Stream& s, const bf16* norm
 __device__ __forceinline__ volatile int* warm_stop_flag(const Stream& s) { return (volatile int*)(s.scratch + 63); }
 
 // Ring slots warming may use beside a CTA's `count` own pages, and the slot and lap of its n-th
-// warmed page: those of the consumer warps with no page here (mkc_catalogue::warm_slot,
-// checked by the generated static_asserts).
+// warmed page: the slots past its own pages, which no consumer reads here
+// (mkc_catalogue::warm_slot, checked by the generated static_asserts).
 __host__ __device__ constexpr int warm_slots(int count, int slots) {
     return slots - count < WARM_DEPTH ? slots - count : WARM_DEPTH;
 }
@@ -1514,8 +1514,9 @@ __device__ __forceinline__ bool consumers_sync_or(bool pred) {
 // that barrier the consumers copy them into place while thread 0 signals (`red.release`: the
 // barrier orders every consumer's stores before it; no fence) and releases the instruction's
 // norm buffer to the producer. Nothing but the loop counter and the step stays in a register
-// across a body: 9 warps cap it at 168 registers (3 warps share a sub-partition's 16K), and
-// every value held across spills.
+// across a body: with 9 warps (tuning.persistent_warps 8) ptxas caps it at 168 registers (3
+// warps share a sub-partition's 16K) and the page loops spill; the default 7 consumer warps
+// leave it ~226 and no spills.
 extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent(Model mp, Globals gp, Persistent p) {
     __shared__ Model m;
     __shared__ Globals g;

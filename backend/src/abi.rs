@@ -397,30 +397,10 @@ pub fn model_checks(model: &mkc_ir::Model) -> String {
         );
         // Which warp consumes which page of the persistent ring (its slots need not be a
         // multiple of its warps).
-        s += "#ifdef MKC_PERSISTENT\n";
-        let (slots, warps) = (l.slots, l.warps);
-        for i in [
-            0,
-            1,
-            slots - 1,
-            slots,
-            slots + warps,
-            3 * slots + warps / 2,
-            7 * slots + 5,
-        ] {
-            let owner = mkc_catalogue::ring_owner(i, slots, warps);
-            s += &format!(
-                "static_assert(ring_owner_of({i}, {slots}) == {owner}, \"Rust and CUDA disagree on the persistent ring's consumer of page {i}\");\n"
-            );
-            for warp in 0..warps {
-                let next =
-                    mkc_catalogue::ring_next(i, slots, warps, warp).map_or(1 << 30, |n| n as i64);
-                s += &format!(
-                    "static_assert(ring_next_of({i}, {slots}, {warp}) == {next}, \"Rust and CUDA disagree on warp {warp}'s next persistent page from {i}\");\n"
-                );
-            }
-        }
-        s += "#endif\n";
+        s += &format!(
+            "#ifdef MKC_PERSISTENT\n{}#endif\n",
+            ring_checks(l.slots, l.warps, "the persistent kernel")
+        );
     }
     let att_smem = dynamic_smem(model, mkc_ir::OpKind::Attention);
     s += &format!(
@@ -436,15 +416,56 @@ pub fn model_checks(model: &mkc_ir::Model) -> String {
     s
 }
 
+/// Checks of the ring's slot, lap, consumer warp and each warp's next page (`ring_slot_of`,
+/// `ring_lap_of`, `ring_owner_of`, `ring_next_of`) against the catalogue's, for a ring of
+/// `slots` slots and `warps` consumer warps, at pages around its laps' edges.
+fn ring_checks(slots: u32, warps: u32, what: &str) -> String {
+    use mkc_catalogue::{ring_next, ring_owner, ring_slot};
+    let mut s = String::new();
+    let pages = [
+        0,
+        1,
+        warps - 1,
+        warps,
+        slots - 1,
+        slots,
+        slots + warps,
+        3 * slots + 1,
+        3 * slots + warps / 2,
+        5 * slots + warps + 2,
+        7 * slots + 5,
+    ];
+    for i in pages {
+        let (slot, lap) = ring_slot(i, slots);
+        let mut checks = vec![
+            (format!("ring_slot_of({i}, {slots})"), slot as i64),
+            (format!("ring_lap_of({i}, {slots})"), lap as i64),
+            (
+                format!("ring_owner_of({i}, {slots})"),
+                ring_owner(i, slots, warps) as i64,
+            ),
+        ];
+        for warp in 0..warps {
+            let next = ring_next(i, slots, warps, warp).map_or(1 << 30, |n| n as i64);
+            checks.push((format!("ring_next_of({i}, {slots}, {warp})"), next));
+        }
+        for (expr, want) in checks {
+            s += &format!(
+                "static_assert({expr} == {want}, \"Rust and CUDA disagree on the ring slot of page {i} of {what}\");\n"
+            );
+        }
+    }
+    s
+}
+
 /// Checks of the kernels' other `constexpr` rules against the catalogue's, at the values this
 /// model's build uses: the build's warp count and warming depth, every stream's byte offsets,
 /// the CTA task runs and residual shares of every matvec (at the grids of 1 CTA, 132 CTAs and
 /// one per task, and a prime in between), and the ring and warming slots of every stream.
 fn rule_checks(model: &mkc_ir::Model) -> String {
-    use mkc_catalogue::{
-        consumer_warps, cta_tasks, ring_next, ring_owner, ring_slot, stream, warm_depth, warm_slot,
-    };
+    use mkc_catalogue::{consumer_warps, cta_tasks, stream, warm_depth, warm_slot};
     let mut s = String::new();
+    let mut s_ring = String::new();
     let mut check = |expr: String, want: i64, what: &str| {
         s += &format!(
             "static_assert({expr} == {want}, \"Rust and CUDA disagree on the {what}\");\n"
@@ -523,29 +544,7 @@ fn rule_checks(model: &mkc_ir::Model) -> String {
             );
         }
         let slots = st.slots();
-        for i in [
-            0,
-            1,
-            warps - 1,
-            warps,
-            slots,
-            3 * slots + 1,
-            5 * slots + warps + 2,
-        ] {
-            let (slot, lap) = ring_slot(i, slots);
-            let what = format!("ring slot of page {i} of {name}");
-            check(format!("ring_slot_of({i}, {slots})"), slot as i64, &what);
-            check(format!("ring_lap_of({i}, {slots})"), lap as i64, &what);
-            check(
-                format!("ring_owner_of({i}, {slots})"),
-                ring_owner(i, slots, warps) as i64,
-                &what,
-            );
-            for warp in [0, warps / 2, warps - 1] {
-                let next = ring_next(i, slots, warps, warp).map_or(1 << 30, |n| n as i64);
-                check(format!("ring_next_of({i}, {slots}, {warp})"), next, &what);
-            }
-        }
+        s_ring += &ring_checks(slots, warps, name);
         for count in [1, warps / 2, warps - 1] {
             for n in [0, 1, 2, 5] {
                 if let Some((slot, lap)) = warm_slot(count, slots, depth, n) {
@@ -564,7 +563,7 @@ fn rule_checks(model: &mkc_ir::Model) -> String {
             }
         }
     }
-    s
+    s + &s_ring
 }
 
 /// `source` with the marker lines replaced by [`model_header`] and [`model_checks`]; an error

@@ -235,16 +235,18 @@ pub fn stream(model: &Model, kind: OpKind) -> Option<Stream> {
     })
 }
 
+/// Bytes of one KV position of one KV head (its key and value rows).
+pub(crate) fn kv_position_bytes(model: &Model) -> u64 {
+    2 * model.geometry.head_dim as u64 * model.geometry.dtype.bytes()
+}
+
 /// Bytes of independent loads (weights, KV history) one CTA of operator `kind` holds before
 /// its wait: a streaming kernel's page ring (its producer can run no further ahead until the
 /// consumers free a slot, which they do only after the wait), attention's KV chunk.
 pub fn prefetch_bytes(model: &Model, kind: OpKind) -> u64 {
     match stream(model, kind) {
         Some(s) => s.slots() as u64 * s.work.page_bytes as u64,
-        None => {
-            let kv_position = 2 * model.geometry.head_dim as u64 * model.geometry.dtype.bytes();
-            attention_chunk(model) as u64 * kv_position
-        }
+        None => attention_chunk(model) as u64 * kv_position_bytes(model),
     }
 }
 

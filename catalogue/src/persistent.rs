@@ -205,8 +205,7 @@ pub fn persistent_dynamic_smem(model: &Model) -> u32 {
 pub fn persistent_prefetch_bytes(model: &Model, kind: mkc_ir::OpKind) -> Option<u64> {
     let l = persistent_layout(model).ok()?;
     Some(if kind == mkc_ir::OpKind::Attention {
-        let kv_position = 2 * model.geometry.head_dim as u64 * model.geometry.dtype.bytes();
-        l.attention_chunk(model) as u64 * kv_position
+        l.attention_chunk(model) as u64 * layout::kv_position_bytes(model)
     } else {
         l.slots as u64 * l.page_bytes as u64
     })

@@ -49,7 +49,7 @@ pub struct Tuning {
     /// slower with 7.
     pub persistent_warps: Option<u32>,
     /// Page-ring slots of the persistent megakernel (1-16; default: as many as leave
-    /// attention's KV chunk the workload's whole history, at least one per consumer warp).
+    /// attention's KV chunk the middle step's history, at least one per consumer warp).
     pub persistent_slots: Option<u32>,
     /// Shared memory a streaming CTA budgets for its ring, bytes (default: the whole SM).
     pub stream_smem: Option<u32>,

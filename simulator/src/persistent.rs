@@ -7,8 +7,8 @@
 //! never waiting on counters, as long as what is buffered and not yet consumed fits the ring
 //! (`persistent_prefetch_bytes`: the kernel's page ring, or attention's KV chunk; an empty
 //! ring always takes the next task, so a run larger than the ring streams through it). The
-//! loader does not run ahead into the next
-//! instruction: that was the kernel's producer until it got one ring across the whole stream.
+//! loader does not run ahead into the next instruction: that was the kernel's producer until
+//! it got one ring across the whole stream.
 //! The kernel now runs ahead and this model does not yet (a run-ahead model predicted the
 //! bandwidth floor, where the kernel measures ~885 µs and 656 without its dependent work;
 //! docs/perf.md). The consumer is admitted once every counter the instruction waits on is
