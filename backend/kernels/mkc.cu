@@ -512,22 +512,14 @@ __device__ __forceinline__ bool mbar_wait_unless(u64* bar, unsigned parity, cons
 
 // Producer (one lane): streams `count` pages from `first` through the ring, as its pages
 // s.page0 .. s.page0 + count - 1. Returns the pages issued: fewer if `left` was set while it
-// waited for a slot. With `inflight` > 0 it keeps at most that many pages in flight: ring
-// page q is issued once page q - inflight has landed (that page's slot is not refilled
-// before then, so its full barrier's phase is still the one awaited).
-__device__ int produce(const Stream& s, const Matvec& v, int first, int count, const volatile int* left = nullptr,
-                       int inflight = 0) {
+// waited for a slot.
+__device__ int produce(const Stream& s, const Matvec& v, int first, int count, const volatile int* left = nullptr) {
     const unsigned bytes = (unsigned)(v.page_rows * v.k * 2);
     const u64 policy = evict_first_policy();
     for (int i = 0; i < count; ++i) {
         int slot, lap;
         ring_slot(s, s.page0 + i, slot, lap);
         if (lap > 0 && !mbar_wait_unless(&s.empty[slot], (lap - 1) & 1, left)) return i;
-        if (inflight > 0 && s.page0 + i >= inflight) {
-            int landed_slot, landed_lap;
-            ring_slot(s, s.page0 + i - inflight, landed_slot, landed_lap);
-            mbar_wait(&s.full[landed_slot], landed_lap & 1);
-        }
         int chunk, row0;
         page_coords(v, first + i, chunk, row0);
         bf16* dst = s.ring + (long)slot * (PAGE_BYTES / 2);
@@ -1481,8 +1473,7 @@ __device__ void persistent_producer(const Model& m, const Globals& g, const Pers
         const Matvec v = op_matvec(ins.op, m, g, L);
         int first, count;
         page_range(PersistentWork{ins.first, ins.count, page0, 0, -1}, v, first, count);
-        // The in-flight cap (PERSISTENT_INFLIGHT); at the ring's size it is the ring itself.
-        const int issued = produce(s, v, first, count, left, PERSISTENT_INFLIGHT < PERSISTENT_SLOTS ? PERSISTENT_INFLIGHT : 0);
+        const int issued = produce(s, v, first, count, left);
         page0 += issued;
         go = issued == count;
     }

@@ -280,7 +280,6 @@ pub fn model_header(model: &mkc_ir::Model) -> String {
     if let Ok(l) = mkc_catalogue::persistent_layout(model) {
         for (name, v) in [
             ("SLOTS", l.slots),
-            ("INFLIGHT", l.inflight),
             ("NORM_LEN", l.norm_len),
             ("NORM_OFFSET", l.norm_offset()),
             ("X_LEN", l.x_len),
@@ -387,7 +386,6 @@ pub fn model_checks(model: &mkc_ir::Model) -> String {
              static_assert(PERSISTENT_RING_OFFSET % 128 == 0 && PERSISTENT_WORK_OFFSET % 128 == 0 && PERSISTENT_ATT_OFFSET % 128 == 0, \"the persistent ring, work region and attention region must be 128-byte aligned\");\n\
              static_assert(CONSUMER_WARPS == {warps}, \"Rust and CUDA disagree on the persistent kernel's consumer warps\");\n\
              static_assert(PERSISTENT_SLOTS <= MAX_SLOTS, \"the persistent ring has more slots than barriers\");\n\
-             static_assert(PERSISTENT_INFLIGHT >= 1 && PERSISTENT_INFLIGHT <= PERSISTENT_SLOTS, \"the persistent producer's in-flight cap must lie within its ring\");\n\
              static_assert(att_slices(CONSUMER_THREADS, {outs}) * {outs} * 4 <= {att_bytes}u, \"the persistent attention's partial sums overflow its region\");\n\
              #endif\n",
             model.heads_per_attention_task(),

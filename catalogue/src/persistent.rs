@@ -56,9 +56,6 @@ pub struct PersistentLayout {
     /// Ring slots (the ring is one sequence of pages across instructions; slot j belongs to
     /// consumer warp j % warps).
     pub slots: u32,
-    /// Pages the producer keeps in flight at most (`tuning.persistent_inflight`; default the
-    /// slots, no cap): before it issues ring page i it waits for page i - inflight to land.
-    pub inflight: u32,
     /// Consumer warps (`tuning.persistent_warps`).
     pub warps: u32,
     /// Bytes of a weight page.
@@ -151,7 +148,6 @@ pub fn persistent_layout(model: &Model) -> Result<PersistentLayout, Unsupported>
     let page_bytes = model.lowering.page_bytes;
     let mut l = PersistentLayout {
         slots: 1,
-        inflight: 1,
         warps,
         page_bytes,
         norm_len: hidden,
@@ -192,18 +188,6 @@ pub fn persistent_layout(model: &Model) -> Result<PersistentLayout, Unsupported>
             let history = w.typical_kv_len().min(w.max_seq_len).max(min_chunk);
             fit(history).clamp(warps.min(most), most)
         }
-    };
-    l.inflight = match model.tuning.persistent_inflight {
-        Some(n) if n > l.slots => {
-            return Err(Unsupported(format!(
-                "tuning.persistent_inflight {n}: the persistent producer cannot keep more pages \
-                 in flight than its ring has slots ({}). Fix: set tuning.persistent_inflight to \
-                 at most {}, or leave it out (no cap)",
-                l.slots, l.slots
-            )))
-        }
-        Some(n) => n,
-        None => l.slots,
     };
     l.work_bytes = (budget - l.work_offset() - l.slots * page_bytes) / 128 * 128;
     Ok(l)
@@ -272,7 +256,6 @@ mod tests {
             page_kib in prop::sample::select(vec![4u32, 8, 16, 32]),
             split in prop::sample::select(vec![1u32, 2, 4, 8]),
             warps in prop::option::of(prop::sample::select(vec![4u32, 5, 7, 8])),
-            inflight in prop::option::of(1u32..=16),
         ) {
             let (name, text) = mkc_ir::embedded::MODELS[which];
             let mut model = Model::parse(name, text).unwrap();
@@ -280,14 +263,10 @@ mod tests {
             model.lowering.page_bytes = page_kib * 1024;
             model.lowering.attention_split = split;
             model.tuning.persistent_warps = warps;
-            model.tuning.persistent_inflight = inflight;
             prop_assume!(model.validate(name).is_ok());
             match persistent_layout(&model) {
                 Ok(l) => {
                     prop_assert!(l.slots >= 1 && l.slots <= MAX_SLOTS);
-                    // The cap is the knob where set, the whole ring where not, never past it.
-                    prop_assert!(l.inflight >= 1 && l.inflight <= l.slots);
-                    prop_assert_eq!(l.inflight, inflight.unwrap_or(l.slots));
                     let bars = PersistentLayout::NORM_AND_KV_BARS * 8;
                     prop_assert!(PersistentLayout::NORM_BARS_OFFSET + bars <= l.norm_offset());
                     prop_assert!(l.norm_offset() + 2 * l.norm_len * 2 <= l.work_offset());

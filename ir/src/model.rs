@@ -51,12 +51,6 @@ pub struct Tuning {
     /// Page-ring slots of the persistent megakernel (1-16; default: as many as leave
     /// attention's KV chunk the middle step's history, at least one per consumer warp).
     pub persistent_slots: Option<u32>,
-    /// Weight pages the persistent producer keeps in flight at most (1-16, at most its ring's
-    /// slots; default: the whole ring). Bulk copies in flight queue every SM's L2 hits behind
-    /// them (`mkc probe latency`: ~0.9 us at 4 copies per SM, ~1.4 us at 8), and the
-    /// persistent kernel's dependent path is a chain of such round trips; a cap keeps the
-    /// ring as deep while fewer bytes wait in the memory system's queues.
-    pub persistent_inflight: Option<u32>,
     /// Shared memory a streaming CTA budgets for its ring, bytes (default: the whole SM).
     pub stream_smem: Option<u32>,
     /// Threads per attention CTA (128-1024, a multiple of 128; default 512); another value
@@ -103,12 +97,11 @@ impl Tuning {
 
     /// Every numeric knob by its field name, with its value (`None`: the default): the one
     /// list that validation and reports read.
-    pub fn knobs(&self) -> [(&'static str, Option<u32>); 14] {
+    pub fn knobs(&self) -> [(&'static str, Option<u32>); 13] {
         [
             ("consumer_warps", self.consumer_warps),
             ("persistent_warps", self.persistent_warps),
             ("persistent_slots", self.persistent_slots),
-            ("persistent_inflight", self.persistent_inflight),
             ("stream_smem", self.stream_smem),
             ("att_threads", self.att_threads),
             ("att_chunk", self.att_chunk),
