@@ -1378,74 +1378,51 @@ struct PersistentWork {
     __device__ __forceinline__ int task() const { return first; }
 };
 
-// Stagger between the consumer warps' first counter polls, ns: warp w polls first w x this
-// after warp 0, so that a counter is read about every POLL_STAGGER_NS instead of once per
-// loaded L2 round trip (~1-1.4 us while the weights stream, `mkc probe latency`).
-#ifndef POLL_STAGGER_NS
-#define POLL_STAGGER_NS 150
-#endif
-
 struct CounterDeps {
     const Persistent& p;
     const Instr& ins;
     const CounterRef* refs;  // the instruction's waits then signals, staged in shared memory
     int* stop;               // set (shared) once a wait gave up: the consumers leave the loop
-    int* seen;               // waits of this instruction some warp has seen complete (shared)
     int index;               // the instruction's index in the plan (for the stall record)
     unsigned step;           // 1-based launch count: targets are signals per step x step
     // No warming: an O-projection copying up/gate pages into L2 while it waits for attention
     // delayed attention's loads and cost +70-90 µs per step (docs/perf.md).
     __device__ __forceinline__ bool overlapped() const { return false; }
     __device__ __forceinline__ void issued() const {}
-    // Lane 0 of every consumer warp polls the counters with acquire loads, the warps' first
-    // polls staggered, so that a signal is seen within ~POLL_STAGGER_NS of landing rather
-    // than up to a whole round trip later; the first warp to see a counter complete raises
-    // `seen` and the others move on to the next. The acquire loads order the observing
-    // thread's later accesses; the barrier orders the other consumers' after them.
+    // One thread spins on each counter with acquire loads, then releases the other consumers.
     __device__ void wait() const {
 #ifndef MKC_ABLATE_WAITS
-        const int warp = threadIdx.x / 32;
-        if (threadIdx.x % 32 == 0 && *(volatile int*)seen < ins.waits) {
-            if (warp > 0) __nanosleep(warp * POLL_STAGGER_NS);
-            u64 start = clock_ns();
-            int n = 0;
-            for (int i = *(volatile int*)seen; i < ins.waits && !*(volatile int*)stop;) {
+        if (threadIdx.x == 0) {
+            for (int i = 0; i < ins.waits && !*stop; ++i) {
                 const CounterRef w = refs[i];
                 const unsigned target = (unsigned)w.amount * step;
-                const unsigned v = load_acquire(p.counters + w.counter);
-                if ((int)(v - target) >= 0) {
-                    atomicMax(seen, i + 1);
-                    i = *(volatile int*)seen;
-                    start = clock_ns();
-                    continue;
-                }
-                const int other = *(volatile int*)seen;
-                if (other > i) {
-                    i = other;
-                    start = clock_ns();
-                    continue;
-                }
+                const unsigned* c = p.counters + w.counter;
+                u64 start = clock_ns();
+                unsigned v;
                 // The stall flag is read every 16th poll only: each read is one more L2 round
                 // trip between two polls of the counter.
-                if (++n % 16) continue;
-                if (*(volatile unsigned*)(p.stall + 5)) {
-                    *(volatile int*)stop = 1;
-                    break;
-                }
-                if (clock_ns() - start > p.watchdog_ns) {
-                    if (atomicCAS(p.stall, 0ull, 1ull) == 0ull) {
-                        p.stall[1] = blockIdx.x;
-                        p.stall[2] = index;
-                        p.stall[3] = w.counter;
-                        p.stall[4] = ((u64)v << 32) | target;
+                for (int n = 1; (int)((v = load_acquire(c)) - target) < 0; ++n) {
+                    if (n % 16) continue;
+                    if (*(volatile unsigned*)(p.stall + 5)) {
+                        *stop = 1;
+                        break;
                     }
-                    atomicExch((unsigned*)(p.stall + 5), 1u);
-                    *(volatile int*)stop = 1;
-                    break;
+                    if (clock_ns() - start > p.watchdog_ns) {
+                        if (atomicCAS(p.stall, 0ull, 1ull) == 0ull) {
+                            p.stall[1] = blockIdx.x;
+                            p.stall[2] = index;
+                            p.stall[3] = w.counter;
+                            p.stall[4] = ((u64)v << 32) | target;
+                        }
+                        atomicExch((unsigned*)(p.stall + 5), 1u);
+                        *stop = 1;
+                        break;
+                    }
                 }
             }
         }
 #endif
+        // The acquire loads order this thread's later reads; the barrier orders the others'.
         consumers_sync();
     }
 };
@@ -1554,7 +1531,6 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
     // stages instruction i + 1's during instruction i, so no wait or signal loads one.
     __shared__ __align__(16) CounterRef refs_s[2][PERSISTENT_MAX_REFS];
     __shared__ int stop_s;       // a wait gave up (the watchdog, or another SM's stall)
-    __shared__ int seen_s;       // the current instruction's waits seen complete (CounterDeps)
     __shared__ int page0_s;      // the ring's page index of the current instruction's first page
     __shared__ int norm_s;       // the norm copy it reads
     __shared__ int kv_s;         // the KV history copy the next attention instruction reads
@@ -1569,7 +1545,6 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         kv_s = 0;
         left_s = 0;
         stop_s = 0;
-        seen_s = 0;
         if (begin < end) {
             ins = p.instrs[begin];
             L = p.layers[ins.layer];
@@ -1612,7 +1587,7 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         if (threadIdx.x == 0) trace_record(p.trace ? p.trace + (long)i * TRACE_SLOTS : nullptr);
 #endif
         const PersistentWork w{ins.first, ins.count, page0_s, norm_s, -1};
-        const CounterDeps d{p, ins, refs_s[i % 2], &stop_s, &seen_s, i, step};
+        const CounterDeps d{p, ins, refs_s[i % 2], &stop_s, i, step};
         // The operators' bodies, inlined into this switch: as __noinline__ functions the
         // bodies spilled 384-768 B each and the step took 1477 µs against 1044 inlined
         // (docs/perf.md).
@@ -1671,7 +1646,6 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
                 ++kv_s;
             }
             page0_s += pages;
-            seen_s = 0;  // every warp has left this instruction's waits (the barrier above)
         }
         trace_end();
         if (stop) break;
