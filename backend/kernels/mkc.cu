@@ -718,7 +718,7 @@ __device__ void warm_l2(const Work& work, const Stream& s, const Matvec& u, int 
 // none), ahead of its pages: loaded after the wait instead, they queued behind every CTA's ring
 // fill and held the normalisation ~2-3 µs (docs/perf.md). `warm`: gate/up pages to warm L2 with
 // (null w0: none), until released or, with `warm_limit`, that many after the own pages landed.
-template <typename Work, typename Deps, typename Prepare, typename Epilogue, typename Finish>
+template <int NJ, bool X_GLOBAL, typename Work, typename Deps, typename Prepare, typename Epilogue, typename Finish>
 __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, int x_len, const float* x_global,
                            const bf16* norm, int norm_len, int slots, Prepare prepare, Epilogue& epilogue,
                            Finish finish, Matvec warm = Matvec{}, int warm_limit = 0) {
@@ -750,18 +750,12 @@ __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, 
 #endif
     consumers_sync();  // prepare's shared-memory writes before the dot products
     mark(MARK_PREPARED);
-    int nj = v.k / 256;
-    // Spelled out per source so that each inlined copy knows which memory its x lives in (a
-    // helper taking the pointer changed three kernels' code: keep A/B-measured code as it is).
-    if (x_global) {
-        if (nj == 8) consume<8>(s, v, x_global, first, count, epilogue);
-        else if (nj == 4) consume<4>(s, v, x_global, first, count, epilogue);
-        else consume<2>(s, v, x_global, first, count, epilogue);
-    } else {
-        if (nj == 8) consume<8>(s, v, s.x, first, count, epilogue);
-        else if (nj == 4) consume<4>(s, v, s.x, first, count, epilogue);
-        else consume<2>(s, v, s.x, first, count, epilogue);
-    }
+    // One page loop per operator: its K chunk's 256-column groups are the generated K_GROUPS_*
+    // (v.k / 256). Where the input vector lives is each body's own (X_GLOBAL: x_global, read
+    // from L2; else s.x, staged in shared memory), so that the one inlined copy knows it.
+    static_assert(NJ == 2 || NJ == 4 || NJ == 8, "a page row is 512, 1024 or 2048 columns");
+    if (X_GLOBAL) consume<NJ>(s, v, x_global, first, count, epilogue);
+    else consume<NJ>(s, v, s.x, first, count, epilogue);
     mark(MARK_COMPUTED);
     finish(s);
 }
@@ -928,7 +922,7 @@ __device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, 
     };
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_QKV) up_gate.w0 = nullptr;
-    run_stream(work, deps, v, m.hidden, nullptr, op_norm(OP_QKV_ROPE, g, L), m.hidden, RING_SLOTS_QKV_ROPE, prepare, ep, NoFinish{}, up_gate,
+    run_stream<K_GROUPS_QKV_ROPE, false>(work, deps, v, m.hidden, nullptr, op_norm(OP_QKV_ROPE, g, L), m.hidden, RING_SLOTS_QKV_ROPE, prepare, ep, NoFinish{}, up_gate,
                WARM_QKV);
 }
 
@@ -952,7 +946,7 @@ __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, co
     auto prepare = [](const Stream&) {};
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_O) up_gate.w0 = nullptr;
-    run_stream(work, deps, v, 0, L.attn, nullptr, 0, RING_SLOTS_O_PROJ, prepare, ep, NoFinish{}, up_gate);
+    run_stream<K_GROUPS_O_PROJ, true>(work, deps, v, 0, L.attn, nullptr, 0, RING_SLOTS_O_PROJ, prepare, ep, NoFinish{}, up_gate);
 }
 
 template <typename Work, typename Deps>
@@ -962,7 +956,7 @@ __device__ void down_body(const Model& m, const Globals& g, const Layer& L, cons
     // The consumers load their slices of h straight from global memory (L2) into registers:
     // no staging pass and barrier before the first page (pdl -9 µs per step, docs/perf.md).
     auto prepare = [](const Stream&) {};
-    run_stream(work, deps, v, 0, L.h, nullptr, 0, RING_SLOTS_DOWN, prepare, ep, NoFinish{});
+    run_stream<K_GROUPS_DOWN, true>(work, deps, v, 0, L.h, nullptr, 0, RING_SLOTS_DOWN, prepare, ep, NoFinish{});
 }
 
 // (4) RMSNorm + gate/up matvecs + SiLU(gate) * up: a page holds matching gate and up rows.
@@ -987,7 +981,7 @@ __device__ void up_gate_body(const Model& m, const Globals& g, const Layer& L, c
         residual_share(work, v, m.hidden, lo, hi);
         stage_sum(s.x, L.x_in, L.o_part, m.s_attn, m.hidden, L.x_mid, lo, hi, &s, m.eps);
     };
-    run_stream(work, deps, v, m.hidden, nullptr, op_norm(OP_UP_GATE, g, L), m.hidden, RING_SLOTS_UP_GATE, prepare, ep, NoFinish{});
+    run_stream<K_GROUPS_UP_GATE, false>(work, deps, v, m.hidden, nullptr, op_norm(OP_UP_GATE, g, L), m.hidden, RING_SLOTS_UP_GATE, prepare, ep, NoFinish{});
 }
 
 // (6) Final RMSNorm + LM head + fused argmax into tokens[pos + 1]: each warp keeps its best
@@ -1019,7 +1013,7 @@ __device__ void lm_head_body(const Model& m, const Globals& g, const Layer& L, c
     auto finish = [&](const Stream&) {
         if (threadIdx.x % 32 == 0 && ep.best) atomicMax(&g.tokens[*g.pos + 1], ep.best);
     };
-    run_stream(work, deps, v, m.hidden, nullptr, op_norm(OP_LM_HEAD, g, L), m.hidden, RING_SLOTS_LM_HEAD, prepare, ep, finish);
+    run_stream<K_GROUPS_LM_HEAD, false>(work, deps, v, m.hidden, nullptr, op_norm(OP_LM_HEAD, g, L), m.hidden, RING_SLOTS_LM_HEAD, prepare, ep, finish);
 }
 
 // KV positions per attention chunk in `smem` bytes of dynamic shared memory beside q and the
