@@ -39,10 +39,10 @@ pub struct Resources {
 /// by the register limit a tuning imposes.
 pub fn declared_registers(t: &Tuning, kind: OpKind) -> u32 {
     let base = match kind {
-        OpKind::QkvRope => 120,
+        OpKind::QkvRope => 117,
         OpKind::Attention => 62,
-        OpKind::OProj => 111,
-        OpKind::UpGate => 110,
+        OpKind::OProj => 107,
+        OpKind::UpGate => 106,
         OpKind::Down => 111,
         OpKind::LmHead => 106,
     };
