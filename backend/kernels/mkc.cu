@@ -718,11 +718,14 @@ __device__ void warm_l2(const Work& work, const Stream& s, const Matvec& u, int 
 // none), ahead of its pages: loaded after the wait instead, they queued behind every CTA's ring
 // fill and held the normalisation ~2-3 µs (docs/perf.md). `warm`: gate/up pages to warm L2 with
 // (null w0: none), until released or, with `warm_limit`, that many after the own pages landed.
-template <int NJ, bool X_GLOBAL, typename Work, typename Deps, typename Prepare, typename Epilogue, typename Finish>
+template <int NJ, bool X_GLOBAL, bool WARMS, typename Work, typename Deps, typename Prepare, typename Epilogue,
+          typename Finish>
 __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, int x_len, const float* x_global,
                            const bf16* norm, int norm_len, int slots, Prepare prepare, Epilogue& epilogue,
                            Finish finish, Matvec warm = Matvec{}, int warm_limit = 0) {
-    const bool warming = WARM_DEPTH > 0 && deps.overlapped() && warm.w0, flagged = warming && !warm_limit;
+    // WARMS: the body passes pages to warm (QKV, the O-projection); the others' code does not
+    // depend on the warming knobs at all.
+    const bool warming = WARMS && WARM_DEPTH > 0 && deps.overlapped() && warm.w0, flagged = warming && !warm_limit;
     Stream s = work.stream(x_len, norm ? norm_len : 0, slots);
     int first, count;
     page_range(work, v, first, count);
@@ -922,7 +925,7 @@ __device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, 
     };
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_QKV) up_gate.w0 = nullptr;
-    run_stream<K_GROUPS_QKV_ROPE, false>(work, deps, v, m.hidden, nullptr, op_norm(OP_QKV_ROPE, g, L), m.hidden, RING_SLOTS_QKV_ROPE, prepare, ep, NoFinish{}, up_gate,
+    run_stream<K_GROUPS_QKV_ROPE, false, true>(work, deps, v, m.hidden, nullptr, op_norm(OP_QKV_ROPE, g, L), m.hidden, RING_SLOTS_QKV_ROPE, prepare, ep, NoFinish{}, up_gate,
                WARM_QKV);
 }
 
@@ -946,7 +949,7 @@ __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, co
     auto prepare = [](const Stream&) {};
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_O) up_gate.w0 = nullptr;
-    run_stream<K_GROUPS_O_PROJ, true>(work, deps, v, 0, L.attn, nullptr, 0, RING_SLOTS_O_PROJ, prepare, ep, NoFinish{}, up_gate);
+    run_stream<K_GROUPS_O_PROJ, true, true>(work, deps, v, 0, L.attn, nullptr, 0, RING_SLOTS_O_PROJ, prepare, ep, NoFinish{}, up_gate);
 }
 
 template <typename Work, typename Deps>
@@ -956,7 +959,7 @@ __device__ void down_body(const Model& m, const Globals& g, const Layer& L, cons
     // The consumers load their slices of h straight from global memory (L2) into registers:
     // no staging pass and barrier before the first page (pdl -9 µs per step, docs/perf.md).
     auto prepare = [](const Stream&) {};
-    run_stream<K_GROUPS_DOWN, true>(work, deps, v, 0, L.h, nullptr, 0, RING_SLOTS_DOWN, prepare, ep, NoFinish{});
+    run_stream<K_GROUPS_DOWN, true, false>(work, deps, v, 0, L.h, nullptr, 0, RING_SLOTS_DOWN, prepare, ep, NoFinish{});
 }
 
 // (4) RMSNorm + gate/up matvecs + SiLU(gate) * up: a page holds matching gate and up rows.
@@ -981,7 +984,7 @@ __device__ void up_gate_body(const Model& m, const Globals& g, const Layer& L, c
         residual_share(work, v, m.hidden, lo, hi);
         stage_sum(s.x, L.x_in, L.o_part, m.s_attn, m.hidden, L.x_mid, lo, hi, &s, m.eps);
     };
-    run_stream<K_GROUPS_UP_GATE, false>(work, deps, v, m.hidden, nullptr, op_norm(OP_UP_GATE, g, L), m.hidden, RING_SLOTS_UP_GATE, prepare, ep, NoFinish{});
+    run_stream<K_GROUPS_UP_GATE, false, false>(work, deps, v, m.hidden, nullptr, op_norm(OP_UP_GATE, g, L), m.hidden, RING_SLOTS_UP_GATE, prepare, ep, NoFinish{});
 }
 
 // (6) Final RMSNorm + LM head + fused argmax into tokens[pos + 1]: each warp keeps its best
@@ -1013,7 +1016,7 @@ __device__ void lm_head_body(const Model& m, const Globals& g, const Layer& L, c
     auto finish = [&](const Stream&) {
         if (threadIdx.x % 32 == 0 && ep.best) atomicMax(&g.tokens[*g.pos + 1], ep.best);
     };
-    run_stream<K_GROUPS_LM_HEAD, false>(work, deps, v, m.hidden, nullptr, op_norm(OP_LM_HEAD, g, L), m.hidden, RING_SLOTS_LM_HEAD, prepare, ep, finish);
+    run_stream<K_GROUPS_LM_HEAD, false, false>(work, deps, v, m.hidden, nullptr, op_norm(OP_LM_HEAD, g, L), m.hidden, RING_SLOTS_LM_HEAD, prepare, ep, finish);
 }
 
 // KV positions per attention chunk in `smem` bytes of dynamic shared memory beside q and the
@@ -1509,8 +1512,8 @@ __device__ __forceinline__ bool consumers_sync_or(bool pred) {
 // barrier orders every consumer's stores before it; no fence) and releases the instruction's
 // norm buffer to the producer. Nothing but the loop counter and the step stays in a register
 // across a body: with 9 warps (tuning.persistent_warps 8) ptxas caps it at 168 registers (3
-// warps share a sub-partition's 16K) and the page loops spill; the default 7 consumer warps
-// leave it ~226 and no spills.
+// warps share a sub-partition's 16K), measured slower than the default 7 consumer warps
+// (176 registers; docs/perf.md).
 extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent(Model mp, Globals gp, Persistent p) {
     __shared__ Model m;
     __shared__ Globals g;

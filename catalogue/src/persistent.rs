@@ -23,9 +23,9 @@ pub const PERSISTENT_MAX_REFS: u32 = 16;
 /// Fewest KV positions the persistent kernel's attention stages per chunk.
 const MIN_PERSISTENT_CHUNK: u32 = 32;
 
-/// Consumer warps of the persistent kernel by default: with 8 (288 threads, 168 registers)
-/// its page loops spill, measured 52 us per step slower on the H200 (docs/perf.md, twentieth
-/// session); 7 leave it 226 registers and no spills.
+/// Consumer warps of the persistent kernel by default: 8 (288 threads, capped at 168
+/// registers, three warps on one sub-partition) measured 45-47 us per step slower on the H200
+/// than 7, with and without spills (docs/perf.md, twentieth and twenty-first sessions).
 pub const PERSISTENT_WARPS: u32 = 7;
 
 /// Consumer warps of the persistent kernel: [`PERSISTENT_WARPS`], or

@@ -262,7 +262,7 @@ impl Summary {
                 if k.resources == "compiled" {
                     "compiled k_persistent (NVRTC)"
                 } else {
-                    "declared by the model file's lowering.kernel (NVRTC not used: --resources)"
+                    "declared by the model file's lowering.kernel (not compiled: `--resources compiled` says why)"
                 }
             );
         }
@@ -295,7 +295,7 @@ impl Summary {
                 if k.resources == "compiled" {
                     "compiled (NVRTC)"
                 } else {
-                    "declared by the operator catalogue (NVRTC not used: --resources)"
+                    "declared by the operator catalogue (not compiled: `--resources compiled` says why)"
                 }
             );
         }
