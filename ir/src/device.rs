@@ -135,6 +135,12 @@ pub struct Latencies {
     /// its wait this long after the release. Absent in older profiles: 0.
     #[serde(default)]
     pub load_latency_ns: f64,
+    /// A persistent instruction's release: from its last store to its counter signal leaving
+    /// the SM (the gpu-scope release waits for the SM's stores to be acknowledged), during
+    /// which its consumers hold at the end barrier. Chain grids signal by exiting and do not
+    /// pay it. Absent in older profiles: 0.
+    #[serde(default)]
+    pub release_ns: f64,
 }
 
 /// Everything mkc knows about one GPU.
@@ -202,6 +208,7 @@ impl DeviceProfile {
                 l.instruction_overhead_ns,
             ),
             ("latencies.load_latency_ns", l.load_latency_ns),
+            ("latencies.release_ns", l.release_ns),
         ] {
             check_latency(file, field, v)?;
         }

@@ -56,6 +56,8 @@ struct Sm {
     dependent_done: bool,
     /// When the current instruction's first load may start (a load latency after it began).
     filling_from: f64,
+    /// When the consumers may admit the next instruction: the last one's release is done.
+    free_at: f64,
 }
 
 /// Simulates one step at KV length `kv_len`. The chain targets' knobs (trigger,
@@ -115,6 +117,7 @@ pub fn simulate(
                 admitted: None,
                 dependent_done: false,
                 filling_from: lat.load_latency_ns,
+                free_at: 0.0,
             }
         })
         .collect();
@@ -193,13 +196,16 @@ pub fn simulate(
                     span.task = t;
                 }
                 end = end.max(now);
+                // The release: the signals leave once the SM's stores are acknowledged, and
+                // the consumers wait for it at the end barrier before the next instruction.
+                let released = now + lat.release_ns;
                 for sig in &ins.signals {
                     let c = sig.counter.index();
                     remaining[c] -= sig.count;
-                    done_at[c] = done_at[c].max(now);
+                    done_at[c] = done_at[c].max(released);
                     if remaining[c] == 0 {
                         for w in std::mem::take(&mut waiting[c]) {
-                            queue.push(now, Event::Check(w));
+                            queue.push(released, Event::Check(w));
                         }
                     }
                 }
@@ -210,8 +216,9 @@ pub fn simulate(
                 // The next instruction sets up its ring and issues its first pages now; they
                 // start landing a load latency later.
                 st.filling_from = now + lat.load_latency_ns;
+                st.free_at = released;
                 queue.push(st.filling_from, Event::Fill(sm));
-                queue.push(now, Event::Check(sm));
+                queue.push(released, Event::Check(sm));
             }
         }};
     }
@@ -234,7 +241,7 @@ pub fn simulate(
                     continue;
                 }
                 let ins = &plan.streams[sm][st.consumer];
-                let mut ready = now;
+                let mut ready = now.max(st.free_at);
                 let mut blocked = false;
                 for w in &ins.waits {
                     let c = w.counter.index();
