@@ -650,6 +650,7 @@ fn every_device_field_changes_the_prediction_or_is_refused() {
             "instruction_overhead_ns: 3000.0",
         ),
         ("load_latency_ns: 1400.0", "load_latency_ns: 14000.0"),
+        ("release_ns: 1300.0", "release_ns: 13000.0"),
     ] {
         let d = file(
             &format!("field-{}.ron", &from[..from.find(':').unwrap()]),

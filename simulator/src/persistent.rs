@@ -14,7 +14,9 @@
 //! docs/perf.md). The consumer is admitted once every counter the instruction waits on is
 //! complete and visible, consumes the loads as they land, and runs its dependent phase
 //! (instruction overhead, the load latency of its activations, then its activations and
-//! writes at the SM's bandwidth). The instruction ends, and signals, when both are done.
+//! writes at the SM's bandwidth). The instruction ends when both are done; its signals leave
+//! `release_ns` later (the release waits for its stores' acknowledgement), and the SM admits
+//! its next instruction no sooner. Attention's compute is not modelled (docs/perf.md).
 
 use mkc_ir::device::DeviceProfile;
 use mkc_scheduler::Schedule;
