@@ -711,9 +711,14 @@ __device__ void warm_l2(const Work& work, const Stream& s, const Matvec& u, int 
     }
 }
 
+// What run_stream's boolean template arguments say at the call sites.
+constexpr bool INPUT_FROM_L2 = true, INPUT_STAGED = false;  // X_GLOBAL
+constexpr bool WARMS_L2 = true, NO_WARMING = false;         // WARMS
+
 // Runs a streaming operator: barriers, producer, the grid-dependency wait, `prepare` (stages the
-// input vector in s.x; consumers only), the consumers (reading x_global instead of s.x where it
-// is set), then `finish` (consumers only). The
+// input vector in s.x; consumers only), the consumers (reading x_global instead of s.x with
+// X_GLOBAL), then `finish` (consumers only); its page loop is consume<NJ> (NJ: the operator's
+// K_GROUPS_*). The
 // producer's first request is the operator's RMSNorm weights (`norm`, norm_len bf16; null for
 // none), ahead of its pages: loaded after the wait instead, they queued behind every CTA's ring
 // fill and held the normalisation ~2-3 µs (docs/perf.md). `warm`: gate/up pages to warm L2 with
@@ -925,7 +930,7 @@ __device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, 
     };
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_QKV) up_gate.w0 = nullptr;
-    run_stream<K_GROUPS_QKV_ROPE, false, true>(work, deps, v, m.hidden, nullptr, op_norm(OP_QKV_ROPE, g, L), m.hidden, RING_SLOTS_QKV_ROPE, prepare, ep, NoFinish{}, up_gate,
+    run_stream<K_GROUPS_QKV_ROPE, INPUT_STAGED, WARMS_L2>(work, deps, v, m.hidden, nullptr, op_norm(OP_QKV_ROPE, g, L), m.hidden, RING_SLOTS_QKV_ROPE, prepare, ep, NoFinish{}, up_gate,
                WARM_QKV);
 }
 
@@ -949,7 +954,7 @@ __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, co
     auto prepare = [](const Stream&) {};
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_O) up_gate.w0 = nullptr;
-    run_stream<K_GROUPS_O_PROJ, true, true>(work, deps, v, 0, L.attn, nullptr, 0, RING_SLOTS_O_PROJ, prepare, ep, NoFinish{}, up_gate);
+    run_stream<K_GROUPS_O_PROJ, INPUT_FROM_L2, WARMS_L2>(work, deps, v, 0, L.attn, nullptr, 0, RING_SLOTS_O_PROJ, prepare, ep, NoFinish{}, up_gate);
 }
 
 template <typename Work, typename Deps>
@@ -959,7 +964,7 @@ __device__ void down_body(const Model& m, const Globals& g, const Layer& L, cons
     // The consumers load their slices of h straight from global memory (L2) into registers:
     // no staging pass and barrier before the first page (pdl -9 µs per step, docs/perf.md).
     auto prepare = [](const Stream&) {};
-    run_stream<K_GROUPS_DOWN, true, false>(work, deps, v, 0, L.h, nullptr, 0, RING_SLOTS_DOWN, prepare, ep, NoFinish{});
+    run_stream<K_GROUPS_DOWN, INPUT_FROM_L2, NO_WARMING>(work, deps, v, 0, L.h, nullptr, 0, RING_SLOTS_DOWN, prepare, ep, NoFinish{});
 }
 
 // (4) RMSNorm + gate/up matvecs + SiLU(gate) * up: a page holds matching gate and up rows.
@@ -984,7 +989,7 @@ __device__ void up_gate_body(const Model& m, const Globals& g, const Layer& L, c
         residual_share(work, v, m.hidden, lo, hi);
         stage_sum(s.x, L.x_in, L.o_part, m.s_attn, m.hidden, L.x_mid, lo, hi, &s, m.eps);
     };
-    run_stream<K_GROUPS_UP_GATE, false, false>(work, deps, v, m.hidden, nullptr, op_norm(OP_UP_GATE, g, L), m.hidden, RING_SLOTS_UP_GATE, prepare, ep, NoFinish{});
+    run_stream<K_GROUPS_UP_GATE, INPUT_STAGED, NO_WARMING>(work, deps, v, m.hidden, nullptr, op_norm(OP_UP_GATE, g, L), m.hidden, RING_SLOTS_UP_GATE, prepare, ep, NoFinish{});
 }
 
 // (6) Final RMSNorm + LM head + fused argmax into tokens[pos + 1]: each warp keeps its best
@@ -1016,7 +1021,7 @@ __device__ void lm_head_body(const Model& m, const Globals& g, const Layer& L, c
     auto finish = [&](const Stream&) {
         if (threadIdx.x % 32 == 0 && ep.best) atomicMax(&g.tokens[*g.pos + 1], ep.best);
     };
-    run_stream<K_GROUPS_LM_HEAD, false, false>(work, deps, v, m.hidden, nullptr, op_norm(OP_LM_HEAD, g, L), m.hidden, RING_SLOTS_LM_HEAD, prepare, ep, finish);
+    run_stream<K_GROUPS_LM_HEAD, INPUT_STAGED, NO_WARMING>(work, deps, v, m.hidden, nullptr, op_norm(OP_LM_HEAD, g, L), m.hidden, RING_SLOTS_LM_HEAD, prepare, ep, finish);
 }
 
 // KV positions per attention chunk in `smem` bytes of dynamic shared memory beside q and the
