@@ -705,6 +705,38 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Over random geometries, page sizes and MLP shard counts: the header names, for
+        /// every matvec, the page loop of its K chunk from the work geometry, and wherever
+        /// the catalogue lets the kernels run the model that loop covers the chunk exactly.
+        #[test]
+        fn the_generated_page_loops_are_the_work_geometrys(
+            hidden in proptest::sample::select(vec![512u32, 1024, 2048, 3072, 4096]),
+            inter_mult in 1u32..=4,
+            shards in proptest::sample::select(vec![1u32, 2, 4, 8]),
+            page_kib in proptest::sample::select(vec![4u32, 8, 16, 32]),
+        ) {
+            let mut m = mkc_ir::embedded::resolve_model("llama1b").unwrap();
+            m.geometry.hidden = hidden;
+            m.geometry.intermediate = hidden * inter_mult;
+            m.geometry.heads = hidden / m.geometry.head_dim;
+            m.lowering.vtp_shards.up_gate_down = shards;
+            m.lowering.page_bytes = page_kib * 1024;
+            proptest::prop_assume!(m.validate("random").is_ok());
+            let header = model_header(&m);
+            let runs = mkc_catalogue::check_model(&m).is_ok();
+            for kind in mkc_ir::work::MATVECS {
+                let w = mkc_ir::work::matvec(&m, kind).unwrap();
+                let name = kind.name().to_ascii_uppercase();
+                let line = format!("#define K_GROUPS_{name} {}\n", k_groups(w.k));
+                proptest::prop_assert!(header.contains(&line), "{}", line);
+                if runs {
+                    proptest::prop_assert_eq!(k_groups(w.k) * 256, w.k);
+                }
+            }
+        }
+    }
+
     /// NVRTC checks the shared-memory layout and the work rules: a catalogue whose ring offset,
     /// KV chunk, CTA task run, residual share, ring slot or warming depth disagrees with the
     /// kernels' rule fails to compile, naming the rule and the operator.
