@@ -268,6 +268,11 @@ pub struct SimulateArgs {
     /// Also simulate every decode step of the workload (KV length growing).
     #[arg(long)]
     pub trajectory: bool,
+    /// Also predict each rung of `mkc bench --ablate`: the step without attention, without
+    /// the streaming operators' activation loads, without both, and without both and every
+    /// dependency wait.
+    #[arg(long)]
+    pub ablate: bool,
     /// Where the pdl and graph grids' registers and static shared memory come from.
     #[arg(long, value_enum, default_value_t = ResourcesArg::Auto)]
     pub resources: ResourcesArg,
@@ -280,7 +285,7 @@ pub struct SimulateArgs {
     /// Run a what-if sweep from this RON spec instead (see the README); the spec's lists
     /// replace the target, trigger, policy and what-if flags.
     #[arg(long, conflicts_with_all = ["target", "trigger", "coresidency", "phase_release",
-        "policy", "json", "trace", "trajectory"])]
+        "policy", "json", "trace", "trajectory", "ablate"])]
     pub sweep: Option<PathBuf>,
     /// Where the sweep's CSV goes (default: stdout).
     #[arg(long, requires = "sweep")]

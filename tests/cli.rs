@@ -286,6 +286,39 @@ fn simulate_json_reports_every_target() {
     }
 }
 
+/// `simulate --ablate` predicts `bench --ablate`'s rungs for every target, in its words, in
+/// the table and the JSON; a sweep does not take it.
+#[test]
+fn simulate_ablate_predicts_every_rung_of_the_ladder() {
+    let o = mkc(&["simulate", "tiny", "--ablate", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    for (name, r) in v["targets"].as_object().unwrap() {
+        let full = r["step_us"].as_f64().unwrap();
+        let rungs = r["ablation"].as_array().unwrap();
+        let removed: Vec<&str> = rungs.iter().map(|x| x["removed"].as_str().unwrap()).collect();
+        assert_eq!(
+            removed,
+            ["attention", "loads", "attention+loads", "attention+loads+waits"],
+            "{name}"
+        );
+        for x in rungs {
+            let step = x["step_us"].as_f64().unwrap();
+            assert!(step <= full + 1e-6, "{name}: {step} > {full}");
+            assert!((x["saved_us"].as_f64().unwrap() - (full - step)).abs() < 1e-6);
+        }
+    }
+    let table = mkc(&["simulate", "tiny", "--ablate", "--target", "persistent"]);
+    assert!(table.status.success(), "{}", stderr(&table));
+    assert_eq!(stdout(&table).matches(" without ").count(), 4);
+    // Without the flag the report has no ablation.
+    let plain = mkc(&["simulate", "tiny", "--json"]);
+    assert!(!stdout(&plain).contains("\"ablation\""));
+    let sweep = mkc(&["simulate", "tiny", "--ablate", "--sweep", "sweeps/example.ron"]);
+    assert_eq!(sweep.status.code(), Some(2), "{}", stderr(&sweep));
+    assert!(stderr(&sweep).contains("--ablate"), "{}", stderr(&sweep));
+}
+
 #[test]
 fn simulate_writes_a_perfetto_trace_and_a_sweep_csv() {
     let trace = scratch("trace.json");

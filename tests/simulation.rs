@@ -5,7 +5,7 @@ mod common;
 use common::{arb_model, device};
 use mkc_ir::embedded::resolve_device;
 use mkc_scheduler::{compile, CompileOptions, Policy, Schedule, Target};
-use mkc_simulator::{simulate, simulate_step, SimOptions};
+use mkc_simulator::{ablation_ladder, simulate, simulate_step, Ablation, SimOptions};
 use proptest::prelude::*;
 
 fn schedule(
@@ -91,6 +91,55 @@ proptest! {
         };
         let (few, many) = (step(sms), step(sms * 2));
         prop_assert!(many <= few + 1e-6, "{} SMs: {many} > {sms} SMs: {few}", sms * 2);
+    }
+
+    /// Every rung of the predicted ablation ladder takes work away, so none is slower than
+    /// the full step; removing nothing is the full step.
+    #[test]
+    fn removing_dependent_work_is_never_slower(
+        model in arb_model(),
+        sms in 1u32..24,
+        target in prop::sample::select(vec![Target::Persistent, Target::Pdl, Target::Graph]),
+    ) {
+        let dev = device(sms);
+        let s = schedule(&model, &dev, target);
+        let opts = SimOptions::default();
+        let (report, _) = simulate(&s, &dev, &opts, None).unwrap();
+        let full = report.step.step_us;
+        let none = SimOptions { ablate: Ablation::default(), ..opts.clone() };
+        let again = simulate_step(&s, &dev, &none, s.graph.typical_kv_len).step_ns / 1e3;
+        prop_assert!((again - full).abs() < 1e-6, "{again} != {full}");
+        let ladder = ablation_ladder(&s, &dev, &opts, full);
+        prop_assert_eq!(ladder.len(), Ablation::LADDER.len());
+        for rung in &ladder {
+            prop_assert!(rung.step_us <= full + 1e-6, "{}: {} > {full}", rung.removed, rung.step_us);
+            prop_assert!((rung.saved_us - (full - rung.step_us)).abs() < 1e-9);
+        }
+    }
+}
+
+/// On Llama-3.2-1B the predicted ladder removes something at every rung of every target
+/// that has that work: attention and the activation loads cost each target time, and the
+/// persistent kernel's counter waits cost it more.
+#[test]
+fn the_predicted_ablation_ladder_removes_real_work() {
+    let model = mkc_ir::embedded::resolve_model("llama1b").unwrap();
+    let dev = resolve_device("h200").unwrap();
+    for target in [Target::Persistent, Target::Pdl, Target::Graph] {
+        let s = schedule(&model, &dev, target);
+        let opts = SimOptions::default();
+        let full = simulate(&s, &dev, &opts, None).unwrap().0.step.step_us;
+        let ladder = ablation_ladder(&s, &dev, &opts, full);
+        let saved = |name: &str| ladder.iter().find(|r| r.removed == name).unwrap().saved_us;
+        assert!(saved("attention") > 1.0, "{target:?}: {ladder:?}");
+        assert!(saved("loads") > 1.0, "{target:?}: {ladder:?}");
+        assert!(saved("attention+loads") > saved("attention"), "{target:?}: {ladder:?}");
+        if target == Target::Persistent {
+            assert!(
+                saved("attention+loads+waits") > saved("attention+loads"),
+                "{ladder:?}"
+            );
+        }
     }
 }
 

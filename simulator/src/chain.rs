@@ -22,7 +22,7 @@ use mkc_scheduler::{Schedule, Target, Trigger};
 use crate::engine::{next, EventQueue, Next, Pool};
 use crate::occupancy::{occupancy, ArchRules, CtaResources};
 use crate::timeline::{
-    bandwidths, independent_bytes, run_dependent_bytes, SimOptions, Span, StepTimeline,
+    bandwidths, independent_bytes, Ablation, SimOptions, Span, StepTimeline,
 };
 
 enum Event {
@@ -49,17 +49,23 @@ struct CtaBytes {
     late: f64,
 }
 
-/// The bytes of every CTA of every grid at KV length `kv_len`.
-fn cta_bytes(plan: &ChainPlan, g: &mkc_ir::TaskGraph, kv_len: u32) -> Vec<Vec<CtaBytes>> {
+/// The bytes of every CTA of every grid at KV length `kv_len`, less what `ablate` removes.
+fn cta_bytes(
+    plan: &ChainPlan,
+    g: &mkc_ir::TaskGraph,
+    kv_len: u32,
+    ablate: &Ablation,
+) -> Vec<Vec<CtaBytes>> {
     plan.kernels
         .iter()
         .map(|k| {
             let first = g.op(k.op).first_task;
+            let kind = g.op(k.op).kind;
             (0..k.runs.len())
                 .map(|c| {
                     let tasks = || k.cta_task_range(first, c).map(|t| &g.tasks[t as usize]);
                     let independent: f64 = tasks().map(|t| independent_bytes(t, kv_len)).sum();
-                    let dependent = run_dependent_bytes(tasks());
+                    let dependent = ablate.run_dependent_bytes(kind, tasks());
                     let early = independent.min(k.prefetch_bytes as f64);
                     CtaBytes {
                         early,
@@ -120,7 +126,8 @@ pub fn simulate(
     let pdl = s.target == Target::Pdl;
     let (bw, cap) = bandwidths(device);
     let slots = slots_per_sm(s, device, options);
-    let bytes = cta_bytes(plan, g, kv_len);
+    let ablate = options.ablate;
+    let bytes = cta_bytes(plan, g, kv_len, &ablate);
     let kernels = &plan.kernels;
     let n_sms = device.sms as usize;
     // Flows carry their CTA and whether they are its dependent (second) phase.
@@ -201,7 +208,7 @@ pub fn simulate(
         match item {
             Next::Event(now, Event::Admissible(k)) => {
                 grids[k].admissible = true;
-                if !pdl || kernels[k].wait.is_none() {
+                if !pdl || kernels[k].wait.is_none() || ablate.waits {
                     grids[k].released = true;
                 }
                 admit(now, &mut grids, &mut used, &mut owner, &mut queue, 0.0);
@@ -225,7 +232,12 @@ pub fn simulate(
             Next::Flow(now, (k, cta, sm, true)) => {
                 // The first task's dependent phase started at the release.
                 let released = spans[tasks_of(k, cta).start as usize].start;
-                let done = now.max(released + lat.load_latency_ns);
+                let activations = if ablate.reads_activations(g.op(kernels[k].op).kind) {
+                    lat.load_latency_ns
+                } else {
+                    0.0
+                };
+                let done = now.max(released + activations);
                 queue.push(done + lat.instruction_overhead_ns, Event::Exit(k, cta, sm));
             }
             Next::Flow(now, (k, cta, sm, false)) => {

@@ -25,7 +25,7 @@ use mkc_scheduler::{Schedule, Target};
 
 use crate::occupancy::{occupancy, ArchRules, CannotLaunch, CtaResources};
 pub use crate::report::StepReport;
-pub use crate::timeline::{SimOptions, StepTimeline};
+pub use crate::timeline::{Ablation, SimOptions, StepTimeline};
 
 /// Why a schedule cannot be simulated on a device.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +79,45 @@ pub struct SimReport {
     /// The whole workload, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trajectory: Option<Trajectory>,
+    /// The step with dependent work removed, rung by rung (`Ablation::LADDER`), when asked for.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ablation: Vec<AblationRung>,
+}
+
+/// One rung of the predicted ablation ladder.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AblationRung {
+    /// What is removed, in `mkc bench --ablate`'s words.
+    pub removed: String,
+    /// The step without it, µs.
+    pub step_us: f64,
+    /// What that work costs: the full step minus this one, µs.
+    pub saved_us: f64,
+}
+
+/// The step of `s` (at its typical KV length) with each rung of [`Ablation::LADDER`] removed,
+/// beside `full_us`: what `mkc bench --ablate` measures, predicted.
+pub fn ablation_ladder(
+    s: &Schedule,
+    device: &DeviceProfile,
+    options: &SimOptions,
+    full_us: f64,
+) -> Vec<AblationRung> {
+    Ablation::LADDER
+        .iter()
+        .map(|(removed, ablate)| {
+            let opts = SimOptions {
+                ablate: *ablate,
+                ..options.clone()
+            };
+            let step_us = simulate_step(s, device, &opts, s.graph.typical_kv_len).step_ns / 1e3;
+            AblationRung {
+                removed: removed.to_string(),
+                step_us,
+                saved_us: full_us - step_us,
+            }
+        })
+        .collect()
 }
 
 /// Every decode step of the workload.
@@ -291,6 +330,7 @@ pub fn simulate(
             step,
             occupancy,
             trajectory,
+            ablation: Vec::new(),
         },
         timeline,
     ))

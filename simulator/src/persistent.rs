@@ -23,7 +23,7 @@ use mkc_scheduler::Schedule;
 
 use crate::engine::{next, EventQueue, Next, Pool};
 use crate::timeline::{
-    bandwidths, independent_bytes, run_dependent_bytes, SimOptions, Span, StepTimeline,
+    bandwidths, independent_bytes, SimOptions, Span, StepTimeline,
 };
 
 enum Event {
@@ -63,14 +63,15 @@ struct Sm {
 }
 
 /// Simulates one step at KV length `kv_len`. The chain targets' knobs (trigger,
-/// co-residency, phase release) do not apply to a persistent kernel; `_options` keeps one
-/// signature for every target.
+/// co-residency, phase release) do not apply to a persistent kernel; of `options` it takes
+/// the ablation only.
 pub fn simulate(
     s: &Schedule,
     device: &DeviceProfile,
-    _options: &SimOptions,
+    options: &SimOptions,
     kv_len: u32,
 ) -> StepTimeline {
+    let ablate = options.ablate;
     let plan = s.persistent().expect("a persistent schedule");
     let g = &s.graph;
     let lat = &device.latencies;
@@ -245,7 +246,7 @@ pub fn simulate(
                 let ins = &plan.streams[sm][st.consumer];
                 let mut ready = now.max(st.free_at);
                 let mut blocked = false;
-                for w in &ins.waits {
+                for w in ins.waits.iter().filter(|_| !ablate.waits) {
                     let c = w.counter.index();
                     if remaining[c] > 0 {
                         waiting[c].push(sm);
@@ -261,14 +262,20 @@ pub fn simulate(
                     queue.push(ready, Event::Check(sm));
                     continue;
                 }
-                let dependent = run_dependent_bytes(ins.tasks().map(|t| g.task(t)));
+                let kind = g.op(g.task(ins.first).op).kind;
+                let dependent = ablate.run_dependent_bytes(kind, ins.tasks().map(|t| g.task(t)));
                 let st = &mut sms[sm];
                 st.admitted = Some(now);
                 consume(st);
                 try_load(sm, now, &mut sms, &mut pool, &mut spans);
                 // As in a chain CTA: activations read after the wait land a load latency
                 // later.
-                let duration = lat.instruction_overhead_ns + lat.load_latency_ns + dependent / cap;
+                let activations = if ablate.reads_activations(kind) {
+                    lat.load_latency_ns
+                } else {
+                    0.0
+                };
+                let duration = lat.instruction_overhead_ns + activations + dependent / cap;
                 queue.push(now + duration, Event::Dependent(sm));
             }
             Next::Event(now, Event::Fill(sm)) => {

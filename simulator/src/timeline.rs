@@ -19,6 +19,85 @@ pub struct SimOptions {
     pub phase_release: bool,
     /// Carveout preference in percent (`None`: driver default, the full capacity).
     pub carveout_pct: Option<u32>,
+    /// Dependent work removed, as `mkc bench --ablate` removes it from the kernels.
+    #[serde(default)]
+    pub ablate: Ablation,
+}
+
+/// Dependent work removed from a step, as `mkc bench --ablate` removes it from the kernels, so
+/// that each rung of the measured ladder has a prediction beside it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ablation {
+    /// Attention only waits, writes and exits: no activation reads, no compute. (Its KV
+    /// history is still counted: the persistent kernel's producer still copies it.)
+    pub attention: bool,
+    /// The streaming operators read no activations (no staging, no input slices from L2);
+    /// their writes remain.
+    pub loads: bool,
+    /// No dependency waits: a unit's dependent phase starts as soon as it may.
+    pub waits: bool,
+}
+
+impl Ablation {
+    /// The rungs `mkc bench --ablate` measures, in its order and with its names.
+    pub const LADDER: [(&'static str, Ablation); 4] = [
+        (
+            "attention",
+            Ablation {
+                attention: true,
+                loads: false,
+                waits: false,
+            },
+        ),
+        (
+            "loads",
+            Ablation {
+                attention: false,
+                loads: true,
+                waits: false,
+            },
+        ),
+        (
+            "attention+loads",
+            Ablation {
+                attention: true,
+                loads: true,
+                waits: false,
+            },
+        ),
+        (
+            "attention+loads+waits",
+            Ablation {
+                attention: true,
+                loads: true,
+                waits: true,
+            },
+        ),
+    ];
+
+    /// Whether a unit of `kind` still reads activations after its wait (and so waits a load
+    /// latency for them).
+    pub fn reads_activations(&self, kind: mkc_ir::OpKind) -> bool {
+        if kind == mkc_ir::OpKind::Attention {
+            !self.attention
+        } else {
+            !self.loads
+        }
+    }
+
+    /// [`run_dependent_bytes`] of a run of tasks of one operator of `kind`, less the
+    /// activation reads this ablation removes.
+    pub fn run_dependent_bytes<'g>(
+        &self,
+        kind: mkc_ir::OpKind,
+        tasks: impl IntoIterator<Item = &'g Task>,
+    ) -> f64 {
+        if self.reads_activations(kind) {
+            run_dependent_bytes(tasks)
+        } else {
+            tasks.into_iter().map(|t| t.cost.write_bytes as f64).sum()
+        }
+    }
 }
 
 /// When one task ran, and where.

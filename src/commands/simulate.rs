@@ -92,6 +92,7 @@ pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
             &device,
             &sim,
             workload,
+            args.ablate,
         )?);
     }
     print_reports(&args, &model.name, &reports)
@@ -136,7 +137,7 @@ fn run_schedule(args: &SimulateArgs, s: mkc_scheduler::Schedule) -> Result<(), C
         phase_release: args.phase_release,
         ..SimOptions::default()
     };
-    let report = simulate_one(args.trace.as_deref(), &s, &device, &sim, None)?;
+    let report = simulate_one(args.trace.as_deref(), &s, &device, &sim, None, args.ablate)?;
     print_reports(args, &s.graph.model, &[report])
 }
 
@@ -148,10 +149,14 @@ fn simulate_one(
     device: &mkc_ir::device::DeviceProfile,
     sim: &SimOptions,
     workload: Option<(u32, u32)>,
+    ablate: bool,
 ) -> Result<SimReport, CommandError> {
-    let (report, timeline) =
+    let (mut report, timeline) =
         simulate(s, device, sim, workload).map_err(|e| CommandError::Input(format!("{e}.")))?;
     check_sane(&report)?;
+    if ablate {
+        report.ablation = mkc_simulator::ablation_ladder(s, device, sim, report.step.step_us);
+    }
     if let Some(path) = trace_file {
         let json = trace::chrome_trace(s, &timeline).to_string();
         mkc_ir::input::write_output(path, json).map_err(|e| {
@@ -307,6 +312,12 @@ fn table(model: &str, reports: &[SimReport]) -> String {
             .map(|o| format!("{} {} CTA/SM ({})", o.kernel, o.blocks_per_sm, o.limiter))
             .collect();
         s += &format!("  {:<11} occupancy: {}\n", "", occ.join(", "));
+        for rung in &r.ablation {
+            s += &format!(
+                "  {:<11} without {:<22} {:>8.1} us (that work costs {:.1} us)\n",
+                "", rung.removed, rung.step_us, rung.saved_us
+            );
+        }
     }
     s
 }
