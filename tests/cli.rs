@@ -296,10 +296,18 @@ fn simulate_ablate_predicts_every_rung_of_the_ladder() {
     for (name, r) in v["targets"].as_object().unwrap() {
         let full = r["step_us"].as_f64().unwrap();
         let rungs = r["ablation"].as_array().unwrap();
-        let removed: Vec<&str> = rungs.iter().map(|x| x["removed"].as_str().unwrap()).collect();
+        let removed: Vec<&str> = rungs
+            .iter()
+            .map(|x| x["removed"].as_str().unwrap())
+            .collect();
         assert_eq!(
             removed,
-            ["attention", "loads", "attention+loads", "attention+loads+waits"],
+            [
+                "attention",
+                "loads",
+                "attention+loads",
+                "attention+loads+waits"
+            ],
             "{name}"
         );
         for x in rungs {
@@ -314,7 +322,13 @@ fn simulate_ablate_predicts_every_rung_of_the_ladder() {
     // Without the flag the report has no ablation.
     let plain = mkc(&["simulate", "tiny", "--json"]);
     assert!(!stdout(&plain).contains("\"ablation\""));
-    let sweep = mkc(&["simulate", "tiny", "--ablate", "--sweep", "sweeps/example.ron"]);
+    let sweep = mkc(&[
+        "simulate",
+        "tiny",
+        "--ablate",
+        "--sweep",
+        "sweeps/example.ron",
+    ]);
     assert_eq!(sweep.status.code(), Some(2), "{}", stderr(&sweep));
     assert!(stderr(&sweep).contains("--ablate"), "{}", stderr(&sweep));
 }

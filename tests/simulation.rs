@@ -133,7 +133,10 @@ fn the_predicted_ablation_ladder_removes_real_work() {
         let saved = |name: &str| ladder.iter().find(|r| r.removed == name).unwrap().saved_us;
         assert!(saved("attention") > 1.0, "{target:?}: {ladder:?}");
         assert!(saved("loads") > 1.0, "{target:?}: {ladder:?}");
-        assert!(saved("attention+loads") > saved("attention"), "{target:?}: {ladder:?}");
+        assert!(
+            saved("attention+loads") > saved("attention"),
+            "{target:?}: {ladder:?}"
+        );
         if target == Target::Persistent {
             assert!(
                 saved("attention+loads+waits") > saved("attention+loads"),

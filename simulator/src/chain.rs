@@ -21,9 +21,7 @@ use mkc_scheduler::{Schedule, Target, Trigger};
 
 use crate::engine::{next, EventQueue, Next, Pool};
 use crate::occupancy::{occupancy, ArchRules, CtaResources};
-use crate::timeline::{
-    bandwidths, independent_bytes, Ablation, SimOptions, Span, StepTimeline,
-};
+use crate::timeline::{bandwidths, independent_bytes, Ablation, SimOptions, Span, StepTimeline};
 
 enum Event {
     /// A grid becomes admissible.

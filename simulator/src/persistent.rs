@@ -22,9 +22,7 @@ use mkc_ir::device::DeviceProfile;
 use mkc_scheduler::Schedule;
 
 use crate::engine::{next, EventQueue, Next, Pool};
-use crate::timeline::{
-    bandwidths, independent_bytes, SimOptions, Span, StepTimeline,
-};
+use crate::timeline::{bandwidths, independent_bytes, SimOptions, Span, StepTimeline};
 
 enum Event {
     /// Try to admit the SM's current instruction.
