@@ -3,10 +3,12 @@
 //! layout. It needs no cudarc: the scheduler builds the launch plan from it, the simulator times
 //! that plan, and the CUDA backend launches it and generates the kernels' constants from it.
 
+pub mod ablation;
 pub mod launch;
 pub mod layout;
 pub mod persistent;
 
+pub use ablation::Ablation;
 pub use launch::{cta_tasks, declared_resources, grid, GridShape, ResourceSource, Resources};
 pub use layout::{
     att_threads, attention_chunk, consumer_warps, dynamic_smem, page_range, prefetch_bytes,

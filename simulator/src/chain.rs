@@ -15,13 +15,17 @@
 //! `load_latency_ns` after it issues them, and its activations, read after the release, land
 //! that latency after the release (the CTA exits after both).
 
+use mkc_catalogue::Ablation;
 use mkc_ir::device::DeviceProfile;
 use mkc_scheduler::schedule::{ChainPlan, EdgeSync};
 use mkc_scheduler::{Schedule, Target, Trigger};
 
 use crate::engine::{next, EventQueue, Next, Pool};
 use crate::occupancy::{occupancy, ArchRules, CtaResources};
-use crate::timeline::{bandwidths, independent_bytes, Ablation, SimOptions, Span, StepTimeline};
+use crate::timeline::{
+    ablated_dependent_bytes, activation_latency, bandwidths, independent_bytes, SimOptions, Span,
+    StepTimeline,
+};
 
 enum Event {
     /// A grid becomes admissible.
@@ -63,7 +67,7 @@ fn cta_bytes(
                 .map(|c| {
                     let tasks = || k.cta_task_range(first, c).map(|t| &g.tasks[t as usize]);
                     let independent: f64 = tasks().map(|t| independent_bytes(t, kv_len)).sum();
-                    let dependent = ablate.run_dependent_bytes(kind, tasks());
+                    let dependent = ablated_dependent_bytes(ablate, kind, tasks());
                     let early = independent.min(k.prefetch_bytes as f64);
                     CtaBytes {
                         early,
@@ -230,11 +234,7 @@ pub fn simulate(
             Next::Flow(now, (k, cta, sm, true)) => {
                 // The first task's dependent phase started at the release.
                 let released = spans[tasks_of(k, cta).start as usize].start;
-                let activations = if ablate.reads_activations(g.op(kernels[k].op).kind) {
-                    lat.load_latency_ns
-                } else {
-                    0.0
-                };
+                let activations = activation_latency(&ablate, g.op(kernels[k].op).kind, device);
                 let done = now.max(released + activations);
                 queue.push(done + lat.instruction_overhead_ns, Event::Exit(k, cta, sm));
             }

@@ -25,7 +25,8 @@ use mkc_scheduler::{Schedule, Target};
 
 use crate::occupancy::{occupancy, ArchRules, CannotLaunch, CtaResources};
 pub use crate::report::StepReport;
-pub use crate::timeline::{Ablation, SimOptions, StepTimeline};
+pub use crate::timeline::{SimOptions, StepTimeline};
+pub use mkc_catalogue::Ablation;
 
 /// Why a schedule cannot be simulated on a device.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,7 +80,7 @@ pub struct SimReport {
     /// The whole workload, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trajectory: Option<Trajectory>,
-    /// The step with dependent work removed, rung by rung (`Ablation::LADDER`), when asked for.
+    /// The step with dependent work removed, rung by rung ([`Ablation::LADDER`]), when asked for.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ablation: Vec<AblationRung>,
 }
@@ -105,14 +106,14 @@ pub fn ablation_ladder(
 ) -> Vec<AblationRung> {
     Ablation::LADDER
         .iter()
-        .map(|(removed, ablate)| {
+        .map(|ablate| {
             let opts = SimOptions {
                 ablate: *ablate,
                 ..options.clone()
             };
             let step_us = simulate_step(s, device, &opts, s.graph.typical_kv_len).step_ns / 1e3;
             AblationRung {
-                removed: removed.to_string(),
+                removed: ablate.label(),
                 step_us,
                 saved_us: full_us - step_us,
             }

@@ -22,7 +22,10 @@ use mkc_ir::device::DeviceProfile;
 use mkc_scheduler::Schedule;
 
 use crate::engine::{next, EventQueue, Next, Pool};
-use crate::timeline::{bandwidths, independent_bytes, SimOptions, Span, StepTimeline};
+use crate::timeline::{
+    ablated_dependent_bytes, activation_latency, bandwidths, independent_bytes, SimOptions, Span,
+    StepTimeline,
+};
 
 enum Event {
     /// Try to admit the SM's current instruction.
@@ -261,18 +264,15 @@ pub fn simulate(
                     continue;
                 }
                 let kind = g.op(g.task(ins.first).op).kind;
-                let dependent = ablate.run_dependent_bytes(kind, ins.tasks().map(|t| g.task(t)));
+                let dependent =
+                    ablated_dependent_bytes(&ablate, kind, ins.tasks().map(|t| g.task(t)));
                 let st = &mut sms[sm];
                 st.admitted = Some(now);
                 consume(st);
                 try_load(sm, now, &mut sms, &mut pool, &mut spans);
                 // As in a chain CTA: activations read after the wait land a load latency
                 // later.
-                let activations = if ablate.reads_activations(kind) {
-                    lat.load_latency_ns
-                } else {
-                    0.0
-                };
+                let activations = activation_latency(&ablate, kind, device);
                 let duration = lat.instruction_overhead_ns + activations + dependent / cap;
                 queue.push(now + duration, Event::Dependent(sm));
             }

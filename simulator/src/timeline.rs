@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use mkc_catalogue::Ablation;
 use mkc_ir::device::DeviceProfile;
 use mkc_ir::{Task, TaskId};
 use mkc_scheduler::Trigger;
@@ -24,79 +25,37 @@ pub struct SimOptions {
     pub ablate: Ablation,
 }
 
-/// Dependent work removed from a step, as `mkc bench --ablate` removes it from the kernels, so
-/// that each rung of the measured ladder has a prediction beside it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Ablation {
-    /// Attention only waits, writes and exits: no activation reads, no compute. (Its KV
-    /// history is still counted: the persistent kernel's producer still copies it.)
-    pub attention: bool,
-    /// The streaming operators read no activations (no staging, no input slices from L2);
-    /// their writes remain.
-    pub loads: bool,
-    /// No dependency waits: a unit's dependent phase starts as soon as it may.
-    pub waits: bool,
+/// Whether a unit of `kind` still reads activations after its wait under `ablate` (the
+/// catalogue's [`Ablation`]: attention's own reads, or the streaming operators').
+pub fn reads_activations(ablate: &Ablation, kind: mkc_ir::OpKind) -> bool {
+    if kind == mkc_ir::OpKind::Attention {
+        !ablate.attention
+    } else {
+        !ablate.loads
+    }
 }
 
-impl Ablation {
-    /// The rungs `mkc bench --ablate` measures, in its order and with its names.
-    pub const LADDER: [(&'static str, Ablation); 4] = [
-        (
-            "attention",
-            Ablation {
-                attention: true,
-                loads: false,
-                waits: false,
-            },
-        ),
-        (
-            "loads",
-            Ablation {
-                attention: false,
-                loads: true,
-                waits: false,
-            },
-        ),
-        (
-            "attention+loads",
-            Ablation {
-                attention: true,
-                loads: true,
-                waits: false,
-            },
-        ),
-        (
-            "attention+loads+waits",
-            Ablation {
-                attention: true,
-                loads: true,
-                waits: true,
-            },
-        ),
-    ];
-
-    /// Whether a unit of `kind` still reads activations after its wait (and so waits a load
-    /// latency for them).
-    pub fn reads_activations(&self, kind: mkc_ir::OpKind) -> bool {
-        if kind == mkc_ir::OpKind::Attention {
-            !self.attention
-        } else {
-            !self.loads
-        }
+/// How long after its wait a unit of `kind`'s activations land: the device's
+/// `load_latency_ns`, or nothing where `ablate` removes its reads.
+pub fn activation_latency(ablate: &Ablation, kind: mkc_ir::OpKind, device: &DeviceProfile) -> f64 {
+    if reads_activations(ablate, kind) {
+        device.latencies.load_latency_ns
+    } else {
+        0.0
     }
+}
 
-    /// [`run_dependent_bytes`] of a run of tasks of one operator of `kind`, less the
-    /// activation reads this ablation removes.
-    pub fn run_dependent_bytes<'g>(
-        &self,
-        kind: mkc_ir::OpKind,
-        tasks: impl IntoIterator<Item = &'g Task>,
-    ) -> f64 {
-        if self.reads_activations(kind) {
-            run_dependent_bytes(tasks)
-        } else {
-            tasks.into_iter().map(|t| t.cost.write_bytes as f64).sum()
-        }
+/// [`run_dependent_bytes`] of a run of tasks of one operator of `kind`, less the activation
+/// reads `ablate` removes (its writes stay).
+pub fn ablated_dependent_bytes<'g>(
+    ablate: &Ablation,
+    kind: mkc_ir::OpKind,
+    tasks: impl IntoIterator<Item = &'g Task>,
+) -> f64 {
+    if reads_activations(ablate, kind) {
+        run_dependent_bytes(tasks)
+    } else {
+        tasks.into_iter().map(|t| t.cost.write_bytes as f64).sum()
     }
 }
 

@@ -1,0 +1,111 @@
+//! Ablation builds of the operator kernels: the step with one kind of dependent work removed,
+//! so that `mkc bench --ablate` can say what each kind costs (the difference to the full step,
+//! measured side by side in one process) and `mkc simulate --ablate` can predict the same
+//! rungs. One description for both: the backend builds the kernels from it, the simulator
+//! removes the same work from its timelines.
+//!
+//! An ablated build computes meaningless values by design: it is timed, never checked. They are
+//! finite (a NaN-filled chain measured ~20 µs slower per step). The default build contains none
+//! of this (the source's `MKC_ABLATE_*` blocks compile only when defined).
+
+use serde::{Deserialize, Serialize};
+
+/// Which kinds of dependent work an ablated build skips.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ablation {
+    /// Attention grids only wait for their predecessor, write zeros and exit.
+    pub attention: bool,
+    /// Streaming operators skip their activation inputs: no prepare (embedding, split-K sums,
+    /// RMSNorm), and a constant input vector instead of the slices they read.
+    pub loads: bool,
+    /// No grid waits for its predecessor (`griddepcontrol.wait` is compiled out): what is left
+    /// is weight streaming and the CTA turnover at each grid boundary.
+    pub waits: bool,
+}
+
+impl Ablation {
+    /// The rungs `mkc bench --ablate` measures, each against the full chain: each kind alone,
+    /// then removed together, then with the grid waits gone as well.
+    pub const LADDER: [Ablation; 4] = [
+        Ablation {
+            attention: true,
+            loads: false,
+            waits: false,
+        },
+        Ablation {
+            attention: false,
+            loads: true,
+            waits: false,
+        },
+        Ablation {
+            attention: true,
+            loads: true,
+            waits: false,
+        },
+        Ablation {
+            attention: true,
+            loads: true,
+            waits: true,
+        },
+    ];
+
+    /// The preprocessor defines that select this build (none for the default build).
+    pub fn defines(&self) -> Vec<(&'static str, u32)> {
+        [
+            (self.attention, "MKC_ABLATE_ATTENTION"),
+            (self.loads, "MKC_ABLATE_LOADS"),
+            (self.waits, "MKC_ABLATE_WAITS"),
+        ]
+        .into_iter()
+        .filter(|&(on, _)| on)
+        .map(|(_, name)| (name, 1))
+        .collect()
+    }
+
+    /// What is removed, e.g. `attention+loads` (`full chain` for none).
+    pub fn label(&self) -> String {
+        let parts: Vec<&str> = [
+            (self.attention, "attention"),
+            (self.loads, "loads"),
+            (self.waits, "waits"),
+        ]
+        .into_iter()
+        .filter(|&(on, _)| on)
+        .map(|(_, name)| name)
+        .collect();
+        if parts.is_empty() {
+            "full chain".into()
+        } else {
+            parts.join("+")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ladder_rungs_are_distinct_ablations_with_matching_defines_and_labels() {
+        let mut labels = Vec::new();
+        for a in Ablation::LADDER {
+            assert_ne!(a, Ablation::default());
+            let d = a.defines();
+            assert_eq!(d.len(), a.label().split('+').count());
+            for (name, v) in &d {
+                assert_eq!(*v, 1);
+                let kind = name.trim_start_matches("MKC_ABLATE_").to_lowercase();
+                assert!(
+                    a.label().split('+').any(|p| p == kind),
+                    "{name} vs {}",
+                    a.label()
+                );
+            }
+            labels.push(a.label());
+        }
+        labels.dedup();
+        assert_eq!(labels.len(), Ablation::LADDER.len());
+        assert!(Ablation::default().defines().is_empty());
+        assert_eq!(Ablation::default().label(), "full chain");
+    }
+}
