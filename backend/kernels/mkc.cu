@@ -560,12 +560,12 @@ __device__ __forceinline__ void load_x(float (&xr)[NJ][8], const float* x, int k
     }
 }
 
-// Dot products of the R rows of a page (row stride 256 * NJ elements) with the lane's x slice;
-// every lane returns every row's full sum.
-template <int NJ, int R>
-__device__ __forceinline__ void page_dots(const bf16* page, const float (&xr)[NJ][8], float (&out)[R]) {
+// This lane's part of the dot products of the R rows of a page (row stride K elements) with
+// its slice of NJ groups of the input vector.
+template <int NJ, int R, int K>
+__device__ __forceinline__ void page_dots_partial(const bf16* page, const float (&xr)[NJ][8], float (&out)[R]) {
     int lane = threadIdx.x % 32;
-    const int k = 256 * NJ;
+    const int k = K;
 #pragma unroll
     for (int r = 0; r < R; ++r) out[r] = 0.f;
 #pragma unroll
@@ -583,18 +583,48 @@ __device__ __forceinline__ void page_dots(const bf16* page, const float (&xr)[NJ
             }
         }
     }
+}
+
+// Dot products of the R rows of a page (row stride 256 * NJ elements) with the lane's x slice;
+// every lane returns every row's full sum.
+template <int NJ, int R>
+__device__ __forceinline__ void page_dots(const bf16* page, const float (&xr)[NJ][8], float (&out)[R]) {
+    page_dots_partial<NJ, R, 256 * NJ>(page, xr, out);
 #pragma unroll
     for (int r = 0; r < R; ++r) out[r] = warp_sum(out[r]);
 }
 
+// page_dots for a K chunk longer than the lane's registers hold (NJ > 8, a multiple of 8): the
+// row is taken in blocks of 8 groups (2048 columns), each block's slice of the input vector
+// read from `x` (the chunk's start in shared memory) just before its dot products.
+template <int NJ, int R>
+__device__ __forceinline__ void page_dots_blocked(const bf16* page, const float* x, float (&out)[R]) {
+    static_assert(NJ % 8 == 0, "a blocked page row is a multiple of 2048 columns");
+    float total[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) total[r] = 0.f;
+    for (int b = 0; b < NJ / 8; ++b) {
+        float xr[8][8];
+        load_x<8>(xr, x + b * 2048, 0, 0);
+        float part[R];
+        page_dots_partial<8, R, 256 * NJ>(page + b * 2048, xr, part);
+#pragma unroll
+        for (int r = 0; r < R; ++r) total[r] += part[r];
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) out[r] = warp_sum(total[r]);
+}
+
 // Consumer warp: computes its pages (every CONSUMER_WARPS-th of the CTA's range) with the input
-// vector `x` (shared or global memory) and hands each page's row sums to
+// vector `x` (shared or global memory; shared where NJ > 8) and hands each page's row sums to
 // `epilogue(chunk, row0, sums)`.
 template <int NJ, typename Epilogue>
 __device__ void consume(const Stream& s, const Matvec& v, const float* x, int first, int count, Epilogue& epilogue) {
     constexpr int R = PAGE_BYTES / (2 * 256 * NJ);
+    constexpr bool BLOCKED = NJ > 8;
+    constexpr int NX = BLOCKED ? 1 : NJ;  // groups held in registers across pages
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    float xr[NJ][8];
+    float xr[NX][8];
     int loaded = -1;
     bool landed_marked = false;
     // The ring's page s.page0 + i belongs to the warp owning its slot (ring_owner_of): every
@@ -604,8 +634,8 @@ __device__ void consume(const Stream& s, const Matvec& v, const float* x, int fi
          i = even ? i + CONSUMER_WARPS : ring_next_of(s.page0 + i + 1, s.slots, warp) - s.page0) {
         int chunk, row0;
         page_coords(v, first + i, chunk, row0);
-        if (chunk != loaded) {
-            load_x<NJ>(xr, x, v.k, chunk);
+        if (!BLOCKED && chunk != loaded) {
+            load_x<NX>(xr, x, v.k, chunk);
             loaded = chunk;
         }
         int slot, lap;
@@ -616,7 +646,8 @@ __device__ void consume(const Stream& s, const Matvec& v, const float* x, int fi
             landed_marked = true;
         }
         float sums[R];
-        page_dots<NJ, R>(s.ring + (long)slot * (PAGE_BYTES / 2), xr, sums);
+        if constexpr (BLOCKED) page_dots_blocked<NJ, R>(s.ring + (long)slot * (PAGE_BYTES / 2), x + (long)chunk * v.k, sums);
+        else page_dots<NJ, R>(s.ring + (long)slot * (PAGE_BYTES / 2), xr, sums);
         __syncwarp();
         if (lane == 0) mbar_arrive(&s.empty[slot]);
         epilogue(chunk, row0, sums);
@@ -761,7 +792,8 @@ __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, 
     // One page loop per operator: its K chunk's 256-column groups are the generated K_GROUPS_*
     // (v.k / 256). Where the input vector lives is each body's own (X_GLOBAL: x_global, read
     // from L2; else s.x, staged in shared memory), so that the one inlined copy knows it.
-    static_assert(NJ == 2 || NJ == 4 || NJ == 8, "a page row is 512, 1024 or 2048 columns");
+    static_assert(NJ == 2 || NJ == 4 || NJ == 8 || (NJ % 8 == 0 && !X_GLOBAL),
+                  "a page row is 512, 1024 or 2048 columns, or a multiple of 2048 staged in shared memory");
     if (X_GLOBAL) consume<NJ>(s, v, x_global, first, count, epilogue);
     else consume<NJ>(s, v, s.x, first, count, epilogue);
     mark(MARK_COMPUTED);
@@ -946,15 +978,34 @@ struct PartialEpilogue {
     }
 };
 
+// Stages the K chunks of `in` that the CTA's pages read in s.x, at their own offsets (s.x holds
+// the whole input vector): for a split-K matvec whose K chunk is longer than a lane's registers
+// hold (X_STAGED_*, generated from the catalogue). Only the chunks of its own tasks: another
+// chunk need not be ready yet.
+template <typename Work>
+__device__ void stage_chunks(const Stream& s, const Work& work, const Matvec& v, const float* in) {
+    int first, count, c0, c1, row;
+    page_range(work, v, first, count);
+    page_coords(v, first, c0, row);
+    page_coords(v, first + count - 1, c1, row);
+    const float4* src = reinterpret_cast<const float4*>(in + (long)c0 * v.k);
+    float4* dst = reinterpret_cast<float4*>(s.x + (long)c0 * v.k);
+    for (int i = threadIdx.x; i < (c1 - c0 + 1) * v.k / 4; i += CONSUMER_THREADS) dst[i] = src[i];
+}
+
 template <typename Work, typename Deps>
 __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, const Work& work, const Deps& deps) {
     Matvec v = op_matvec(OP_O_PROJ, m, g, L);
     PartialEpilogue ep{L.o_part, m.hidden};
     // Like down, the consumers load their slices of the attention output from global memory.
-    auto prepare = [](const Stream&) {};
+    auto prepare = [&](const Stream& s) {
+        if (X_STAGED_O_PROJ) stage_chunks(s, work, v, L.attn);
+    };
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_O) up_gate.w0 = nullptr;
-    run_stream<K_GROUPS_O_PROJ, INPUT_FROM_L2, WARMS_L2>(work, deps, v, 0, L.attn, nullptr, 0, RING_SLOTS_O_PROJ, prepare, ep, NoFinish{}, up_gate);
+    run_stream<K_GROUPS_O_PROJ, X_STAGED_O_PROJ ? INPUT_STAGED : INPUT_FROM_L2, WARMS_L2>(
+        work, deps, v, X_STAGED_O_PROJ ? m.q_dim : 0, L.attn, nullptr, 0, RING_SLOTS_O_PROJ, prepare, ep, NoFinish{},
+        up_gate);
 }
 
 template <typename Work, typename Deps>
@@ -963,8 +1014,12 @@ __device__ void down_body(const Model& m, const Globals& g, const Layer& L, cons
     PartialEpilogue ep{L.d_part, m.hidden};
     // The consumers load their slices of h straight from global memory (L2) into registers:
     // no staging pass and barrier before the first page (pdl -9 µs per step, docs/perf.md).
-    auto prepare = [](const Stream&) {};
-    run_stream<K_GROUPS_DOWN, INPUT_FROM_L2, NO_WARMING>(work, deps, v, 0, L.h, nullptr, 0, RING_SLOTS_DOWN, prepare, ep, NoFinish{});
+    // A K chunk longer than the registers hold is staged in shared memory instead.
+    auto prepare = [&](const Stream& s) {
+        if (X_STAGED_DOWN) stage_chunks(s, work, v, L.h);
+    };
+    run_stream<K_GROUPS_DOWN, X_STAGED_DOWN ? INPUT_STAGED : INPUT_FROM_L2, NO_WARMING>(
+        work, deps, v, X_STAGED_DOWN ? m.inter : 0, L.h, nullptr, 0, RING_SLOTS_DOWN, prepare, ep, NoFinish{});
 }
 
 // (4) RMSNorm + gate/up matvecs + SiLU(gate) * up: a page holds matching gate and up rows.

@@ -600,9 +600,22 @@ fn models_the_kernels_cannot_stream_name_the_field() {
     let e = kernels::check_model(&tiny).unwrap_err().to_string();
     assert!(e.contains("geometry.hidden") && e.contains("2048"), "{e}");
     let mut m = resolve_model("llama1b").unwrap();
-    m.lowering.vtp_shards.up_gate_down = 1;
+    m.lowering.vtp_shards.up_gate_down = 32;
     let e = kernels::check_model(&m).unwrap_err().to_string();
-    assert!(e.contains("lowering.vtp_shards.up_gate_down"), "{e}");
+    assert!(
+        e.contains("lowering.vtp_shards.up_gate_down") && e.contains("256 columns"),
+        "{e}"
+    );
+    // Down's K chunks of 8192 and 4096 columns are longer than the registers hold: staged in
+    // shared memory, in the chain's kernel and the persistent one.
+    for shards in [1, 2] {
+        m.lowering.vtp_shards.up_gate_down = shards;
+        kernels::check_model(&m).unwrap();
+        let l = mkc_catalogue::persistent_layout(&m).unwrap();
+        assert_eq!(l.x_len, m.geometry.intermediate);
+        let down = mkc_catalogue::stream(&m, mkc_ir::OpKind::Down).unwrap();
+        assert_eq!(down.x_len, m.geometry.intermediate);
+    }
 }
 
 proptest::proptest! {

@@ -31,14 +31,24 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
         .map_or(1, |d| d.as_nanos() as u64);
     let weights_seed = (seed % 1000) as u32 + 1;
     eprintln!("operator inputs: seed {seed}, weights seed {weights_seed}");
-    for name in ["llama1b", "llama1b_tuned"] {
+    // The tuned layout also at 1 and 2 MLP shards: down's K chunk of 8192 and 4096 columns,
+    // staged in shared memory and taken block by block.
+    for name in ["llama1b", "llama1b_tuned", "tuned_1_shard", "tuned_2_shards"] {
         let model = match name {
             "llama1b" => mkc_ir::embedded::resolve_model(name).unwrap(),
-            _ => mkc_ir::model::Model::parse(
-                "models/llama1b_tuned.ron",
-                include_str!("../../models/llama1b_tuned.ron"),
-            )
-            .unwrap(),
+            _ => {
+                let mut m = mkc_ir::model::Model::parse(
+                    "models/llama1b_tuned.ron",
+                    include_str!("../../models/llama1b_tuned.ron"),
+                )
+                .unwrap();
+                match name {
+                    "tuned_1_shard" => m.lowering.vtp_shards.up_gate_down = 1,
+                    "tuned_2_shards" => m.lowering.vtp_shards.up_gate_down = 2,
+                    _ => {}
+                }
+                m
+            }
         };
         let device = mkc_ir::embedded::resolve_device("h200")
             .unwrap()

@@ -222,17 +222,35 @@ pub fn stream(model: &Model, kind: OpKind) -> Option<Stream> {
     let work = mkc_ir::work::matvec(model, kind)?;
     let hidden = model.geometry.hidden;
     // The O-projection and down read their inputs from global memory: no staged vector.
-    let (x_len, norm_len) = match kind {
-        OpKind::OProj | OpKind::Down => (0, 0),
-        _ => (hidden, hidden),
+    let norm_len = match kind {
+        OpKind::OProj | OpKind::Down => 0,
+        _ => hidden,
     };
     Some(Stream {
         work,
-        x_len,
+        x_len: staged_input(model, kind, &work),
         norm_len,
         warps: consumer_warps(&model.tuning),
         budget: model.tuning.stream_smem.unwrap_or(SMEM_PER_CTA),
     })
+}
+
+/// Columns of a K chunk that the page loop holds in a lane's registers (8 groups of 256
+/// columns). A longer chunk, a multiple of it, is staged in shared memory and read block by
+/// block (`page_dots_blocked`).
+pub const REGISTER_K: u32 = 2048;
+
+/// Floats of its input vector a streaming operator stages in shared memory: the normalised
+/// operators (QKV, up/gate, the LM head) their whole hidden vector; the O-projection and down
+/// none, since they read their K chunks from global memory into registers, unless the chunk
+/// is longer than [`REGISTER_K`]: then their whole input vector (each chunk at its own
+/// offset; an instruction stages the chunks of its own tasks).
+pub fn staged_input(model: &Model, kind: OpKind, work: &MatvecWork) -> u32 {
+    match kind {
+        OpKind::OProj | OpKind::Down if work.k <= REGISTER_K => 0,
+        OpKind::OProj | OpKind::Down => work.k * work.splits,
+        _ => model.geometry.hidden,
+    }
 }
 
 /// Bytes of one KV position of one KV head (its key and value rows).

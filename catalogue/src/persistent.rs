@@ -151,7 +151,12 @@ pub fn persistent_layout(model: &Model) -> Result<PersistentLayout, Unsupported>
         warps,
         page_bytes,
         norm_len: hidden,
-        x_len: hidden,
+        // The longest input vector any operator stages (the hidden vector, or down's whole
+        // input where its K chunk is staged).
+        x_len: mkc_ir::work::MATVECS
+            .iter()
+            .filter_map(|&kind| Some(layout::staged_input(model, kind, &mkc_ir::work::matvec(model, kind)?)))
+            .fold(hidden, u32::max),
         work_bytes: 0,
     };
     let budget = SMEM_PER_CTA - PERSISTENT_STATIC_SMEM;
