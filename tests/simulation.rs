@@ -182,3 +182,43 @@ fn pdl_on_an_a100_is_refused() {
     let err = simulate(&s, &dev, &SimOptions::default(), None).unwrap_err();
     assert!(err.to_string().contains("Programmatic Dependent Launch"));
 }
+
+/// The persistent model's producer runs ahead across instructions: with no dependent work and
+/// no waits, the kernel's page ring keeps every SM streaming through every instruction
+/// boundary, so the step is the bandwidth floor within 2% (a loader that restarts at each
+/// instruction pays a load latency ~80 times per SM: ~3% on Llama-3.2-1B).
+#[test]
+fn the_persistent_producer_streams_across_instruction_boundaries() {
+    let model = mkc_ir::embedded::resolve_model("llama1b").unwrap();
+    let dev = resolve_device("h200").unwrap();
+    let s = schedule(&model, &dev, Target::Persistent);
+    let opts = SimOptions::default();
+    let (report, _) = simulate(&s, &dev, &opts, None).unwrap();
+    let ladder = ablation_ladder(&s, &dev, &opts, report.step.step_us);
+    let bottom = ladder.last().unwrap();
+    assert_eq!(bottom.removed, "attention+loads+waits");
+    let ratio = bottom.step_us / report.step.floor_us;
+    assert!((1.0..1.02).contains(&ratio), "{ladder:?} floor {}", report.step.floor_us);
+}
+
+/// Attention's compute (`attention_task_ns`, `attention_head_ns`) is on every layer's critical
+/// path of the persistent step: each microsecond more per task costs about a microsecond per
+/// layer, and a task of more query heads takes longer.
+#[test]
+fn persistent_attention_compute_is_on_every_layers_path() {
+    let model = mkc_ir::embedded::resolve_model("llama1b").unwrap();
+    let dev = resolve_device("h200").unwrap();
+    let s = schedule(&model, &dev, Target::Persistent);
+    let step = |dev: &mkc_ir::device::DeviceProfile| {
+        simulate_step(&s, dev, &SimOptions::default(), s.graph.typical_kv_len).step_ns
+    };
+    let base = step(&dev);
+    let mut slower = dev.clone();
+    slower.latencies.attention_task_ns += 1000.0;
+    let layers = model.geometry.layers as f64;
+    let grew = step(&slower) - base;
+    assert!(grew > 0.8 * layers * 1000.0, "{grew} ns over {layers} layers");
+    let mut per_head = dev.clone();
+    per_head.latencies.attention_head_ns += 1000.0;
+    assert!(step(&per_head) > base + 0.8 * layers * 1000.0);
+}

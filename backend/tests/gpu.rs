@@ -33,7 +33,12 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
     eprintln!("operator inputs: seed {seed}, weights seed {weights_seed}");
     // The tuned layout also at 1 and 2 MLP shards: down's K chunk of 8192 and 4096 columns,
     // staged in shared memory and taken block by block.
-    for name in ["llama1b", "llama1b_tuned", "tuned_1_shard", "tuned_2_shards"] {
+    for name in [
+        "llama1b",
+        "llama1b_tuned",
+        "tuned_1_shard",
+        "tuned_2_shards",
+    ] {
         let model = match name {
             "llama1b" => mkc_ir::embedded::resolve_model(name).unwrap(),
             _ => {

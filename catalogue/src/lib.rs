@@ -125,7 +125,11 @@ pub fn check_model(model: &mkc_ir::Model) -> Result<(), Unsupported> {
                      chunk{} (choose shards so that the chunk is one of these)",
                     kind.name(),
                     s.work.k,
-                    if staged { ", or a multiple of 2048" } else { "" }
+                    if staged {
+                        ", or a multiple of 2048"
+                    } else {
+                        ""
+                    }
                 ),
             );
         }

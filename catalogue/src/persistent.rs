@@ -155,7 +155,13 @@ pub fn persistent_layout(model: &Model) -> Result<PersistentLayout, Unsupported>
         // input where its K chunk is staged).
         x_len: mkc_ir::work::MATVECS
             .iter()
-            .filter_map(|&kind| Some(layout::staged_input(model, kind, &mkc_ir::work::matvec(model, kind)?)))
+            .filter_map(|&kind| {
+                Some(layout::staged_input(
+                    model,
+                    kind,
+                    &mkc_ir::work::matvec(model, kind)?,
+                ))
+            })
             .fold(hidden, u32::max),
         work_bytes: 0,
     };

@@ -141,6 +141,15 @@ pub struct Latencies {
     /// pay it. Absent in older profiles: 0.
     #[serde(default)]
     pub release_ns: f64,
+    /// A persistent attention task's compute once its inputs are staged (scores, softmax,
+    /// output: latency chains through shared memory and barriers), beside
+    /// `attention_head_ns` per query head of the task. Absent in older profiles: 0.
+    #[serde(default)]
+    pub attention_task_ns: f64,
+    /// What each query head of an attention task adds to `attention_task_ns`. Absent in
+    /// older profiles: 0.
+    #[serde(default)]
+    pub attention_head_ns: f64,
 }
 
 /// Everything mkc knows about one GPU.
@@ -209,6 +218,8 @@ impl DeviceProfile {
             ),
             ("latencies.load_latency_ns", l.load_latency_ns),
             ("latencies.release_ns", l.release_ns),
+            ("latencies.attention_task_ns", l.attention_task_ns),
+            ("latencies.attention_head_ns", l.attention_head_ns),
         ] {
             check_latency(file, field, v)?;
         }

@@ -1,22 +1,22 @@
-//! Timeline of the persistent target as the kernel runs it: per-SM instruction streams,
-//! counter waits with signal latency, and each instruction's weights streamed through its
-//! operator's page ring.
+//! Timeline of the persistent target as the kernel runs it: per-SM instruction streams, a
+//! producer that runs ahead across instructions, counter waits with signal latency, and a
+//! dependent phase that the consumers run before they may use their pages.
 //!
-//! Each SM has a loader and a consumer. When an instruction starts, the loader streams its
-//! tasks' independent bytes (weights, KV history) in order, the first a load latency later,
-//! never waiting on counters, as long as what is buffered and not yet consumed fits the ring
-//! (`persistent_prefetch_bytes`: the kernel's page ring, or attention's KV chunk; an empty
-//! ring always takes the next task, so a run larger than the ring streams through it). The
-//! loader does not run ahead into the next instruction: that was the kernel's producer until
-//! it got one ring across the whole stream.
-//! The kernel now runs ahead and this model does not yet (a run-ahead model predicted the
-//! bandwidth floor, where the kernel measures ~885 µs and 656 without its dependent work;
-//! docs/perf.md). The consumer is admitted once every counter the instruction waits on is
-//! complete and visible, consumes the loads as they land, and runs its dependent phase
-//! (instruction overhead, the load latency of its activations, then its activations and
-//! writes at the SM's bandwidth). The instruction ends when both are done; its signals leave
-//! `release_ns` later (the release waits for its stores' acknowledgement), and the SM admits
-//! its next instruction no sooner. Attention's compute is not modelled (docs/perf.md).
+//! Each SM has a loader and a consumer. The loader walks the SM's whole stream in order, as the
+//! kernel's producer lane does: a matvec task's weights go into the page ring (the kernel's
+//! slots x page bytes, `persistent_prefetch_bytes`), attention's KV history into its own region,
+//! which holds one attention instruction's history and is free again once the previous
+//! attention instruction has ended. It never waits on a counter, only for room: a full ring
+//! stops it until the consumers free a page, and its next page then lands `load_latency_ns`
+//! later (the pipe refills). The consumer is admitted once every counter the instruction waits
+//! on is complete and visible and its previous instruction has released; it then stages its
+//! activations (instruction overhead, the load latency, its activations and writes at the SM's
+//! bandwidth) and only then uses its pages as they land, freeing their ring room. Attention
+//! computes (scores, softmax, output: `attention_task_ns` plus `attention_head_ns` per query
+//! head of the task, from the chain kernel's clock marks) once staged and its history landed.
+//! The instruction ends when all of that is done; its signals leave `release_ns` later (the
+//! release waits for its stores' acknowledgement), and the SM admits its next instruction no
+//! sooner.
 
 use mkc_ir::device::DeviceProfile;
 use mkc_scheduler::Schedule;
@@ -30,10 +30,12 @@ use crate::timeline::{
 enum Event {
     /// Try to admit the SM's current instruction.
     Check(usize),
-    /// The SM's loader may start the current instruction's loads.
+    /// The SM's loader may issue its next loads.
     Fill(usize),
-    /// The dependent phase of the SM's current instruction ends.
-    Dependent(usize),
+    /// The current instruction's activations are staged.
+    Staged(usize),
+    /// The current instruction (attention) finishes computing.
+    Computed(usize),
 }
 
 /// One task load of an SM's stream.
@@ -41,6 +43,8 @@ struct Load {
     /// Instruction (index in the stream) it belongs to.
     ins: usize,
     bytes: f64,
+    /// Attention's KV history (its own region), not weight pages (the ring).
+    kv: bool,
     landed: bool,
     landed_at: f64,
 }
@@ -49,16 +53,22 @@ struct Sm {
     loads: Vec<Load>,
     /// First task load of each instruction (and one past the last).
     first_load: Vec<usize>,
+    /// The attention instruction before each instruction (its KV region's last user).
+    prev_attention: Vec<Option<usize>>,
     next_load: usize,
     loading: bool,
-    buffered: f64,
+    /// The loader stopped for room; its next load starts a load latency after room frees.
+    stalled: bool,
+    /// When the loader may issue again (after a refill latency).
+    resume_at: f64,
+    /// Weight bytes issued into the ring and not yet consumed.
+    ring_used: f64,
     /// Loads of the current instruction consumed so far.
     consumed: usize,
     consumer: usize,
     admitted: Option<f64>,
-    dependent_done: bool,
-    /// When the current instruction's first load may start (a load latency after it began).
-    filling_from: f64,
+    staged: bool,
+    computing: bool,
     /// When the consumers may admit the next instruction: the last one's release is done.
     free_at: f64,
 }
@@ -77,9 +87,9 @@ pub fn simulate(
     let g = &s.graph;
     let lat = &device.latencies;
     let (bw, cap) = bandwidths(device);
-    // What the kernel holds ahead of its consumers in an instruction of each kind: its page
-    // ring, or attention's KV chunk (the chain's rings where the kernel cannot run the model).
-    let ring = |kind: mkc_ir::OpKind| -> f64 {
+    // What the kernel holds ahead of its consumers: its page ring, and attention's KV chunk
+    // (the chain's rings where the kernel cannot run the model).
+    let room = |kind: mkc_ir::OpKind| -> f64 {
         s.model
             .as_ref()
             .map_or(plan.resources.dynamic_smem_bytes as f64, |m| {
@@ -89,7 +99,8 @@ pub fn simulate(
             })
             .max(1.0)
     };
-    let rings: Vec<f64> = g.ops.iter().map(|o| ring(o.kind)).collect();
+    let ring = room(mkc_ir::OpKind::Down);
+    let kind_of = |t: mkc_ir::TaskId| g.op(g.task(t).op).kind;
     let mut pool: Pool<(usize, usize)> = Pool::new(bw, cap);
     let mut queue: EventQueue<Event> = EventQueue::default();
     let mut sms: Vec<Sm> = plan
@@ -98,12 +109,20 @@ pub fn simulate(
         .map(|st| {
             let mut loads = Vec::new();
             let mut first_load = Vec::with_capacity(st.len() + 1);
+            let mut prev_attention = Vec::with_capacity(st.len());
+            let mut last_attention = None;
             for (i, ins) in st.iter().enumerate() {
                 first_load.push(loads.len());
+                prev_attention.push(last_attention);
+                let kv = kind_of(ins.first) == mkc_ir::OpKind::Attention;
+                if kv {
+                    last_attention = Some(i);
+                }
                 for t in ins.tasks() {
                     loads.push(Load {
                         ins: i,
                         bytes: independent_bytes(g.task(t), kv_len),
+                        kv,
                         landed: false,
                         landed_at: 0.0,
                     });
@@ -113,14 +132,17 @@ pub fn simulate(
             Sm {
                 loads,
                 first_load,
+                prev_attention,
                 next_load: 0,
                 loading: false,
-                buffered: 0.0,
+                stalled: false,
+                resume_at: lat.load_latency_ns,
+                ring_used: 0.0,
                 consumed: 0,
                 consumer: 0,
                 admitted: None,
-                dependent_done: false,
-                filling_from: lat.load_latency_ns,
+                staged: false,
+                computing: false,
                 free_at: 0.0,
             }
         })
@@ -130,30 +152,34 @@ pub fn simulate(
     let mut waiting: Vec<Vec<usize>> = vec![Vec::new(); g.counters.len()];
     let mut spans = Span::unset(g.tasks.len());
 
-    // Starts the SM's next loads while the buffer has room.
+    // Issues the SM's next loads, in stream order, while there is room for them.
     let try_load = |sm: usize,
                     now: f64,
                     sms: &mut Vec<Sm>,
                     pool: &mut Pool<(usize, usize)>,
                     spans: &mut Vec<Span>| {
         let st = &mut sms[sm];
-        while !st.loading && st.next_load < st.loads.len() {
+        while !st.loading && st.next_load < st.loads.len() && now >= st.resume_at {
             let j = st.next_load;
-            let bytes = st.loads[j].bytes;
-            // Only the current instruction's loads, within its ring, once it has started.
-            if st.loads[j].ins != st.consumer || now < st.filling_from {
+            let (ins_j, bytes, kv) = (st.loads[j].ins, st.loads[j].bytes, st.loads[j].kv);
+            let fits = if kv {
+                // The region is free once the previous attention instruction has ended.
+                st.prev_attention[ins_j].is_none_or(|p| st.consumer > p)
+            } else {
+                st.ring_used == 0.0 || st.ring_used + bytes <= ring
+            };
+            if !fits {
+                st.stalled = true;
                 break;
             }
-            let ins = &plan.streams[sm][st.loads[j].ins];
-            let buffer = rings[g.task(ins.first).op.index()];
-            if st.buffered > 0.0 && st.buffered + bytes > buffer {
-                break;
-            }
-            let task = ins.first.index() + j - st.first_load[st.loads[j].ins];
+            let ins = &plan.streams[sm][ins_j];
+            let task = ins.first.index() + j - st.first_load[ins_j];
             spans[task].load_start = now;
             st.next_load += 1;
+            if !kv {
+                st.ring_used += bytes;
+            }
             if bytes > 0.0 {
-                st.buffered += bytes;
                 st.loading = true;
                 pool.start(now, bytes, (sm, j));
             } else {
@@ -162,14 +188,29 @@ pub fn simulate(
             }
         }
     };
-    // Consumes the landed loads of the admitted instruction, in order; true when all are.
+    // Consumes the landed pages of the staged current instruction, in order; true when all
+    // are. A consumed page frees its ring room.
     let consume = |st: &mut Sm| -> bool {
         let (lo, hi) = (st.first_load[st.consumer], st.first_load[st.consumer + 1]);
+        if !st.staged {
+            return lo == hi;
+        }
         while lo + st.consumed < hi && st.loads[lo + st.consumed].landed {
-            st.buffered -= st.loads[lo + st.consumed].bytes;
+            if !st.loads[lo + st.consumed].kv {
+                st.ring_used -= st.loads[lo + st.consumed].bytes;
+            }
             st.consumed += 1;
         }
         lo + st.consumed == hi
+    };
+    // After a consumer freed room: a stalled loader resumes a load latency later.
+    let resume = |sm: usize, now: f64, sms: &mut Vec<Sm>, queue: &mut EventQueue<Event>| {
+        let st = &mut sms[sm];
+        if st.stalled {
+            st.stalled = false;
+            st.resume_at = now + lat.load_latency_ns;
+            queue.push(st.resume_at, Event::Fill(sm));
+        }
     };
 
     for sm in 0..sms.len() {
@@ -177,52 +218,76 @@ pub fn simulate(
         queue.push(0.0, Event::Check(sm));
     }
     let mut end = 0.0f64;
-    // Ends the SM's current instruction at `now` if its loads and dependent phase are done.
-    macro_rules! maybe_finish {
+    // Ends the SM's current instruction at `now`: its spans, its signals (after the release),
+    // and the next instruction's admission.
+    macro_rules! finish {
         ($sm:expr, $now:expr) => {{
             let (sm, now) = ($sm, $now);
             let st = &mut sms[sm];
-            if st.admitted.is_some() && st.dependent_done && consume(st) {
-                let ins = &plan.streams[sm][st.consumer];
-                let admitted = st.admitted.expect("admitted");
-                // A task of the run starts once admitted and loading, ends once its load
-                // landed; the last one ends with the instruction.
-                for (k, t) in ins.tasks().enumerate() {
-                    let load = &st.loads[st.first_load[st.consumer] + k];
-                    let span = &mut spans[t.index()];
-                    span.start = admitted.max(span.load_start);
-                    span.end = if k + 1 == ins.count as usize {
-                        now
-                    } else {
-                        span.start.max(load.landed_at)
-                    };
-                    span.sm = sm as u32;
-                    span.task = t;
-                }
-                end = end.max(now);
-                // The release: the signals leave once the SM's stores are acknowledged, and
-                // the consumers wait for it at the end barrier before the next instruction.
-                let released = now + lat.release_ns;
-                for sig in &ins.signals {
-                    let c = sig.counter.index();
-                    remaining[c] -= sig.count;
-                    done_at[c] = done_at[c].max(released);
-                    if remaining[c] == 0 {
-                        for w in std::mem::take(&mut waiting[c]) {
-                            queue.push(released, Event::Check(w));
-                        }
+            let ins = &plan.streams[sm][st.consumer];
+            let admitted = st.admitted.expect("admitted");
+            // A task of the run starts once admitted and loading, ends once its load landed;
+            // the last one ends with the instruction.
+            for (k, t) in ins.tasks().enumerate() {
+                let load = &st.loads[st.first_load[st.consumer] + k];
+                let span = &mut spans[t.index()];
+                span.start = admitted.max(span.load_start);
+                span.end = if k + 1 == ins.count as usize {
+                    now
+                } else {
+                    span.start.max(load.landed_at)
+                };
+                span.sm = sm as u32;
+                span.task = t;
+            }
+            end = end.max(now);
+            // The release: the signals leave once the SM's stores are acknowledged, and the
+            // consumers wait for it at the end barrier before the next instruction.
+            let released = now + lat.release_ns;
+            for sig in &ins.signals {
+                let c = sig.counter.index();
+                remaining[c] -= sig.count;
+                done_at[c] = done_at[c].max(released);
+                if remaining[c] == 0 {
+                    for w in std::mem::take(&mut waiting[c]) {
+                        queue.push(released, Event::Check(w));
                     }
                 }
-                st.consumer += 1;
-                st.consumed = 0;
-                st.admitted = None;
-                st.dependent_done = false;
-                // The next instruction sets up its ring and issues its first pages now; they
-                // start landing a load latency later.
-                st.filling_from = now + lat.load_latency_ns;
-                st.free_at = released;
-                queue.push(st.filling_from, Event::Fill(sm));
-                queue.push(released, Event::Check(sm));
+            }
+            st.consumer += 1;
+            st.consumed = 0;
+            st.admitted = None;
+            st.staged = false;
+            st.computing = false;
+            st.free_at = released;
+            queue.push(released, Event::Check(sm));
+            // An attention instruction's end frees the KV region.
+            resume(sm, now, &mut sms, &mut queue);
+            try_load(sm, now, &mut sms, &mut pool, &mut spans);
+        }};
+    }
+    // The current instruction's next step once its pages or its stage moved on: consume, then
+    // compute (attention) or end.
+    macro_rules! progress {
+        ($sm:expr, $now:expr) => {{
+            let (sm, now) = ($sm, $now);
+            let st = &mut sms[sm];
+            let before = st.consumed;
+            if st.admitted.is_some() && !st.computing && consume(st) && st.staged {
+                let kind = kind_of(plan.streams[sm][st.consumer].first);
+                let ins = &plan.streams[sm][st.consumer];
+                if kind == mkc_ir::OpKind::Attention && !ablate.attention {
+                    st.computing = true;
+                    let heads = s.model.as_ref().map_or(1, |m| m.heads_per_attention_task());
+                    let per_task =
+                        lat.attention_task_ns + lat.attention_head_ns * heads as f64;
+                    queue.push(now + per_task * ins.count as f64, Event::Computed(sm));
+                } else {
+                    finish!(sm, now);
+                }
+            } else if sms[sm].consumed > before {
+                resume(sm, now, &mut sms, &mut queue);
+                try_load(sm, now, &mut sms, &mut pool, &mut spans);
             }
         }};
     }
@@ -233,11 +298,8 @@ pub fn simulate(
                 st.loads[j].landed = true;
                 st.loads[j].landed_at = now;
                 st.loading = false;
-                if st.admitted.is_some() {
-                    consume(st);
-                }
                 try_load(sm, now, &mut sms, &mut pool, &mut spans);
-                maybe_finish!(sm, now);
+                progress!(sm, now);
             }
             Next::Event(now, Event::Check(sm)) => {
                 let st = &sms[sm];
@@ -263,25 +325,25 @@ pub fn simulate(
                     queue.push(ready, Event::Check(sm));
                     continue;
                 }
-                let kind = g.op(g.task(ins.first).op).kind;
+                let kind = kind_of(ins.first);
                 let dependent =
                     ablated_dependent_bytes(&ablate, kind, ins.tasks().map(|t| g.task(t)));
-                let st = &mut sms[sm];
-                st.admitted = Some(now);
-                consume(st);
-                try_load(sm, now, &mut sms, &mut pool, &mut spans);
+                sms[sm].admitted = Some(now);
                 // As in a chain CTA: activations read after the wait land a load latency
-                // later.
+                // later; the consumers use their pages only once they are staged.
                 let activations = activation_latency(&ablate, kind, device);
                 let duration = lat.instruction_overhead_ns + activations + dependent / cap;
-                queue.push(now + duration, Event::Dependent(sm));
+                queue.push(now + duration, Event::Staged(sm));
             }
             Next::Event(now, Event::Fill(sm)) => {
                 try_load(sm, now, &mut sms, &mut pool, &mut spans);
             }
-            Next::Event(now, Event::Dependent(sm)) => {
-                sms[sm].dependent_done = true;
-                maybe_finish!(sm, now);
+            Next::Event(now, Event::Staged(sm)) => {
+                sms[sm].staged = true;
+                progress!(sm, now);
+            }
+            Next::Event(now, Event::Computed(sm)) => {
+                finish!(sm, now);
             }
         }
     }
