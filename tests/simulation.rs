@@ -198,7 +198,11 @@ fn the_persistent_producer_streams_across_instruction_boundaries() {
     let bottom = ladder.last().unwrap();
     assert_eq!(bottom.removed, "attention+loads+waits");
     let ratio = bottom.step_us / report.step.floor_us;
-    assert!((1.0..1.02).contains(&ratio), "{ladder:?} floor {}", report.step.floor_us);
+    assert!(
+        (1.0..1.02).contains(&ratio),
+        "{ladder:?} floor {}",
+        report.step.floor_us
+    );
 }
 
 /// Attention's compute (`attention_task_ns`, `attention_head_ns`) is on every layer's critical
@@ -217,7 +221,10 @@ fn persistent_attention_compute_is_on_every_layers_path() {
     slower.latencies.attention_task_ns += 1000.0;
     let layers = model.geometry.layers as f64;
     let grew = step(&slower) - base;
-    assert!(grew > 0.8 * layers * 1000.0, "{grew} ns over {layers} layers");
+    assert!(
+        grew > 0.8 * layers * 1000.0,
+        "{grew} ns over {layers} layers"
+    );
     let mut per_head = dev.clone();
     per_head.latencies.attention_head_ns += 1000.0;
     assert!(step(&per_head) > base + 0.8 * layers * 1000.0);

@@ -594,20 +594,29 @@ __device__ __forceinline__ void page_dots(const bf16* page, const float (&xr)[NJ
     for (int r = 0; r < R; ++r) out[r] = warp_sum(out[r]);
 }
 
-// page_dots for a K chunk longer than the lane's registers hold (NJ > 8, a multiple of 8): the
-// row is taken in blocks of 8 groups (2048 columns), each block's slice of the input vector
-// read from `x` (the chunk's start in shared memory) just before its dot products.
+// page_dots for a K chunk longer than the lane's registers hold (NJ > 8 groups of 256): the
+// row is taken in blocks of 8 groups (2048 columns) and a last block of the NJ % 8 left, each
+// block's slice of the input vector read from `x` (the chunk's start in shared memory) just
+// before its dot products.
 template <int NJ, int R>
 __device__ __forceinline__ void page_dots_blocked(const bf16* page, const float* x, float (&out)[R]) {
-    static_assert(NJ % 8 == 0, "a blocked page row is a multiple of 2048 columns");
+    constexpr int FULL = NJ / 8, TAIL = NJ % 8;
     float total[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) total[r] = 0.f;
-    for (int b = 0; b < NJ / 8; ++b) {
+    for (int b = 0; b < FULL; ++b) {
         float xr[8][8];
         load_x<8>(xr, x + b * 2048, 0, 0);
         float part[R];
         page_dots_partial<8, R, 256 * NJ>(page + b * 2048, xr, part);
+#pragma unroll
+        for (int r = 0; r < R; ++r) total[r] += part[r];
+    }
+    if constexpr (TAIL > 0) {
+        float xr[TAIL][8];
+        load_x<TAIL>(xr, x + FULL * 2048, 0, 0);
+        float part[R];
+        page_dots_partial<TAIL, R, 256 * NJ>(page + FULL * 2048, xr, part);
 #pragma unroll
         for (int r = 0; r < R; ++r) total[r] += part[r];
     }
@@ -792,8 +801,8 @@ __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, 
     // One page loop per operator: its K chunk's 256-column groups are the generated K_GROUPS_*
     // (v.k / 256). Where the input vector lives is each body's own (X_GLOBAL: x_global, read
     // from L2; else s.x, staged in shared memory), so that the one inlined copy knows it.
-    static_assert(NJ == 2 || NJ == 4 || NJ == 8 || (NJ % 8 == 0 && !X_GLOBAL),
-                  "a page row is 512, 1024 or 2048 columns, or a multiple of 2048 staged in shared memory");
+    static_assert(NJ == 2 || NJ == 4 || NJ == 8 || (NJ > 8 && !X_GLOBAL),
+                  "a page row is 512, 1024 or 2048 columns, or longer and staged in shared memory");
     if (X_GLOBAL) consume<NJ>(s, v, x_global, first, count, epilogue);
     else consume<NJ>(s, v, s.x, first, count, epilogue);
     mark(MARK_COMPUTED);
@@ -823,7 +832,7 @@ __device__ void rmsnorm_consumers(const Stream& s, int n, float eps) {
     for (int i = threadIdx.x; i < n; i += CONSUMER_THREADS) x[i] = x[i] * inv * bf2f(s.norm[i]);
 }
 
-// dst <- base + parts[0] + ... + parts[splits - 1] (n <= 2048 floats each,
+// dst <- base + parts[0] + ... + parts[splits - 1] (n <= HIDDEN floats each,
 // added in that order): the residual stream, reduced from the split-K partials that produced
 // it. A thread issues the loads of up to SUM_BATCH chunks before its first add: one L2 round
 // trip per batch (a loop of dependent load-add steps made this prepare ~2 µs slower). This CTA
@@ -834,7 +843,7 @@ __device__ void rmsnorm_consumers(const Stream& s, int n, float eps) {
 #define SUM_BATCH 4
 __device__ void stage_sum(float* dst, const float* base, const float* parts, int splits, int n, float* out,
                           int lo, int hi, const Stream* norm, float eps) {
-    constexpr int G = (2048 + 4 * CONSUMER_THREADS - 1) / (4 * CONSUMER_THREADS);  // float4s per thread
+    constexpr int G = (HIDDEN + 4 * CONSUMER_THREADS - 1) / (4 * CONSUMER_THREADS);  // float4s per thread
     const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
     int at[G];
     float4 acc[G];

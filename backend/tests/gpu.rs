@@ -32,15 +32,18 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
     let weights_seed = (seed % 1000) as u32 + 1;
     eprintln!("operator inputs: seed {seed}, weights seed {weights_seed}");
     // The tuned layout also at 1 and 2 MLP shards: down's K chunk of 8192 and 4096 columns,
-    // staged in shared memory and taken block by block.
+    // staged in shared memory and taken block by block. And Llama-3.2-3B: hidden 3072, so QKV,
+    // up/gate and the LM head take their rows in blocks from the staged input, and the
+    // O-projection (3072 columns) stages its input too.
     for name in [
         "llama1b",
         "llama1b_tuned",
         "tuned_1_shard",
         "tuned_2_shards",
+        "llama3b",
     ] {
         let model = match name {
-            "llama1b" => mkc_ir::embedded::resolve_model(name).unwrap(),
+            "llama1b" | "llama3b" => mkc_ir::embedded::resolve_model(name).unwrap(),
             _ => {
                 let mut m = mkc_ir::model::Model::parse(
                     "models/llama1b_tuned.ron",

@@ -236,18 +236,24 @@ pub fn stream(model: &Model, kind: OpKind) -> Option<Stream> {
 }
 
 /// Columns of a K chunk that the page loop holds in a lane's registers (8 groups of 256
-/// columns). A longer chunk, a multiple of it, is staged in shared memory and read block by
+/// columns). A longer chunk ([`blocked_k`]) is staged in shared memory and read block by
 /// block (`page_dots_blocked`).
 pub const REGISTER_K: u32 = 2048;
+
+/// Whether the page loop takes a K chunk of `k` columns block by block from an input staged in
+/// shared memory: longer than [`REGISTER_K`], in whole 256-column groups.
+pub fn blocked_k(k: u32) -> bool {
+    k > REGISTER_K && k.is_multiple_of(256)
+}
 
 /// Floats of its input vector a streaming operator stages in shared memory: the normalised
 /// operators (QKV, up/gate, the LM head) their whole hidden vector; the O-projection and down
 /// none, since they read their K chunks from global memory into registers, unless the chunk
-/// is longer than [`REGISTER_K`]: then their whole input vector (each chunk at its own
+/// is longer than [`REGISTER_K`] ([`blocked_k`]): then their whole input vector (each chunk at its own
 /// offset; an instruction stages the chunks of its own tasks).
 pub fn staged_input(model: &Model, kind: OpKind, work: &MatvecWork) -> u32 {
     match kind {
-        OpKind::OProj | OpKind::Down if work.k <= REGISTER_K => 0,
+        OpKind::OProj | OpKind::Down if !blocked_k(work.k) => 0,
         OpKind::OProj | OpKind::Down => work.k * work.splits,
         _ => model.geometry.hidden,
     }

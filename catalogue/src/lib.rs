@@ -11,10 +11,10 @@ pub mod persistent;
 pub use ablation::Ablation;
 pub use launch::{cta_tasks, declared_resources, grid, GridShape, ResourceSource, Resources};
 pub use layout::{
-    att_threads, attention_chunk, consumer_warps, dynamic_smem, page_range, prefetch_bytes,
-    ring_next, ring_owner, ring_slot, staged_input, stream, stream_threads, threads, warm_depth,
-    warm_slot, Stream, ATT_THREADS, CONSUMER_WARPS, MAX_SLOTS, REGISTER_K, SMEM_PER_CTA,
-    SMEM_PER_SM, WARM_DEPTH,
+    att_threads, attention_chunk, blocked_k, consumer_warps, dynamic_smem, page_range,
+    prefetch_bytes, ring_next, ring_owner, ring_slot, staged_input, stream, stream_threads,
+    threads, warm_depth, warm_slot, Stream, ATT_THREADS, CONSUMER_WARPS, MAX_SLOTS, REGISTER_K,
+    SMEM_PER_CTA, SMEM_PER_SM, WARM_DEPTH,
 };
 
 pub use persistent::{
@@ -112,24 +112,17 @@ pub fn check_model(model: &mkc_ir::Model) -> Result<(), Unsupported> {
             OpKind::Down => "lowering.vtp_shards.up_gate_down",
             _ => "geometry.hidden",
         };
-        // For QKV the chunk is the hidden size, so this also keeps the residual stream within
-        // the 2048 floats the kernels' `stage_sum` stages. The O-projection and down may stream
-        // longer chunks, multiples of REGISTER_K, from an input staged in shared memory.
-        let staged = matches!(kind, OpKind::OProj | OpKind::Down);
-        let blocked = staged && s.work.k > REGISTER_K && s.work.k.is_multiple_of(REGISTER_K);
-        if ![512, 1024, 2048].contains(&s.work.k) && !blocked {
+        // A chunk longer than the registers hold is taken block by block from the input
+        // staged in shared memory (the normalised operators stage theirs anyway).
+        if ![512, 1024, 2048].contains(&s.work.k) && !blocked_k(s.work.k) {
             return fail(
                 field,
                 format!(
                     "{} streams rows of {} columns; the kernels take 512, 1024 or 2048 per K \
-                     chunk{} (choose shards so that the chunk is one of these)",
+                     chunk, or more in whole groups of 256 (choose shards so that the chunk is \
+                     one of these)",
                     kind.name(),
                     s.work.k,
-                    if staged {
-                        ", or a multiple of 2048"
-                    } else {
-                        ""
-                    }
                 ),
             );
         }

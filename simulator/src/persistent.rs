@@ -279,8 +279,7 @@ pub fn simulate(
                 if kind == mkc_ir::OpKind::Attention && !ablate.attention {
                     st.computing = true;
                     let heads = s.model.as_ref().map_or(1, |m| m.heads_per_attention_task());
-                    let per_task =
-                        lat.attention_task_ns + lat.attention_head_ns * heads as f64;
+                    let per_task = lat.attention_task_ns + lat.attention_head_ns * heads as f64;
                     queue.push(now + per_task * ins.count as f64, Event::Computed(sm));
                 } else {
                     finish!(sm, now);
