@@ -302,9 +302,8 @@ pub fn check_many(
         let tok = sequence[pos as usize];
         let want = bf.step(tok, pos);
         let want_f32 = f32_ref.step(tok, pos);
-        let rms =
-            (want.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / want.len() as f64).sqrt();
         let (ref_argmax, margin) = argmax_margin(&want);
+        let clear = margin_clear(&want, margin);
         for (run, c) in runs.iter().zip(checks.iter_mut()) {
             if let Some((_, got)) = run.iter().find(|(p, _)| *p == pos) {
                 let (gpu_argmax, _) = argmax_margin(got);
@@ -315,7 +314,7 @@ pub fn check_many(
                     gpu_argmax,
                     ref_argmax,
                     margin,
-                    clear: margin as f64 > 0.05 * rms,
+                    clear,
                 });
             }
         }
@@ -329,6 +328,51 @@ pub fn check_many(
             });
     }
     checks
+}
+
+/// Whether the reference's top-2 margin in `logits` is clear: larger than the error budget
+/// (5% of the logits' RMS) can flip. The checks and the targets' divergence share it.
+fn margin_clear(logits: &[f32], margin: f32) -> bool {
+    let rms =
+        (logits.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / logits.len() as f64).sqrt();
+    margin as f64 > 0.05 * rms
+}
+
+/// Where a target's tokens first part from the first target's: the position whose logits chose
+/// the differing token, and the reference's top-2 margin there on the history both share.
+/// Targets whose float sums run in another order may part at a near tie (the margin not
+/// clear): a rounding question, after which each is checked on its own tokens. A clear margin
+/// is a wrong token.
+#[derive(Clone, Debug, Serialize)]
+pub struct Divergence {
+    /// The target that parted.
+    pub target: String,
+    /// The position whose argmax differs.
+    pub pos: u32,
+    /// The reference's top-2 margin there.
+    pub margin: f32,
+    /// Whether that margin is clear.
+    pub clear: bool,
+}
+
+/// The index of the first token where `b` differs from `a` (None when they agree).
+pub fn first_difference(a: &[u32], b: &[u32]) -> Option<usize> {
+    a.iter()
+        .zip(b)
+        .position(|(x, y)| x != y)
+        .or((a.len() != b.len()).then(|| a.len().min(b.len())))
+}
+
+/// The reference's top-2 margin, and whether it is clear, at position `pos`, teacher-forced
+/// with `sequence` up to it.
+pub fn reference_margin(model: &Model, w: &HostWeights, sequence: &[u32], pos: u32) -> (f32, bool) {
+    let mut bf = Reference::new(model, w, true);
+    let mut last = Vec::new();
+    for p in 0..=pos {
+        last = bf.step(sequence[p as usize], p);
+    }
+    let (_, margin) = argmax_margin(&last);
+    (margin, margin_clear(&last, margin))
 }
 
 /// [`check_many`] for one run.
@@ -378,4 +422,24 @@ pub fn percentiles(v: &[f64]) -> (f64, f64, f64) {
     }
     let at = |q: f64| s[((s.len() - 1) as f64 * q).round() as usize];
     (at(0.5), at(0.1), at(0.9))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_difference_finds_where_two_token_runs_part() {
+        assert_eq!(first_difference(&[1, 2, 3], &[1, 2, 3]), None);
+        assert_eq!(first_difference(&[1, 2, 3], &[1, 5, 3]), Some(1));
+        assert_eq!(first_difference(&[1, 2, 3], &[9, 2, 3]), Some(0));
+        assert_eq!(first_difference(&[1, 2], &[1, 2, 3]), Some(2));
+    }
+
+    #[test]
+    fn a_clear_margin_is_larger_than_five_percent_of_the_logits_rms() {
+        let logits = [1.0f32, -1.0, 1.0, -1.0];
+        assert!(margin_clear(&logits, 0.06));
+        assert!(!margin_clear(&logits, 0.04));
+    }
 }
