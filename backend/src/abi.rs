@@ -747,6 +747,20 @@ mod tests {
                 proptest::prop_assert!(header.contains(&line), "{}", line);
                 if runs {
                     proptest::prop_assert_eq!(k_groups(w.k) * 256, w.k);
+                    // A chunk longer than the registers hold reads a staged input that holds
+                    // every chunk at its own offset; the bodies that may read global memory
+                    // (the O-projection, down) are told so.
+                    let staged = mkc_catalogue::staged_input(&m, kind, &w);
+                    if mkc_catalogue::blocked_k(w.k) {
+                        proptest::prop_assert!(staged >= w.k * w.splits);
+                    }
+                    if matches!(kind, mkc_ir::OpKind::OProj | mkc_ir::OpKind::Down) {
+                        let line = format!(
+                            "#define X_STAGED_{name} {}\n",
+                            mkc_catalogue::blocked_k(w.k) as u32
+                        );
+                        proptest::prop_assert!(header.contains(&line), "{}", line);
+                    }
                 }
             }
         }
