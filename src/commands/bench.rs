@@ -10,7 +10,7 @@ use serde::Serialize;
 use mkc_scheduler::Target;
 
 use super::gpu_common::{
-    check_many, first_difference, mean, percentiles, print_check, reference_margin, Check,
+    check_many, find_divergences, mean, percentiles, print_check, reference_margin, Check,
     Divergence, Session, Source,
 };
 use super::timeline::{print_breakdown, TimelineFiles};
@@ -262,18 +262,11 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
                 cs[*j] = Some(c);
             }
         }
-        for (t, o) in targets.iter().zip(&warm).skip(1) {
-            if let Some(d) = first_difference(&warm[0].sequence, &o.sequence) {
-                let pos = d.saturating_sub(1) as u32;
-                let (margin, clear) = reference_margin(m, &w, &warm[0].sequence, pos);
-                divergences.push(Divergence {
-                    target: t.name().to_string(),
-                    pos,
-                    margin,
-                    clear,
-                });
-            }
-        }
+        let names: Vec<&str> = targets.iter().map(|t| t.name()).collect();
+        let sequences: Vec<&[u32]> = warm.iter().map(|o| o.sequence.as_slice()).collect();
+        divergences = find_divergences(&names, &sequences, |pos| {
+            reference_margin(m, &w, &warm[0].sequence, pos)
+        });
         targets
             .iter()
             .map(|t| t.name().to_string())

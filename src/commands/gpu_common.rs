@@ -363,6 +363,30 @@ pub fn first_difference(a: &[u32], b: &[u32]) -> Option<usize> {
         .or((a.len() != b.len()).then(|| a.len().min(b.len())))
 }
 
+/// Where each target's tokens (`sequences[i]`, prompt and generated) part from the first
+/// target's: the position whose logits chose the first differing token, with `margin_at(pos)`
+/// (the reference's top-2 margin there and whether it is clear, on the history both share).
+pub fn find_divergences(
+    names: &[&str],
+    sequences: &[&[u32]],
+    mut margin_at: impl FnMut(u32) -> (f32, bool),
+) -> Vec<Divergence> {
+    let mut out = Vec::new();
+    for (name, seq) in names.iter().zip(sequences).skip(1) {
+        if let Some(d) = first_difference(sequences[0], seq) {
+            let pos = d.saturating_sub(1) as u32;
+            let (margin, clear) = margin_at(pos);
+            out.push(Divergence {
+                target: name.to_string(),
+                pos,
+                margin,
+                clear,
+            });
+        }
+    }
+    out
+}
+
 /// The reference's top-2 margin, and whether it is clear, at position `pos`, teacher-forced
 /// with `sequence` up to it.
 pub fn reference_margin(model: &Model, w: &HostWeights, sequence: &[u32], pos: u32) -> (f32, bool) {
@@ -434,6 +458,31 @@ mod tests {
         assert_eq!(first_difference(&[1, 2, 3], &[1, 5, 3]), Some(1));
         assert_eq!(first_difference(&[1, 2, 3], &[9, 2, 3]), Some(0));
         assert_eq!(first_difference(&[1, 2], &[1, 2, 3]), Some(2));
+    }
+
+    #[test]
+    fn targets_that_part_are_reported_where_they_part_with_the_references_margin() {
+        let first: &[u32] = &[7, 7, 1, 2, 3];
+        let same: &[u32] = &[7, 7, 1, 2, 3];
+        let parted: &[u32] = &[7, 7, 1, 9, 9];
+        let mut asked = Vec::new();
+        let d = find_divergences(
+            &["persistent", "pdl", "graph"],
+            &[first, same, parted],
+            |pos| {
+                asked.push(pos);
+                (0.01, false)
+            },
+        );
+        // Token 3 differs: the logits at position 2 chose it, on the history both share.
+        assert_eq!(asked, vec![2]);
+        assert_eq!(d.len(), 1);
+        assert_eq!(
+            (d[0].target.as_str(), d[0].pos, d[0].clear),
+            ("graph", 2, false)
+        );
+        let none = find_divergences(&["a", "b"], &[first, same], |_| unreachable!());
+        assert!(none.is_empty());
     }
 
     #[test]
