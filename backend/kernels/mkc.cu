@@ -989,7 +989,7 @@ struct PartialEpilogue {
 
 // Stages the K chunks of `in` that the CTA's pages read in s.x, at their own offsets (s.x holds
 // the whole input vector): for a split-K matvec whose K chunk is longer than a lane's registers
-// hold (X_STAGED_*, generated from the catalogue). Only the chunks of its own tasks: another
+// hold (X_LEN_* > 0, generated from the catalogue). Only the chunks of its own tasks: another
 // chunk need not be ready yet.
 template <typename Work>
 __device__ void stage_chunks(const Stream& s, const Work& work, const Matvec& v, const float* in) {
@@ -1008,13 +1008,12 @@ __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, co
     PartialEpilogue ep{L.o_part, m.hidden};
     // Like down, the consumers load their slices of the attention output from global memory.
     auto prepare = [&](const Stream& s) {
-        if (X_STAGED_O_PROJ) stage_chunks(s, work, v, L.attn);
+        if (X_LEN_O_PROJ > 0) stage_chunks(s, work, v, L.attn);
     };
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_O) up_gate.w0 = nullptr;
-    run_stream<K_GROUPS_O_PROJ, X_STAGED_O_PROJ ? INPUT_STAGED : INPUT_FROM_L2, WARMS_L2>(
-        work, deps, v, X_STAGED_O_PROJ ? m.q_dim : 0, L.attn, nullptr, 0, RING_SLOTS_O_PROJ, prepare, ep, NoFinish{},
-        up_gate);
+    run_stream<K_GROUPS_O_PROJ, (X_LEN_O_PROJ > 0 ? INPUT_STAGED : INPUT_FROM_L2), WARMS_L2>(
+        work, deps, v, X_LEN_O_PROJ, L.attn, nullptr, 0, RING_SLOTS_O_PROJ, prepare, ep, NoFinish{}, up_gate);
 }
 
 template <typename Work, typename Deps>
@@ -1025,10 +1024,10 @@ __device__ void down_body(const Model& m, const Globals& g, const Layer& L, cons
     // no staging pass and barrier before the first page (pdl -9 µs per step, docs/perf.md).
     // A K chunk longer than the registers hold is staged in shared memory instead.
     auto prepare = [&](const Stream& s) {
-        if (X_STAGED_DOWN) stage_chunks(s, work, v, L.h);
+        if (X_LEN_DOWN > 0) stage_chunks(s, work, v, L.h);
     };
-    run_stream<K_GROUPS_DOWN, X_STAGED_DOWN ? INPUT_STAGED : INPUT_FROM_L2, NO_WARMING>(
-        work, deps, v, X_STAGED_DOWN ? m.inter : 0, L.h, nullptr, 0, RING_SLOTS_DOWN, prepare, ep, NoFinish{});
+    run_stream<K_GROUPS_DOWN, (X_LEN_DOWN > 0 ? INPUT_STAGED : INPUT_FROM_L2), NO_WARMING>(
+        work, deps, v, X_LEN_DOWN, L.h, nullptr, 0, RING_SLOTS_DOWN, prepare, ep, NoFinish{});
 }
 
 // (4) RMSNorm + gate/up matvecs + SiLU(gate) * up: a page holds matching gate and up rows.

@@ -246,6 +246,12 @@ pub fn blocked_k(k: u32) -> bool {
     k > REGISTER_K && k.is_multiple_of(256)
 }
 
+/// Whether the kernels' page loop streams a K chunk of `k` columns: 512, 1024 or 2048 held in
+/// registers, or a longer, [`blocked_k`] one.
+pub fn streamable_k(k: u32) -> bool {
+    matches!(k, 512 | 1024 | 2048) || blocked_k(k)
+}
+
 /// Floats of its input vector a streaming operator stages in shared memory: the normalised
 /// operators (QKV, up/gate, the LM head) their whole hidden vector; the O-projection and down
 /// none, since they read their K chunks from global memory into registers, unless the chunk

@@ -13,8 +13,8 @@ pub use launch::{cta_tasks, declared_resources, grid, GridShape, ResourceSource,
 pub use layout::{
     att_threads, attention_chunk, blocked_k, consumer_warps, dynamic_smem, page_range,
     prefetch_bytes, ring_next, ring_owner, ring_slot, staged_input, stream, stream_threads,
-    threads, warm_depth, warm_slot, Stream, ATT_THREADS, CONSUMER_WARPS, MAX_SLOTS, REGISTER_K,
-    SMEM_PER_CTA, SMEM_PER_SM, WARM_DEPTH,
+    streamable_k, threads, warm_depth, warm_slot, Stream, ATT_THREADS, CONSUMER_WARPS, MAX_SLOTS,
+    REGISTER_K, SMEM_PER_CTA, SMEM_PER_SM, WARM_DEPTH,
 };
 
 pub use persistent::{
@@ -114,7 +114,7 @@ pub fn check_model(model: &mkc_ir::Model) -> Result<(), Unsupported> {
         };
         // A chunk longer than the registers hold is taken block by block from the input
         // staged in shared memory (the normalised operators stage theirs anyway).
-        if ![512, 1024, 2048].contains(&s.work.k) && !blocked_k(s.work.k) {
+        if !streamable_k(s.work.k) {
             return fail(
                 field,
                 format!(
