@@ -594,32 +594,29 @@ __device__ __forceinline__ void page_dots(const bf16* page, const float (&xr)[NJ
     for (int r = 0; r < R; ++r) out[r] = warp_sum(out[r]);
 }
 
+// Adds this lane's part of the dot products of block [B * 2048, B * 2048 + 256 NB) of the R
+// rows of a page (row stride K elements) to `total`, the block's slice of the input vector
+// read from `x` (the chunk's start in shared memory) just before.
+template <int NB, int R, int K>
+__device__ __forceinline__ void add_block(const bf16* page, const float* x, int b, float (&total)[R]) {
+    float xr[NB][8];
+    load_x<NB>(xr, x + b * 2048, 0, 0);
+    float part[R];
+    page_dots_partial<NB, R, K>(page + b * 2048, xr, part);
+#pragma unroll
+    for (int r = 0; r < R; ++r) total[r] += part[r];
+}
+
 // page_dots for a K chunk longer than the lane's registers hold (NJ > 8 groups of 256): the
-// row is taken in blocks of 8 groups (2048 columns) and a last block of the NJ % 8 left, each
-// block's slice of the input vector read from `x` (the chunk's start in shared memory) just
-// before its dot products.
+// row is taken in blocks of 8 groups (2048 columns) and a last block of the NJ % 8 left.
 template <int NJ, int R>
 __device__ __forceinline__ void page_dots_blocked(const bf16* page, const float* x, float (&out)[R]) {
     constexpr int FULL = NJ / 8, TAIL = NJ % 8;
     float total[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) total[r] = 0.f;
-    for (int b = 0; b < FULL; ++b) {
-        float xr[8][8];
-        load_x<8>(xr, x + b * 2048, 0, 0);
-        float part[R];
-        page_dots_partial<8, R, 256 * NJ>(page + b * 2048, xr, part);
-#pragma unroll
-        for (int r = 0; r < R; ++r) total[r] += part[r];
-    }
-    if constexpr (TAIL > 0) {
-        float xr[TAIL][8];
-        load_x<TAIL>(xr, x + FULL * 2048, 0, 0);
-        float part[R];
-        page_dots_partial<TAIL, R, 256 * NJ>(page + FULL * 2048, xr, part);
-#pragma unroll
-        for (int r = 0; r < R; ++r) total[r] += part[r];
-    }
+    for (int b = 0; b < FULL; ++b) add_block<8, R, 256 * NJ>(page, x, b, total);
+    if constexpr (TAIL > 0) add_block<TAIL, R, 256 * NJ>(page, x, FULL, total);
 #pragma unroll
     for (int r = 0; r < R; ++r) out[r] = warp_sum(total[r]);
 }
