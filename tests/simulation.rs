@@ -21,6 +21,11 @@ fn schedule(
     compile(model, dev, &opts).schedule
 }
 
+/// Any of the three targets.
+fn arb_target() -> impl Strategy<Value = Target> {
+    prop::sample::select(vec![Target::Persistent, Target::Pdl, Target::Graph])
+}
+
 /// Every task's dependent phase starts after every task it depends on has ended.
 fn check_order(s: &Schedule, t: &mkc_simulator::StepTimeline) -> Result<(), String> {
     let g = &s.graph;
@@ -48,7 +53,7 @@ proptest! {
     fn no_task_starts_before_its_dependencies_end(
         model in arb_model(),
         sms in 1u32..24,
-        target in prop::sample::select(vec![Target::Persistent, Target::Pdl, Target::Graph]),
+        target in arb_target(),
         phase_release in any::<bool>(),
         coresidency in any::<bool>(),
     ) {
@@ -65,7 +70,7 @@ proptest! {
     fn more_bandwidth_is_never_slower(
         model in arb_model(),
         sms in 1u32..24,
-        target in prop::sample::select(vec![Target::Persistent, Target::Pdl, Target::Graph]),
+        target in arb_target(),
     ) {
         let dev = device(sms);
         let s = schedule(&model, &dev, target);
@@ -82,7 +87,7 @@ proptest! {
     fn more_sms_are_never_slower(
         model in arb_model(),
         sms in 1u32..16,
-        target in prop::sample::select(vec![Target::Persistent, Target::Pdl, Target::Graph]),
+        target in arb_target(),
     ) {
         let step = |n: u32| {
             let dev = device(n);
@@ -99,7 +104,7 @@ proptest! {
     fn removing_dependent_work_is_never_slower(
         model in arb_model(),
         sms in 1u32..24,
-        target in prop::sample::select(vec![Target::Persistent, Target::Pdl, Target::Graph]),
+        target in arb_target(),
     ) {
         let dev = device(sms);
         let s = schedule(&model, &dev, target);

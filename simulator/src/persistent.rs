@@ -87,19 +87,18 @@ pub fn simulate(
     let g = &s.graph;
     let lat = &device.latencies;
     let (bw, cap) = bandwidths(device);
-    // What the kernel holds ahead of its consumers: its page ring, and attention's KV chunk
-    // (the chain's rings where the kernel cannot run the model).
-    let room = |kind: mkc_ir::OpKind| -> f64 {
-        s.model
-            .as_ref()
-            .map_or(plan.resources.dynamic_smem_bytes as f64, |m| {
-                mkc_catalogue::persistent_prefetch_bytes(m, kind)
-                    .unwrap_or_else(|| mkc_catalogue::prefetch_bytes(m, kind))
-                    as f64
-            })
-            .max(1.0)
-    };
-    let ring = room(mkc_ir::OpKind::Down);
+    // What the kernel's page ring holds ahead of its consumers, for every matvec (the chain's
+    // down ring where the kernel cannot run the model). Attention's KV history has a region
+    // of its own, which the loader's order, not its size, limits.
+    let ring = s
+        .model
+        .as_ref()
+        .map_or(plan.resources.dynamic_smem_bytes as f64, |m| {
+            let down = mkc_ir::OpKind::Down;
+            mkc_catalogue::persistent_prefetch_bytes(m, down)
+                .unwrap_or_else(|| mkc_catalogue::prefetch_bytes(m, down)) as f64
+        })
+        .max(1.0);
     let kind_of = |t: mkc_ir::TaskId| g.op(g.task(t).op).kind;
     let mut pool: Pool<(usize, usize)> = Pool::new(bw, cap);
     let mut queue: EventQueue<Event> = EventQueue::default();
