@@ -113,6 +113,10 @@ pub enum ProbeWhat {
     /// The occupancy rule against the driver (`cuOccupancyMaxActiveBlocksPerMultiprocessor`)
     /// on 12,000 random kernel configurations.
     Occupancy,
+    /// Whether dealing an operator's pages to SMs in contiguous runs (as mkc's plans do)
+    /// streams slower than the floor's interleaved sweep, and how far the slowest SM's share
+    /// trails the median, on down, up/gate and LM-head sizes.
+    Partition,
 }
 
 /// Arguments of `mkc kernels`.

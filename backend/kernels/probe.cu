@@ -232,20 +232,25 @@ extern "C" __global__ void k_stream_async(const unsigned char* p, u64 n_bytes, u
 //
 // k_read_pages reads the first `n_bytes` of `p` once, as a streaming operator reads its weight
 // pages: CTA b takes pages b, b + grid, ..., thread 0 keeping `slots` bulk copies of 16 KiB in
-// flight into shared memory (with `shift`, CTA b reads CTA b + shift's pages: another SM's).
+// flight into shared memory (with `shift`, CTA b reads CTA b + shift's pages: another SM's;
+// with `contiguous`, CTA b takes one run of consecutive pages, as mkc's plans deal them).
 // Each CTA records its SM and when it issued its first copy and saw
 // its last land. k_prefetch_pages asks L2 for the same pages (cp.async.bulk.prefetch.L2, no data
 // to the SM), as a predecessor would for its successor's weights. Comparing a read of pages
 // evicted from L2, pages read just before, and pages prefetched tells whether L2 can hold a
 // successor's weights and deliver them faster than HBM.
 
-extern "C" __global__ void k_read_pages(const unsigned char* p, u64 n_bytes, u64* rec, int slots, unsigned shift) {
+extern "C" __global__ void k_read_pages(const unsigned char* p, u64 n_bytes, u64* rec, int slots, unsigned shift,
+                                        int contiguous) {
     extern __shared__ __align__(128) unsigned char ring[];
     __shared__ __align__(8) u64 bar[16];
     if (threadIdx.x != 0) return;
     const unsigned page = 16384;
     const unsigned b = (blockIdx.x + shift) % gridDim.x;  // whose pages this CTA reads
-    const u64 mine = (n_bytes / page + gridDim.x - 1 - b) / gridDim.x;
+    const u64 pages = n_bytes / page, per = (pages + gridDim.x - 1) / gridDim.x;
+    // Dealt in turn (page b + i grid), or as one contiguous run per CTA (pages b per ..).
+    const u64 mine = contiguous ? (b * per < pages ? (pages - b * per < per ? pages - b * per : per) : 0)
+                                : (pages + gridDim.x - 1 - b) / gridDim.x;
     auto bar_of = [&](int s) { return (unsigned)__cvta_generic_to_shared(&bar[s]); };
     init_bars(bar_of(0), slots, 1);
     const u64 t0 = now_ns();
@@ -253,7 +258,7 @@ extern "C" __global__ void k_read_pages(const unsigned char* p, u64 n_bytes, u64
         int s = (int)(i % slots);
         if (i >= (u64)slots) wait_parity(bar_of(s), (unsigned)((i / slots - 1) & 1));  // copy i - slots
         if (i >= mine) continue;
-        u64 pg = b + i * gridDim.x;
+        u64 pg = contiguous ? b * per + i : b + i * gridDim.x;
         unsigned dst = (unsigned)__cvta_generic_to_shared(ring + (u64)s * page);
         bulk_page(dst, p + pg * page, page, bar_of(s));
     }

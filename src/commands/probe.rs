@@ -3,8 +3,9 @@
 //! source, and two matvec engines alone.
 
 use mkc_backend::gpu::{
-    probe_coresidency, probe_l2, probe_latency, probe_matvec, Gpu, OccupancyQuery, PairProbe,
-    L2_MIXED_MIB, L2_REPEATS, L2_WARMERS, MATVEC_REPEATS, PROBE_REGISTERS, RESIDENT_SMEM,
+    probe_coresidency, probe_l2, probe_latency, probe_matvec, probe_partition, Deal, Gpu,
+    OccupancyQuery, PairProbe, L2_MIXED_MIB, L2_REPEATS, L2_WARMERS, MATVEC_REPEATS,
+    PARTITION_REPEATS, PROBE_REGISTERS, RESIDENT_SMEM,
 };
 use mkc_backend::kernels;
 use mkc_ir::device::Arch;
@@ -34,6 +35,7 @@ pub fn run(args: ProbeArgs) -> Result<(), CommandError> {
         ProbeWhat::L2 => l2(&gpu, &compiled.cubin, args.json),
         ProbeWhat::Matvec => matvec(&gpu, &compiled.cubin, args.json),
         ProbeWhat::Occupancy => occupancy_probe(&gpu, &compiled.cubin, args.json),
+        ProbeWhat::Partition => partition(&gpu, &compiled.cubin, args.json),
     }
 }
 
@@ -255,6 +257,52 @@ fn l2(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> {
             "  {} in flight, {which:<14} warmed  {:>6.0}",
             m.slots,
             m.gbps
+        );
+    }
+    Ok(())
+}
+
+/// Prints how fast one CTA per SM streams an operator-sized buffer dealt in contiguous runs
+/// against interleaved, and each read's per-CTA spread.
+fn partition(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> {
+    let p = probe_partition(gpu, cubin)?;
+    let deal = |d: Deal| match d {
+        Deal::Interleaved => "interleaved",
+        Deal::Contiguous => "contiguous",
+    };
+    if json {
+        let rows: Vec<_> = p
+            .rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({"mib": r.mib, "slots": r.slots, "deal": deal(r.deal),
+                    "offset_mib": r.offset_mib, "gbps": r.gbps, "cta_us": r.cta_us})
+            })
+            .collect();
+        outln!(
+            "{}",
+            serde_json::json!({"schema": super::schema("probe.partition"), "gpu": gpu.name, "rows": rows})
+        );
+        return Ok(());
+    }
+    outln!(
+        "pages of 16 KiB read once by one CTA per SM on {} (medians of {PARTITION_REPEATS}):",
+        gpu.name
+    );
+    outln!(
+        "  MiB  in flight  offset MiB  deal         GB/s   per-CTA us: fastest  median  slowest"
+    );
+    for r in &p.rows {
+        outln!(
+            "  {:>3}  {:>9}  {:>10}  {:<11} {:>6.0}   {:>19.1} {:>7.1} {:>8.1}",
+            r.mib,
+            r.slots,
+            r.offset_mib,
+            deal(r.deal),
+            r.gbps,
+            r.cta_us[0],
+            r.cta_us[1],
+            r.cta_us[2]
         );
     }
     Ok(())

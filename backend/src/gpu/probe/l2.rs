@@ -7,7 +7,7 @@ use std::ffi::c_void;
 use super::super::device::{DevBuf, Gpu};
 use super::super::launch::arg;
 use super::super::median;
-use super::{launch, read_pages, read_u64s, span_ns, ProbeModule, StreamPair, EVICT_BYTES};
+use super::{launch, read_pages, read_u64s, span_ns, Deal, ProbeModule, StreamPair, EVICT_BYTES};
 use crate::error::BackendError;
 
 /// One size and ring depth, read from each source (GB/s, the median of [`L2_REPEATS`]).
@@ -112,6 +112,7 @@ pub fn probe_l2(gpu: &Gpu, cubin: &[u8]) -> Result<L2Probe, BackendError> {
             (big.ptr + offset, bytes),
             slots,
             shift,
+            Deal::Interleaved,
             rec.ptr,
             sms,
         )?;

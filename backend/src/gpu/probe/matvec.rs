@@ -9,7 +9,7 @@ use cudarc::driver::result;
 use super::super::device::{fill_bytes, upload, DevBuf, Gpu};
 use super::super::launch::arg;
 use super::super::median;
-use super::{launch, read_pages, read_u64s, span_ns, ProbeModule, StreamPair, EVICT_BYTES};
+use super::{launch, read_pages, read_u64s, span_ns, Deal, ProbeModule, StreamPair, EVICT_BYTES};
 use crate::error::{check, BackendError};
 use crate::reference::{self, rel_l2};
 use crate::weights::f2bf;
@@ -89,6 +89,7 @@ pub fn probe_matvec(gpu: &Gpu, cubin: &[u8]) -> Result<Vec<MatvecRow>, BackendEr
             (evict_buf.ptr, EVICT_BYTES),
             8,
             0,
+            Deal::Interleaved,
             rec.ptr,
             sms,
         )

@@ -1,13 +1,15 @@
 //! Probes of the hardware facts the simulator assumes (`mkc probe`), each a pair of small
 //! kernels (`backend/kernels/probe.cu`) run on two streams at once: which pairs of kernels
 //! share an SM ([`coresidency`]), how long an L2 hit takes while HBM streams ([`latency`]), and
-//! how fast weight pages held in L2 stream ([`l2`]), and two matvec engines alone ([`matvec`]).
+//! how fast weight pages held in L2 stream ([`l2`]), two matvec engines alone ([`matvec`]), and
+//! whether dealing pages in contiguous runs streams slower than the floor's sweep ([`partition`]).
 
 mod coresidency;
 mod l2;
 mod latency;
 mod matvec;
 mod occupancy;
+mod partition;
 
 use std::ffi::c_void;
 
@@ -25,6 +27,7 @@ pub use matvec::{probe_matvec, MatvecRow, MATVEC_REPEATS, MATVEC_SHAPES};
 pub use occupancy::{
     occupancy_kernels, probe_occupancy, KernelShape, OccupancyQuery, OCCUPANCY_KERNELS,
 };
+pub use partition::{probe_partition, PartitionProbe, PartitionRow, PARTITION_REPEATS};
 
 /// Dynamic shared memory of a CTA that must have an SM to itself: more than half an SM.
 pub const RESIDENT_SMEM: u32 = 120 * 1024;
@@ -32,7 +35,8 @@ pub const RESIDENT_SMEM: u32 = 120 * 1024;
 /// Bytes a probe reads to evict L2 (50 MiB on the H100/H200) before a cold measurement.
 const EVICT_BYTES: u64 = 256 << 20;
 
-/// Most dynamic shared memory a probe kernel is launched with (a streamer's ring of 8 pages).
+/// Most dynamic shared memory a probe kernel is launched with (a streamer's ring of 8 pages;
+/// the partition probe opts in to more for its deeper rings).
 const MAX_PROBE_SMEM: u32 = 8 * 16384;
 
 /// The probe kernels' module, unloaded on drop.
@@ -130,24 +134,38 @@ fn span_ns(records: &[u64]) -> u64 {
     end.saturating_sub(start)
 }
 
+/// How `k_read_pages` deals a buffer's 16 KiB pages to its CTAs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deal {
+    /// CTA b takes pages b, b + grid, b + 2 grid, ...: the whole grid sweeps the buffer
+    /// together, as the bandwidth floor's kernel reads.
+    Interleaved,
+    /// CTA b takes one run of consecutive pages, as mkc's plans deal an operator's tasks.
+    Contiguous,
+}
+
 /// Reads `bytes` at `ptr` once with `k_read_pages` (`f`) on `ctas` CTAs, `slots` bulk copies in
-/// flight each, CTA b reading CTA b + `shift`'s pages, records to `rec`; waits for it. Used to
-/// time a read and to evict L2.
+/// flight each, CTA b reading CTA b + `shift`'s pages (dealt as `deal` says), records to `rec`;
+/// waits for it. Used to time a read and to evict L2.
+#[allow(clippy::too_many_arguments)]
 fn read_pages(
     f: sys::CUfunction,
     streams: &StreamPair,
     (mut ptr, mut bytes): (u64, u64),
     mut slots: i32,
     mut shift: u32,
+    deal: Deal,
     mut rec: u64,
     ctas: u32,
 ) -> Result<(), BackendError> {
+    let mut contiguous = i32::from(deal == Deal::Contiguous);
     let mut args = vec![
         arg(&mut ptr),
         arg(&mut bytes),
         arg(&mut rec),
         arg(&mut slots),
         arg(&mut shift),
+        arg(&mut contiguous),
     ];
     launch(f, (ctas, 32, slots as u32 * 16384), streams.0, &mut args)?;
     streams.sync("k_read_pages")
