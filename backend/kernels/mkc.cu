@@ -58,8 +58,9 @@ __device__ __forceinline__ bf16 f2bf(float f) {
 // finite: computing on NaN measured ~20 µs slower per step (docs/perf.md), so no ablation may
 // leave NaN behind. MKC_ABLATE_WAITS: no grid waits for its predecessor; MKC_ABLATE_LOADS: the
 // streaming operators skip their prepare and multiply by a constant input vector instead of
-// reading one; MKC_ABLATE_ATTENTION: attention waits, writes zeros and exits. The default build
-// contains none of them.
+// reading one; MKC_ABLATE_ATTENTION: attention waits, writes zeros and exits;
+// MKC_ABLATE_COMPUTE: the page loop frees each page without its dot products (zero sums). The
+// default build contains none of them.
 #ifdef MKC_ABLATE_WAITS
 __device__ __forceinline__ void pdl_wait() {}
 #else
@@ -652,8 +653,13 @@ __device__ void consume(const Stream& s, const Matvec& v, const float* x, int fi
             landed_marked = true;
         }
         float sums[R];
+#ifdef MKC_ABLATE_COMPUTE
+#pragma unroll
+        for (int r = 0; r < R; ++r) sums[r] = 0.f;
+#else
         if constexpr (BLOCKED) page_dots_blocked<NJ, R>(s.ring + (long)slot * (PAGE_BYTES / 2), x + (long)chunk * v.k, sums);
         else page_dots<NJ, R>(s.ring + (long)slot * (PAGE_BYTES / 2), xr, sums);
+#endif
         __syncwarp();
         if (lane == 0) mbar_arrive(&s.empty[slot]);
         epilogue(chunk, row0, sums);
@@ -1500,18 +1506,9 @@ __device__ void persistent_producer(const Model& m, const Globals& g, const Pers
                                     const volatile int* left) {
     int page0 = 0, norms = 0, kvs = 0;
     bool go = true;
-    // The descriptors and their layers' pointers are loaded ahead: while instruction i's pages
-    // are issued, instruction i + 1's layer and i + 2's descriptor are in flight. Loaded at the
-    // boundary, each is an L2 round trip (~1-1.4 us while the weights stream; the consumers'
-    // acquire polls keep L1 cold) during which no page is issued and the ring drains. The step's
-    // position does not change within a launch.
-    const int pos = *g.pos;
-    Instr ins = begin < end ? p.instrs[begin] : Instr{};
-    Layer L = begin < end ? p.layers[ins.layer] : Layer{};
-    Instr nxt = begin + 1 < end ? p.instrs[begin + 1] : ins;
     for (int i = begin; go && i < end; ++i) {
-        const Layer next_L = i + 1 < end ? p.layers[nxt.layer] : L;
-        const Instr after = i + 2 < end ? p.instrs[i + 2] : nxt;
+        const Instr ins = p.instrs[i];
+        const Layer& L = p.layers[ins.layer];
         if (ins.op == OP_ATTENTION) {
             // The first task's KV history, as attention_body stages its first chunk.
             if (kvs > 0 && !mbar_wait_unless(persistent_kv_free(), (kvs - 1) & 1, left)) {
@@ -1520,7 +1517,7 @@ __device__ void persistent_producer(const Model& m, const Globals& g, const Pers
             }
             const int gq = m.heads / m.kv_heads, hp = gq / m.attn_split, hd = m.head_dim;
             const int C = kv_chunk_of(PERSISTENT_ATT_BYTES, hp, hd, m.max_seq);
-            const int len = pos + 1, first = len < C ? len : C, hist = pos < first ? pos : first;
+            const int pos = *g.pos, len = pos + 1, first = len < C ? len : C, hist = pos < first ? pos : first;
             const long kv0 = (long)(ins.first / m.attn_split) * m.max_seq * hd;
             bf16* kbuf = (bf16*)(smem_raw + PERSISTENT_ATT_OFFSET);
             bf16* vbuf = kbuf + C * (hd + 8);
@@ -1530,26 +1527,23 @@ __device__ void persistent_producer(const Model& m, const Globals& g, const Pers
             for (int r = 0; r < hist; ++r)
                 bulk_copy(kbuf + (long)r * (hd + 8), L.k_cache + kv0 + (long)r * hd, (unsigned)(hd * 2), bar);
             ++kvs;
-        } else {
-            const bf16* norm = op_norm(ins.op, g, L);
-            Stream s = persistent_stream(page0, norms);
-            if (norm) {
-                const unsigned bytes = (unsigned)(m.hidden * 2);
-                if (norms >= 2 && !mbar_wait_unless(persistent_norm_empty(norms), ((norms - 2) / 2) & 1, left)) break;
-                mbar_expect_tx(s.norm_bar, bytes);
-                bulk_copy(s.norm, norm, bytes, s.norm_bar);
-                ++norms;
-            }
-            const Matvec v = op_matvec(ins.op, m, g, L);
-            int first, count;
-            page_range(PersistentWork{ins.first, ins.count, page0, 0, -1}, v, first, count);
-            const int issued = produce(s, v, first, count, left);
-            page0 += issued;
-            go = issued == count;
+            continue;
         }
-        ins = nxt;
-        L = next_L;
-        nxt = after;
+        const bf16* norm = op_norm(ins.op, g, L);
+        Stream s = persistent_stream(page0, norms);
+        if (norm) {
+            const unsigned bytes = (unsigned)(m.hidden * 2);
+            if (norms >= 2 && !mbar_wait_unless(persistent_norm_empty(norms), ((norms - 2) / 2) & 1, left)) break;
+            mbar_expect_tx(s.norm_bar, bytes);
+            bulk_copy(s.norm, norm, bytes, s.norm_bar);
+            ++norms;
+        }
+        const Matvec v = op_matvec(ins.op, m, g, L);
+        int first, count;
+        page_range(PersistentWork{ins.first, ins.count, page0, 0, -1}, v, first, count);
+        const int issued = produce(s, v, first, count, left);
+        page0 += issued;
+        go = issued == count;
     }
     // Before the lane exits, the last copy of every slot, norm buffer and KV history lands:
     // the consumers waited for each unless they stopped early (the watchdog), and a later page

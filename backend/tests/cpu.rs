@@ -197,8 +197,8 @@ fn l2_warming_changes_only_the_o_projection_and_qkv() {
 }
 
 /// Each ablation build changes exactly the kernels whose work it removes (so the rest of its
-/// chain runs the measured code): attention only the attention kernel, loads the five
-/// streaming operators, and the grid waits every per-op kernel (each one waits).
+/// chain runs the measured code): attention only the attention kernel, loads and the page math
+/// the five streaming operators, and the grid waits every per-op kernel (each one waits).
 #[test]
 fn ablation_builds_change_only_the_kernels_whose_work_they_remove() {
     let base = match kernels::compile("sm_90a", &llama1b()) {
@@ -226,10 +226,11 @@ fn ablation_builds_change_only_the_kernels_whose_work_they_remove() {
             if a.attention {
                 w.push("k_attention");
             }
-            if a.loads {
+            if a.loads || a.compute {
                 w.extend(streaming);
             }
             w.sort();
+            w.dedup();
             w
         };
         assert_eq!(per_op, want, "{}", a.label());

@@ -21,31 +21,53 @@ pub struct Ablation {
     /// No grid waits for its predecessor (`griddepcontrol.wait` is compiled out): what is left
     /// is weight streaming and the CTA turnover at each grid boundary.
     pub waits: bool,
+    /// The matvec consumers take each weight page from the ring and free its slot without
+    /// computing its dot products (every row sum is zero): what is left is the weight stream,
+    /// its ring and the grid or instruction boundaries, and what the page math costs shows.
+    #[serde(default)]
+    pub compute: bool,
 }
 
 impl Ablation {
     /// The rungs `mkc bench --ablate` measures, each against the full chain: each kind alone,
-    /// then removed together, then with the grid waits gone as well.
-    pub const LADDER: [Ablation; 4] = [
+    /// then removed together, then with the grid waits gone as well, and last with the page
+    /// math gone too (the weight stream alone).
+    pub const LADDER: [Ablation; 6] = [
         Ablation {
             attention: true,
             loads: false,
             waits: false,
+            compute: false,
         },
         Ablation {
             attention: false,
             loads: true,
             waits: false,
+            compute: false,
+        },
+        Ablation {
+            attention: false,
+            loads: false,
+            waits: false,
+            compute: true,
         },
         Ablation {
             attention: true,
             loads: true,
             waits: false,
+            compute: false,
         },
         Ablation {
             attention: true,
             loads: true,
             waits: true,
+            compute: false,
+        },
+        Ablation {
+            attention: true,
+            loads: true,
+            waits: true,
+            compute: true,
         },
     ];
 
@@ -55,6 +77,7 @@ impl Ablation {
             (self.attention, "MKC_ABLATE_ATTENTION"),
             (self.loads, "MKC_ABLATE_LOADS"),
             (self.waits, "MKC_ABLATE_WAITS"),
+            (self.compute, "MKC_ABLATE_COMPUTE"),
         ]
         .into_iter()
         .filter(|&(on, _)| on)
@@ -68,6 +91,7 @@ impl Ablation {
             (self.attention, "attention"),
             (self.loads, "loads"),
             (self.waits, "waits"),
+            (self.compute, "compute"),
         ]
         .into_iter()
         .filter(|&(on, _)| on)

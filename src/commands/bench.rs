@@ -456,10 +456,17 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
             outln!(
                 "  ablation (same trials; removed work, meaningless values by design, unchecked):"
             );
-            outln!("  target  removed                  median us   mean us   saved us");
+            outln!(
+                "  {:<7} {:<37} {:>9} {:>9} {:>10}",
+                "target",
+                "removed",
+                "median us",
+                "mean us",
+                "saved us"
+            );
             for r in &report.ablation {
                 outln!(
-                    "  {:<7} {:<24} {:>9.1} {:>9.1} {:>10.1}",
+                    "  {:<7} {:<37} {:>9.1} {:>9.1} {:>10.1}",
                     r.target,
                     r.removed,
                     r.median_step_us,

@@ -314,7 +314,7 @@ fn table(model: &str, reports: &[SimReport]) -> String {
         s += &format!("  {:<11} occupancy: {}\n", "", occ.join(", "));
         for rung in &r.ablation {
             s += &format!(
-                "  {:<11} without {:<22} {:>8.1} us (that work costs {:.1} us)\n",
+                "  {:<11} without {:<37} {:>8.1} us (that work costs {:.1} us)\n",
                 "", rung.removed, rung.step_us, rung.saved_us
             );
         }
