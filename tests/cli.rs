@@ -305,8 +305,10 @@ fn simulate_ablate_predicts_every_rung_of_the_ladder() {
             [
                 "attention",
                 "loads",
+                "compute",
                 "attention+loads",
-                "attention+loads+waits"
+                "attention+loads+waits",
+                "attention+loads+waits+compute"
             ],
             "{name}"
         );
@@ -318,7 +320,7 @@ fn simulate_ablate_predicts_every_rung_of_the_ladder() {
     }
     let table = mkc(&["simulate", "tiny", "--ablate", "--target", "persistent"]);
     assert!(table.status.success(), "{}", stderr(&table));
-    assert_eq!(stdout(&table).matches(" without ").count(), 4);
+    assert_eq!(stdout(&table).matches(" without ").count(), 6);
     // Without the flag the report has no ablation.
     let plain = mkc(&["simulate", "tiny", "--json"]);
     assert!(!stdout(&plain).contains("\"ablation\""));

@@ -201,7 +201,7 @@ fn the_persistent_producer_streams_across_instruction_boundaries() {
     let (report, _) = simulate(&s, &dev, &opts, None).unwrap();
     let ladder = ablation_ladder(&s, &dev, &opts, report.step.step_us);
     let bottom = ladder.last().unwrap();
-    assert_eq!(bottom.removed, "attention+loads+waits");
+    assert_eq!(bottom.removed, "attention+loads+waits+compute");
     let ratio = bottom.step_us / report.step.floor_us;
     assert!(
         (1.0..1.02).contains(&ratio),
