@@ -622,86 +622,6 @@ __device__ __forceinline__ void page_dots_blocked(const bf16* page, const float*
     for (int r = 0; r < R; ++r) out[r] = warp_sum(total[r]);
 }
 
-// ---- page math on the tensor cores (chunk 2048, 4 rows per page) ------------------------
-//
-// mma.sync.m16n8k16 (bf16 in, f32 accumulate) takes 256 weights per instruction where the FFMA
-// loop takes 64 per lane-instruction pair. A: 16 rows of 16 weights, row i = page row i / 4,
-// column block 4 m + i % 4 of 16 (ldmatrix.x4 from the ring). B: 8 columns, column n = 4 hl + q
-// holding the input's block 4 m + q, its bf16-rounded value (hl 0) or the bf16 of what that
-// rounding left (hl 1), so the input keeps ~16 bits of mantissa. D[i][n] is wanted where the
-// blocks match (n % 4 == i % 4): a quarter of the products. Lane (g, c) = (lane / 4, lane % 4)
-// holds B rows (k) 2c, 2c + 1, 2c + 8, 2c + 9 of column g, and D rows g and g + 8, columns 2c
-// and 2c + 1 (PTX ISA, "Matrix Fragments for mma.m16n8k16").
-
-// bf16x2 of (lo, hi): lo in the low half, as a fragment's lower k.
-__device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
-    unsigned r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-
-// The B fragments of the input chunk `chunk` (2048 columns), for the 32 mma of a page row.
-__device__ __forceinline__ void load_x_frags(unsigned (&xb)[32][2], const float* x, int k, int chunk) {
-    const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
-    const bool rest = g >= 4;  // this lane's column holds the remainders
-    const float* base = x + (long)chunk * k + (g % 4) * 16 + 2 * c;
-#pragma unroll
-    for (int m = 0; m < 32; ++m) {
-#ifdef MKC_ABLATE_LOADS
-        (void)base;
-        float2 a = make_float2(1.0f / 64, 1.0f / 64), b = a;
-#else
-        float2 a = *reinterpret_cast<const float2*>(base + m * 64);
-        float2 b = *reinterpret_cast<const float2*>(base + m * 64 + 8);
-#endif
-        unsigned ha = pack_bf16x2(a.x, a.y), hb = pack_bf16x2(b.x, b.y);
-        if (rest) {
-            ha = pack_bf16x2(a.x - __uint_as_float(ha << 16), a.y - __uint_as_float(ha & 0xFFFF0000u));
-            hb = pack_bf16x2(b.x - __uint_as_float(hb << 16), b.y - __uint_as_float(hb & 0xFFFF0000u));
-        }
-        xb[m][0] = ha;
-        xb[m][1] = hb;
-    }
-}
-
-// Dot products of a page's 4 rows of 2048 with the input whose B fragments are `xb`; every lane
-// returns every row's full sum (as page_dots).
-__device__ __forceinline__ void page_dots_mma(const bf16* page, const unsigned (&xb)[32][2], float (&out)[4]) {
-    const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
-    // ldmatrix.x4: lanes 8 j .. 8 j + 7 address the rows of matrix j (A rows (j & 1) * 8 ..,
-    // columns (j >> 1) * 8 ..); mma m reads 128 bytes further along every row.
-    const int i = (lane / 8 & 1) * 8 + lane % 8;
-    const unsigned row = (unsigned)__cvta_generic_to_shared(page + (i / 4) * 2048 + (i % 4) * 16 + (lane / 16) * 8);
-    float d[4][4];
-#pragma unroll
-    for (int a = 0; a < 4; ++a)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) d[a][e] = 0.f;
-#pragma unroll
-    for (int m = 0; m < 32; ++m) {
-        unsigned a0, a1, a2, a3;
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-                     : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3)
-                     : "r"(row + m * 128));
-        float(&acc)[4] = d[m % 4];  // four independent accumulator chains
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-            "{%0, %1, %2, %3};"
-            : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
-            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(xb[m][0]), "r"(xb[m][1]));
-    }
-    float s[4];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) s[e] = d[0][e] + d[1][e] + d[2][e] + d[3][e];
-    // The wanted entries: column 2c or 2c + 1 of block q = g % 4.
-    const bool w0 = (2 * c) % 4 == g % 4, w1 = (2 * c + 1) % 4 == g % 4;
-    const float va = (w0 ? s[0] : 0.f) + (w1 ? s[1] : 0.f);  // page row g / 4
-    const float vb = (w0 ? s[2] : 0.f) + (w1 ? s[3] : 0.f);  // page row 2 + g / 4
-    out[0] = warp_sum(g < 4 ? va : 0.f);
-    out[1] = warp_sum(g < 4 ? 0.f : va);
-    out[2] = warp_sum(g < 4 ? vb : 0.f);
-    out[3] = warp_sum(g < 4 ? 0.f : vb);
-}
-
 // Consumer warp: computes its pages (every CONSUMER_WARPS-th of the CTA's range) with the input
 // vector `x` (shared or global memory; shared where NJ > 8) and hands each page's row sums to
 // `epilogue(chunk, row0, sums)`.
@@ -710,10 +630,8 @@ __device__ void consume(const Stream& s, const Matvec& v, const float* x, int fi
     constexpr int R = PAGE_BYTES / (2 * 256 * NJ);
     constexpr bool BLOCKED = NJ > 8;
     constexpr int NX = BLOCKED ? 1 : NJ;  // groups held in registers across pages
-    constexpr bool MMA = !BLOCKED && NJ == 8 && R == 4;  // page_dots_mma's shape
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    float xr[MMA ? 1 : NX][8];
-    unsigned xb[MMA ? 32 : 1][2];
+    float xr[NX][8];
     int loaded = -1;
     bool landed_marked = false;
     // The ring's page s.page0 + i belongs to the warp owning its slot (ring_owner_of): every
@@ -724,8 +642,7 @@ __device__ void consume(const Stream& s, const Matvec& v, const float* x, int fi
         int chunk, row0;
         page_coords(v, first + i, chunk, row0);
         if (!BLOCKED && chunk != loaded) {
-            if constexpr (MMA) load_x_frags(xb, x, v.k, chunk);
-            else load_x<NX>(xr, x, v.k, chunk);
+            load_x<NX>(xr, x, v.k, chunk);
             loaded = chunk;
         }
         int slot, lap;
@@ -741,7 +658,6 @@ __device__ void consume(const Stream& s, const Matvec& v, const float* x, int fi
         for (int r = 0; r < R; ++r) sums[r] = 0.f;
 #else
         if constexpr (BLOCKED) page_dots_blocked<NJ, R>(s.ring + (long)slot * (PAGE_BYTES / 2), x + (long)chunk * v.k, sums);
-        else if constexpr (MMA) page_dots_mma(s.ring + (long)slot * (PAGE_BYTES / 2), xb, sums);
         else page_dots<NJ, R>(s.ring + (long)slot * (PAGE_BYTES / 2), xr, sums);
 #endif
         __syncwarp();
