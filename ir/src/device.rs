@@ -150,6 +150,14 @@ pub struct Latencies {
     /// older profiles: 0.
     #[serde(default)]
     pub attention_head_ns: f64,
+    /// One consumer warp's dot products over one weight page that has landed (~900
+    /// instructions for 16 KiB: FFMA, bf16 conversions, shared-memory loads). A persistent
+    /// instruction's consumer warps take its pages in turn once staged, each page no sooner
+    /// than it landed, and the instruction ends with its last page's products: after a wait,
+    /// the pages already in the ring cost this on the critical path. Absent in older
+    /// profiles: 0.
+    #[serde(default)]
+    pub page_compute_ns: f64,
 }
 
 /// Everything mkc knows about one GPU.
@@ -220,6 +228,7 @@ impl DeviceProfile {
             ("latencies.release_ns", l.release_ns),
             ("latencies.attention_task_ns", l.attention_task_ns),
             ("latencies.attention_head_ns", l.attention_head_ns),
+            ("latencies.page_compute_ns", l.page_compute_ns),
         ] {
             check_latency(file, field, v)?;
         }

@@ -11,10 +11,14 @@
 //! later (the pipe refills). The consumer is admitted once every counter the instruction waits
 //! on is complete and visible and its previous instruction has released; it then stages its
 //! activations (instruction overhead, the load latency, its activations and writes at the SM's
-//! bandwidth) and only then uses its pages as they land, freeing their ring room. Attention
+//! bandwidth) and only then uses its pages as they land, freeing their ring room; its consumer
+//! warps take the pages in turn, each `page_compute_ns` per page, a page no sooner than it
+//! landed (the room is freed as a page is taken, not when its products are done: a little
+//! optimistic for the loader). Attention
 //! computes (scores, softmax, output: `attention_task_ns` plus `attention_head_ns` per query
 //! head of the task, from the chain kernel's clock marks) once staged and its history landed.
-//! The instruction ends when all of that is done; its signals leave `release_ns` later (the
+//! The instruction ends when all of that is done (its last page's products, or attention's
+//! compute); its signals leave `release_ns` later (the
 //! release waits for its stores' acknowledgement), and the SM admits its next instruction no
 //! sooner.
 
@@ -34,7 +38,7 @@ enum Event {
     Fill(usize),
     /// The current instruction's activations are staged.
     Staged(usize),
-    /// The current instruction (attention) finishes computing.
+    /// The current instruction finishes computing (attention, or its pages' products).
     Computed(usize),
 }
 
@@ -45,6 +49,8 @@ struct Load {
     bytes: f64,
     /// Attention's KV history (its own region), not weight pages (the ring).
     kv: bool,
+    /// When the loader issued it: a task's pages stream in between that and its landing.
+    issued_at: f64,
     landed: bool,
     landed_at: f64,
 }
@@ -68,6 +74,12 @@ struct Sm {
     consumer: usize,
     admitted: Option<f64>,
     staged: bool,
+    /// When the current instruction's activations were staged.
+    staged_at: f64,
+    /// When each consumer warp is done with the pages it took of the current instruction.
+    warp_free: Vec<f64>,
+    /// Pages of the current instruction taken so far (page p goes to warp p % warps).
+    pages_taken: usize,
     computing: bool,
     /// When the consumers may admit the next instruction: the last one's release is done.
     free_at: f64,
@@ -100,6 +112,22 @@ pub fn simulate(
         })
         .max(1.0);
     let kind_of = |t: mkc_ir::TaskId| g.op(g.task(t).op).kind;
+    // The consumer warps and what one page costs one of them (nothing when ablated).
+    let warps = s
+        .model
+        .as_ref()
+        .map_or(mkc_catalogue::PERSISTENT_WARPS, |m| {
+            mkc_catalogue::persistent_warps(&m.tuning)
+        }) as usize;
+    let page_bytes = s
+        .model
+        .as_ref()
+        .map_or(16384.0, |m| m.lowering.page_bytes as f64);
+    let page_ns = if ablate.compute {
+        0.0
+    } else {
+        lat.page_compute_ns
+    };
     let mut pool: Pool<(usize, usize)> = Pool::new(bw, cap);
     let mut queue: EventQueue<Event> = EventQueue::default();
     let mut sms: Vec<Sm> = plan
@@ -122,6 +150,7 @@ pub fn simulate(
                         ins: i,
                         bytes: independent_bytes(g.task(t), kv_len),
                         kv,
+                        issued_at: 0.0,
                         landed: false,
                         landed_at: 0.0,
                     });
@@ -141,6 +170,9 @@ pub fn simulate(
                 consumer: 0,
                 admitted: None,
                 staged: false,
+                staged_at: 0.0,
+                warp_free: vec![0.0; warps.max(1)],
+                pages_taken: 0,
                 computing: false,
                 free_at: 0.0,
             }
@@ -174,6 +206,7 @@ pub fn simulate(
             let ins = &plan.streams[sm][ins_j];
             let task = ins.first.index() + j - st.first_load[ins_j];
             spans[task].load_start = now;
+            st.loads[j].issued_at = now;
             st.next_load += 1;
             if !kv {
                 st.ring_used += bytes;
@@ -195,8 +228,19 @@ pub fn simulate(
             return lo == hi;
         }
         while lo + st.consumed < hi && st.loads[lo + st.consumed].landed {
-            if !st.loads[lo + st.consumed].kv {
-                st.ring_used -= st.loads[lo + st.consumed].bytes;
+            let load = &st.loads[lo + st.consumed];
+            if !load.kv {
+                st.ring_used -= load.bytes;
+                // Its pages' products, each on the next warp in turn; a task of several pages
+                // is one flow, its page q taken as landed (q + 1) / pages of the way through.
+                let pages = (load.bytes / page_bytes).ceil().max(1.0) as usize;
+                let flow = load.landed_at - load.issued_at;
+                for q in 0..pages {
+                    let landed = load.issued_at + flow * (q + 1) as f64 / pages as f64;
+                    let w = st.pages_taken % st.warp_free.len();
+                    st.warp_free[w] = st.warp_free[w].max(landed.max(st.staged_at)) + page_ns;
+                    st.pages_taken += 1;
+                }
             }
             st.consumed += 1;
         }
@@ -257,6 +301,7 @@ pub fn simulate(
             st.consumed = 0;
             st.admitted = None;
             st.staged = false;
+            st.pages_taken = 0;
             st.computing = false;
             st.free_at = released;
             queue.push(released, Event::Check(sm));
@@ -275,11 +320,15 @@ pub fn simulate(
             if st.admitted.is_some() && !st.computing && consume(st) && st.staged {
                 let kind = kind_of(plan.streams[sm][st.consumer].first);
                 let ins = &plan.streams[sm][st.consumer];
+                let products = st.warp_free.iter().copied().fold(now, f64::max);
                 if kind == mkc_ir::OpKind::Attention && !ablate.attention {
                     st.computing = true;
                     let heads = s.model.as_ref().map_or(1, |m| m.heads_per_attention_task());
                     let per_task = lat.attention_task_ns + lat.attention_head_ns * heads as f64;
                     queue.push(now + per_task * ins.count as f64, Event::Computed(sm));
+                } else if products > now {
+                    st.computing = true;
+                    queue.push(products, Event::Computed(sm));
                 } else {
                     finish!(sm, now);
                 }
@@ -337,7 +386,10 @@ pub fn simulate(
                 try_load(sm, now, &mut sms, &mut pool, &mut spans);
             }
             Next::Event(now, Event::Staged(sm)) => {
-                sms[sm].staged = true;
+                let st = &mut sms[sm];
+                st.staged = true;
+                st.staged_at = now;
+                st.warp_free.fill(now);
                 progress!(sm, now);
             }
             Next::Event(now, Event::Computed(sm)) => {
