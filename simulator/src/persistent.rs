@@ -27,8 +27,8 @@ use mkc_scheduler::Schedule;
 
 use crate::engine::{next, EventQueue, Next, Pool};
 use crate::timeline::{
-    ablated_dependent_bytes, activation_latency, bandwidths, independent_bytes, SimOptions, Span,
-    StepTimeline,
+    ablated_dependent_bytes, activation_latency, bandwidths, independent_bytes, pages_in, PageMath,
+    SimOptions, Span, StepTimeline,
 };
 
 enum Event {
@@ -74,12 +74,8 @@ struct Sm {
     consumer: usize,
     admitted: Option<f64>,
     staged: bool,
-    /// When the current instruction's activations were staged.
-    staged_at: f64,
-    /// When each consumer warp is done with the pages it took of the current instruction.
-    warp_free: Vec<f64>,
-    /// Pages of the current instruction taken so far (page p goes to warp p % warps).
-    pages_taken: usize,
+    /// Its consumer warps' page math.
+    math: PageMath,
     computing: bool,
     /// When the consumers may admit the next instruction: the last one's release is done.
     free_at: f64,
@@ -112,22 +108,17 @@ pub fn simulate(
         })
         .max(1.0);
     let kind_of = |t: mkc_ir::TaskId| g.op(g.task(t).op).kind;
-    // The consumer warps and what one page costs one of them (nothing when ablated).
+    // The consumer warps that compute the pages.
     let warps = s
         .model
         .as_ref()
         .map_or(mkc_catalogue::PERSISTENT_WARPS, |m| {
             mkc_catalogue::persistent_warps(&m.tuning)
-        }) as usize;
+        });
     let page_bytes = s
         .model
         .as_ref()
         .map_or(16384.0, |m| m.lowering.page_bytes as f64);
-    let page_ns = if ablate.compute {
-        0.0
-    } else {
-        lat.page_compute_ns
-    };
     let mut pool: Pool<(usize, usize)> = Pool::new(bw, cap);
     let mut queue: EventQueue<Event> = EventQueue::default();
     let mut sms: Vec<Sm> = plan
@@ -170,9 +161,7 @@ pub fn simulate(
                 consumer: 0,
                 admitted: None,
                 staged: false,
-                staged_at: 0.0,
-                warp_free: vec![0.0; warps.max(1)],
-                pages_taken: 0,
+                math: PageMath::new(warps, &ablate, device),
                 computing: false,
                 free_at: 0.0,
             }
@@ -231,16 +220,12 @@ pub fn simulate(
             let load = &st.loads[lo + st.consumed];
             if !load.kv {
                 st.ring_used -= load.bytes;
-                // Its pages' products, each on the next warp in turn; a task of several pages
-                // is one flow, its page q taken as landed (q + 1) / pages of the way through.
-                let pages = (load.bytes / page_bytes).ceil().max(1.0) as usize;
-                let flow = load.landed_at - load.issued_at;
-                for q in 0..pages {
-                    let landed = load.issued_at + flow * (q + 1) as f64 / pages as f64;
-                    let w = st.pages_taken % st.warp_free.len();
-                    st.warp_free[w] = st.warp_free[w].max(landed.max(st.staged_at)) + page_ns;
-                    st.pages_taken += 1;
-                }
+                // Its pages' products (a task of several pages is one flow).
+                st.math.take_flow(
+                    pages_in(load.bytes, page_bytes),
+                    load.issued_at,
+                    load.landed_at,
+                );
             }
             st.consumed += 1;
         }
@@ -301,7 +286,6 @@ pub fn simulate(
             st.consumed = 0;
             st.admitted = None;
             st.staged = false;
-            st.pages_taken = 0;
             st.computing = false;
             st.free_at = released;
             queue.push(released, Event::Check(sm));
@@ -320,7 +304,7 @@ pub fn simulate(
             if st.admitted.is_some() && !st.computing && consume(st) && st.staged {
                 let kind = kind_of(plan.streams[sm][st.consumer].first);
                 let ins = &plan.streams[sm][st.consumer];
-                let products = st.warp_free.iter().copied().fold(now, f64::max);
+                let products = st.math.done().max(now);
                 if kind == mkc_ir::OpKind::Attention && !ablate.attention {
                     st.computing = true;
                     let heads = s.model.as_ref().map_or(1, |m| m.heads_per_attention_task());
@@ -388,8 +372,7 @@ pub fn simulate(
             Next::Event(now, Event::Staged(sm)) => {
                 let st = &mut sms[sm];
                 st.staged = true;
-                st.staged_at = now;
-                st.warp_free.fill(now);
+                st.math.start(now);
                 progress!(sm, now);
             }
             Next::Event(now, Event::Computed(sm)) => {
