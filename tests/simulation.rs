@@ -151,6 +151,23 @@ fn the_predicted_ablation_ladder_removes_real_work() {
     }
 }
 
+/// The simulated step (µs) of `model` on `dev`: persistent, pdl and graph.
+fn target_steps(model: &mkc_ir::Model, dev: &mkc_ir::device::DeviceProfile) -> (f64, f64, f64) {
+    let step = |target| {
+        let s = schedule(model, dev, target);
+        simulate(&s, dev, &SimOptions::default(), None)
+            .unwrap()
+            .0
+            .step
+            .step_us
+    };
+    (
+        step(Target::Persistent),
+        step(Target::Pdl),
+        step(Target::Graph),
+    )
+}
+
 /// The h100 profile predicts each target within 30% of the anchors' H100 figures, graph the
 /// slowest. The anchors' persistent kernel (Hazy's) beats their PDL chain; mkc's does not on the
 /// H200 (its page math on the critical path, `page_compute_ns`), so the persistent-against-pdl
@@ -159,20 +176,7 @@ fn the_predicted_ablation_ladder_removes_real_work() {
 fn h100_profile_reproduces_the_anchors_sizes() {
     // anchors.md, Llama-3.2-1B on H100 SXM5: persistent 983.1, PDL 1009.7, graph 1169.1 us.
     let model = mkc_ir::embedded::resolve_model("llama1b").unwrap();
-    let dev = resolve_device("h100").unwrap();
-    let step = |target| {
-        let s = schedule(&model, &dev, target);
-        simulate(&s, &dev, &SimOptions::default(), None)
-            .unwrap()
-            .0
-            .step
-            .step_us
-    };
-    let (p, pdl, g) = (
-        step(Target::Persistent),
-        step(Target::Pdl),
-        step(Target::Graph),
-    );
+    let (p, pdl, g) = target_steps(&model, &resolve_device("h100").unwrap());
     assert!(p < g && pdl < g, "ordering: {p} {pdl} {g}");
     for (predicted, anchor) in [(p, 983.1), (pdl, 1009.7), (g, 1169.1)] {
         let ratio = predicted / anchor;
@@ -198,19 +202,7 @@ fn h200_ranks_the_targets_as_measured() {
         mkc_ir::embedded::resolve_model("llama1b").unwrap(),
         mkc_ir::Model::parse("llama1b_tuned.ron", &tuned).unwrap(),
     ] {
-        let step = |target| {
-            let s = schedule(&model, &dev, target);
-            simulate(&s, &dev, &SimOptions::default(), None)
-                .unwrap()
-                .0
-                .step
-                .step_us
-        };
-        let (p, pdl, g) = (
-            step(Target::Persistent),
-            step(Target::Pdl),
-            step(Target::Graph),
-        );
+        let (p, pdl, g) = target_steps(&model, &dev);
         assert!(pdl < p && p < g, "{}: {p} {pdl} {g}", model.name);
     }
 }
