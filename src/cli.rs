@@ -71,8 +71,24 @@ pub enum Command {
     Bench(BenchArgs),
     /// Measure on the GPU (sm_90) a hardware fact the simulator assumes.
     Probe(ProbeArgs),
+    /// Write a model file for a Hugging Face Llama checkpoint: its config.json's geometry and
+    /// the first lowering the kernels accept.
+    Model(ModelArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
     Completions(CompletionsArgs),
+}
+
+/// Arguments of `mkc model`.
+#[derive(Parser, Debug)]
+pub struct ModelArgs {
+    /// Checkpoint directory (its config.json is read; the weights are not).
+    pub checkpoint: PathBuf,
+    /// Write the model file here instead of stdout.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Model name in the file (default: the checkpoint directory's name).
+    #[arg(long)]
+    pub name: Option<String>,
 }
 
 /// Arguments of `mkc completions`.

@@ -891,3 +891,46 @@ fn the_persistent_plan_takes_the_compiled_kernels_resources_where_nvrtc_is_insta
     assert_eq!(p["resources"]["threads"], 7 * 32 + 32);
     assert!(p["resources"]["dynamic_smem_bytes"].as_u64().unwrap() >= 144_000);
 }
+
+/// `mkc model DIR` writes a model file for a checkpoint's config.json that the other commands
+/// take as it is: TinyLlama-1.1B's shape, whose MLP (5632) four shards do not divide, gets two.
+/// A directory without a config.json, or a config of another architecture, exits 2 naming it.
+#[test]
+fn model_writes_a_model_file_for_a_checkpoint_config() {
+    let dir = scratch("tinyllama");
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = serde_json::json!({
+        "model_type": "llama", "hidden_act": "silu", "hidden_size": 2048,
+        "intermediate_size": 5632, "num_hidden_layers": 22, "num_attention_heads": 32,
+        "num_key_value_heads": 4, "vocab_size": 32000, "tie_word_embeddings": false,
+        "rope_theta": 10000.0, "rms_norm_eps": 1e-5,
+    });
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let file = scratch("tinyllama.ron");
+    let o = mkc(&[
+        "model",
+        dir.to_str().unwrap(),
+        "-o",
+        file.to_str().unwrap(),
+        "--name",
+        "tinyllama",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&file).unwrap();
+    let m = mkc_ir::Model::parse("tinyllama.ron", &text).unwrap();
+    assert_eq!(m.name, "tinyllama");
+    assert_eq!((m.geometry.intermediate, m.geometry.kv_heads), (5632, 4));
+    assert_eq!(m.lowering.vtp_shards.up_gate_down, 2);
+    let c = mkc(&["compile", file.to_str().unwrap(), "--verify"]);
+    assert!(c.status.success(), "{}", stderr(&c));
+    // No config.json; another architecture.
+    let empty = scratch("no-config");
+    std::fs::create_dir_all(&empty).unwrap();
+    let e = mkc(&["model", empty.to_str().unwrap()]);
+    assert_eq!(e.status.code(), Some(2));
+    assert!(stderr(&e).contains("config.json"), "{}", stderr(&e));
+    std::fs::write(empty.join("config.json"), r#"{"model_type": "mistral"}"#).unwrap();
+    let e = mkc(&["model", empty.to_str().unwrap()]);
+    assert_eq!(e.status.code(), Some(2));
+    assert!(stderr(&e).contains("model_type"), "{}", stderr(&e));
+}

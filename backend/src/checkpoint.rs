@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use mkc_ir::model::{Geometry, RopeScaling};
 use mkc_ir::Model;
 use safetensors::{Dtype, SafeTensors};
 use serde_json::Value;
@@ -58,7 +59,7 @@ fn check_semantics(dir: &Path, c: &Value) -> Result<(), BackendError> {
                 dir,
                 format!(
                     "config.json: `model_type` is {}; mkc runs Llama checkpoints \
-                     (`\"llama\"`) only",
+                     (`\"llama\"`) only. Fix: use a Llama-family checkpoint",
                     shown(v)
                 ),
             ))
@@ -78,7 +79,8 @@ fn check_semantics(dir: &Path, c: &Value) -> Result<(), BackendError> {
             return Err(err(
                 dir,
                 format!(
-                    "config.json: `hidden_act` is {}; mkc's MLP computes SiLU (\"silu\") only",
+                    "config.json: `hidden_act` is {}; mkc's MLP computes SiLU (\"silu\") \
+                     only. Fix: use a checkpoint whose MLP is SiLU-gated",
                     shown(v)
                 ),
             ))
@@ -91,7 +93,8 @@ fn check_semantics(dir: &Path, c: &Value) -> Result<(), BackendError> {
                 return Err(err(
                     dir,
                     format!(
-                        "config.json: `{key}` is {}; mkc's projections have no bias",
+                        "config.json: `{key}` is {}; mkc's projections have no bias. Fix: use \
+                         a checkpoint without biases",
                         shown(v)
                     ),
                 ))
@@ -101,13 +104,29 @@ fn check_semantics(dir: &Path, c: &Value) -> Result<(), BackendError> {
     Ok(())
 }
 
-/// Checks the RoPE config.json describes against the model file's: plain RoPE, or Llama 3's
-/// scaling with the same parameters (`geometry.rope_scaling`); any other RoPE is refused by key.
-/// Newer transformers write `rope_parameters` (`rope_theta`, `rope_type` and the scaling
-/// factors), older ones `rope_theta` beside `rope_scaling`; either may say "default".
-fn check_rope(dir: &Path, c: &Value, model: &Model) -> Result<(), BackendError> {
+/// Llama 3 RoPE scaling's keys in config.json, with the values `s` gives them.
+fn rope_scaling_fields(s: &RopeScaling) -> [(&'static str, f64); 4] {
+    [
+        ("factor", s.factor),
+        ("low_freq_factor", s.low_freq_factor),
+        ("high_freq_factor", s.high_freq_factor),
+        (
+            "original_max_position_embeddings",
+            s.original_max_position_embeddings as f64,
+        ),
+    ]
+}
+
+/// The RoPE scaling block config.json describes, when it is Llama 3's: (its key, the block);
+/// `None` for plain RoPE. Any other RoPE is refused by key. Newer transformers write
+/// `rope_parameters` (`rope_theta`, `rope_type` and the scaling factors), older ones
+/// `rope_theta` beside `rope_scaling`; either may say "default".
+fn llama3_rope_block<'c>(
+    dir: &Path,
+    c: &'c Value,
+) -> Result<Option<(&'static str, &'c Value)>, BackendError> {
     let shown = |v: &Value| mkc_ir::error::shorten(&v.to_string());
-    let mut scaling: Option<(&str, &Value)> = None;
+    let mut scaling: Option<(&'static str, &'c Value)> = None;
     for key in ["rope_parameters", "rope_scaling"] {
         let Some(v) = c.get(key).filter(|v| !v.is_null()) else {
             continue;
@@ -133,6 +152,14 @@ fn check_rope(dir: &Path, c: &Value, model: &Model) -> Result<(), BackendError> 
             }
         }
     }
+    Ok(scaling)
+}
+
+/// Checks the RoPE config.json describes against the model file's: plain RoPE, or Llama 3's
+/// scaling with the same parameters (`geometry.rope_scaling`).
+fn check_rope(dir: &Path, c: &Value, model: &Model) -> Result<(), BackendError> {
+    let shown = |v: &Value| mkc_ir::error::shorten(&v.to_string());
+    let scaling = llama3_rope_block(dir, c)?;
     let declared = &model.geometry.rope_scaling;
     match (scaling, declared) {
         (None, None) => Ok(()),
@@ -152,15 +179,7 @@ fn check_rope(dir: &Path, c: &Value, model: &Model) -> Result<(), BackendError> 
         )),
         (Some((key, v)), Some(s)) => {
             let mut wrong = Vec::new();
-            for (field, want) in [
-                ("factor", s.factor),
-                ("low_freq_factor", s.low_freq_factor),
-                ("high_freq_factor", s.high_freq_factor),
-                (
-                    "original_max_position_embeddings",
-                    s.original_max_position_embeddings as f64,
-                ),
-            ] {
+            for (field, want) in rope_scaling_fields(s) {
                 match v.get(field).and_then(Value::as_f64) {
                     Some(got) if (got - want).abs() <= 1e-9 * want.abs() => {}
                     got => wrong.push(format!(
@@ -217,8 +236,8 @@ fn rope_theta(dir: &Path, c: &Value) -> Result<f64, BackendError> {
     }
 }
 
-/// Checks config.json against the model file; lists every mismatch.
-fn check_config(dir: &Path, model: &Model) -> Result<(), BackendError> {
+/// config.json of checkpoint `dir`: a JSON object.
+fn read_config(dir: &Path) -> Result<Value, BackendError> {
     let path = dir.join("config.json");
     let text = mkc_ir::input::read_text(&path, mkc_ir::FileKind::CheckpointConfig)
         .map_err(|e| err(dir, e))?;
@@ -227,10 +246,14 @@ fn check_config(dir: &Path, model: &Model) -> Result<(), BackendError> {
     if !c.is_object() {
         return Err(err(dir, "config.json is not a JSON object"));
     }
-    check_semantics(dir, &c)?;
-    check_rope(dir, &c, model)?;
-    let g = &model.geometry;
-    let int = |k: &str| int_key(dir, &c, k);
+    Ok(c)
+}
+
+/// config.json's sizes, keyed as Hugging Face's LlamaConfig names them, in the order of
+/// [`geometry_sizes`]: `num_key_value_heads` defaults to the query heads and `head_dim` to
+/// hidden_size / num_attention_heads; `None` where a key is absent.
+fn config_sizes(dir: &Path, c: &Value) -> Result<[(&'static str, Option<u64>); 7], BackendError> {
+    let int = |k: &str| int_key(dir, c, k);
     let heads = int("num_attention_heads")?;
     let hidden = int("hidden_size")?;
     let head_dim = match int("head_dim")? {
@@ -248,27 +271,116 @@ fn check_config(dir: &Path, model: &Model) -> Result<(), BackendError> {
             _ => None,
         },
     };
-    let expect: Vec<(&str, Option<u64>, u64)> = vec![
-        ("hidden_size", hidden, g.hidden as u64),
-        (
-            "intermediate_size",
-            int("intermediate_size")?,
-            g.intermediate as u64,
-        ),
-        (
-            "num_hidden_layers",
-            int("num_hidden_layers")?,
-            g.layers as u64,
-        ),
-        ("num_attention_heads", heads, g.heads as u64),
-        (
-            "num_key_value_heads",
-            int("num_key_value_heads")?.or(heads),
-            g.kv_heads as u64,
-        ),
-        ("head_dim", head_dim, g.head_dim as u64),
-        ("vocab_size", int("vocab_size")?, g.vocab as u64),
-    ];
+    Ok([
+        ("hidden_size", hidden),
+        ("intermediate_size", int("intermediate_size")?),
+        ("num_hidden_layers", int("num_hidden_layers")?),
+        ("num_attention_heads", heads),
+        ("num_key_value_heads", int("num_key_value_heads")?.or(heads)),
+        ("head_dim", head_dim),
+        ("vocab_size", int("vocab_size")?),
+    ])
+}
+
+/// A geometry's sizes in the order of [`config_sizes`].
+fn geometry_sizes(g: &Geometry) -> [u32; 7] {
+    [
+        g.hidden,
+        g.intermediate,
+        g.layers,
+        g.heads,
+        g.kv_heads,
+        g.head_dim,
+        g.vocab,
+    ]
+}
+
+/// `tie_word_embeddings` (Hugging Face's default: false).
+fn config_tied(dir: &Path, c: &Value) -> Result<bool, BackendError> {
+    match c.get("tie_word_embeddings") {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(v) => Err(err(
+            dir,
+            format!(
+                "config.json: `tie_word_embeddings` is {}, not true or false",
+                mkc_ir::error::shorten(&v.to_string())
+            ),
+        )),
+    }
+}
+
+/// The geometry a Hugging Face Llama checkpoint's config.json describes (bf16 weights), with
+/// Hugging Face's defaults where a key may be absent (`rope_theta` 10000, `rms_norm_eps` 1e-6,
+/// untied embeddings); what mkc does not compute is refused by key, as when loading.
+pub fn config_geometry(dir: &Path) -> Result<Geometry, BackendError> {
+    let c = read_config(dir)?;
+    check_semantics(dir, &c)?;
+    let sizes = config_sizes(dir, &c)?;
+    let mut v = [0u32; 7];
+    for (slot, (key, got)) in v.iter_mut().zip(sizes) {
+        let got = got.ok_or_else(|| {
+            err(
+                dir,
+                format!("config.json: `{key}` is missing. Fix: give the checkpoint's {key}"),
+            )
+        })?;
+        *slot = u32::try_from(got).map_err(|_| {
+            err(
+                dir,
+                format!("config.json: `{key}` is {got}, more than mkc's sizes hold (2^32 - 1)"),
+            )
+        })?;
+    }
+    let rope_scaling = match llama3_rope_block(dir, &c)? {
+        None => None,
+        Some((key, block)) => {
+            let field = |name: &str| {
+                block.get(name).and_then(Value::as_f64).ok_or_else(|| {
+                    err(
+                        dir,
+                        format!(
+                            "config.json: `{key}.{name}` is missing or not a number. Fix: give \
+                             Llama 3's RoPE scaling in full"
+                        ),
+                    )
+                })
+            };
+            Some(RopeScaling {
+                factor: field("factor")?,
+                low_freq_factor: field("low_freq_factor")?,
+                high_freq_factor: field("high_freq_factor")?,
+                original_max_position_embeddings: field("original_max_position_embeddings")? as u32,
+            })
+        }
+    };
+    Ok(Geometry {
+        hidden: v[0],
+        intermediate: v[1],
+        layers: v[2],
+        heads: v[3],
+        kv_heads: v[4],
+        head_dim: v[5],
+        vocab: v[6],
+        rope_theta: rope_theta(dir, &c)?,
+        rope_scaling,
+        norm_eps: float_key(dir, &c, "rms_norm_eps", 1e-6)?,
+        tied_embeddings: config_tied(dir, &c)?,
+        dtype: mkc_ir::model::Dtype::Bf16,
+    })
+}
+
+/// Checks config.json against the model file; lists every mismatch.
+fn check_config(dir: &Path, model: &Model) -> Result<(), BackendError> {
+    let c = read_config(dir)?;
+    check_semantics(dir, &c)?;
+    check_rope(dir, &c, model)?;
+    let g = &model.geometry;
+    let expect: Vec<(&str, Option<u64>, u64)> = config_sizes(dir, &c)?
+        .into_iter()
+        .zip(geometry_sizes(g))
+        .map(|((k, got), want)| (k, got, want as u64))
+        .collect();
     let mut wrong: Vec<String> = expect
         .iter()
         .filter(|(_, got, want)| *got != Some(*want))
@@ -296,19 +408,7 @@ fn check_config(dir: &Path, model: &Model) -> Result<(), BackendError> {
             wrong.push(format!("{key} = {got:e} (model file's {field}: {want:e})"));
         }
     }
-    let tied = match c.get("tie_word_embeddings") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(v) => {
-            return Err(err(
-                dir,
-                format!(
-                    "config.json: `tie_word_embeddings` is {}, not true or false",
-                    mkc_ir::error::shorten(&v.to_string())
-                ),
-            ))
-        }
-    };
+    let tied = config_tied(dir, &c)?;
     if tied != g.tied_embeddings {
         wrong.push(format!(
             "tie_word_embeddings = {tied} (model file: {})",

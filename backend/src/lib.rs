@@ -18,4 +18,5 @@ pub mod reference;
 pub mod timeline;
 pub mod weights;
 
+pub use checkpoint::config_geometry;
 pub use error::BackendError;

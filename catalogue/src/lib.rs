@@ -4,11 +4,13 @@
 //! that plan, and the CUDA backend launches it and generates the kernels' constants from it.
 
 pub mod ablation;
+pub mod choose;
 pub mod launch;
 pub mod layout;
 pub mod persistent;
 
 pub use ablation::Ablation;
+pub use choose::choose_lowering;
 pub use launch::{cta_tasks, declared_resources, grid, GridShape, ResourceSource, Resources};
 pub use layout::{
     att_threads, attention_chunk, blocked_k, consumer_warps, dynamic_smem, page_range,

@@ -4,6 +4,7 @@ mod bench;
 mod compile;
 mod gpu_common;
 mod kernels;
+mod model;
 mod occupancy;
 mod probe;
 mod run;
@@ -147,6 +148,7 @@ pub fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Run(args) => run::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Probe(args) => probe::run(args),
+        Command::Model(args) => model::run(args),
         Command::Completions(args) => {
             let mut cmd = <crate::cli::Cli as clap::CommandFactory>::command();
             let mut text = Vec::new();

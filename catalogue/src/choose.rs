@@ -1,0 +1,134 @@
+//! A lowering for a geometry nobody has tuned (a checkpoint's, `mkc model`): the first, in the
+//! order measured fastest on the H200, that the model's validation and the kernels accept.
+
+use mkc_ir::model::{Geometry, Lowering, VtpShards, Workload};
+use mkc_ir::Model;
+
+use crate::{check_model, persistent_layout, Unsupported};
+
+/// MLP edge shard counts in the order they measured on Llama-3.2-1B (docs/perf.md: persistent
+/// fastest at 4, pdl at 2 and 4; 1 and 8 slower).
+const UP_GATE_DOWN: [u32; 4] = [4, 2, 1, 8];
+
+/// LM-head task runs in pages (4 as `llama1b_tuned`, then 1: a vocabulary whose pages 4 does
+/// not divide).
+const LM_HEAD_TASK_PAGES: [u32; 2] = [4, 1];
+
+/// The lowering candidates for `g`, best first: one query head per attention task (as the tuned
+/// layouts, measured fastest), then fewer tasks per KV head; each with every MLP shard count
+/// and LM-head run, 1-page task runs for the other matvecs.
+fn candidates(g: &Geometry) -> Vec<Lowering> {
+    let group = if g.kv_heads > 0 && g.heads.is_multiple_of(g.kv_heads) {
+        g.heads / g.kv_heads
+    } else {
+        1
+    };
+    let splits = (1..=group).rev().filter(|s| group.is_multiple_of(*s));
+    let mut out = Vec::new();
+    for attention_split in splits {
+        for up_gate_down in UP_GATE_DOWN {
+            for lm_head_task_pages in LM_HEAD_TASK_PAGES {
+                out.push(Lowering {
+                    matvec_task_pages: 1,
+                    lm_head_task_pages,
+                    attention_split,
+                    vtp_shards: VtpShards {
+                        up_gate_down,
+                        ..VtpShards::default()
+                    },
+                    ..Lowering::default()
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The model of `name`, `g` and `workload` with the first lowering that validates and that
+/// both the chain kernels and the persistent kernel can run, else the first that the chain
+/// kernels can run. The error gives the first candidate's reason when none fits.
+pub fn choose_lowering(
+    name: &str,
+    g: &Geometry,
+    workload: &Workload,
+) -> Result<Model, Unsupported> {
+    let model = |lowering: Lowering| Model {
+        name: name.to_string(),
+        geometry: g.clone(),
+        workload: workload.clone(),
+        lowering,
+        tuning: Default::default(),
+    };
+    let fits = |m: &Model| -> Result<(), String> {
+        m.validate("the chosen lowering")
+            .map_err(|e| e.to_string())?;
+        check_model(m).map_err(|e| e.to_string())
+    };
+    let mut first_reason = None;
+    let mut chain_only = None;
+    for lowering in candidates(g) {
+        let m = model(lowering);
+        match fits(&m) {
+            Ok(()) if persistent_layout(&m).is_ok() => return Ok(m),
+            Ok(()) => {
+                chain_only.get_or_insert(m);
+            }
+            Err(why) => {
+                first_reason.get_or_insert(why);
+            }
+        }
+    }
+    chain_only.ok_or_else(|| {
+        Unsupported(format!(
+            "no lowering mkc tries fits this geometry (attention split, MLP shards 4, 2, 1, 8, \
+             LM-head runs of 4 or 1 pages); the first one's reason: {}",
+            first_reason.unwrap_or_default()
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn geometry(name: &str) -> Geometry {
+        mkc_ir::embedded::resolve_model(name).unwrap().geometry
+    }
+
+    #[test]
+    fn llama_1b_gets_the_tuned_lowering() {
+        let m = choose_lowering("x", &geometry("llama1b"), &Workload::default()).unwrap();
+        let l = &m.lowering;
+        assert_eq!(
+            (
+                l.matvec_task_pages,
+                l.lm_head_task_pages,
+                l.attention_split,
+                l.vtp_shards.up_gate_down
+            ),
+            (1, 4, 4, 4)
+        );
+    }
+
+    #[test]
+    fn an_mlp_that_four_shards_do_not_divide_takes_fewer() {
+        // TinyLlama-1.1B's MLP: 5632 = 22 x 256; a quarter (1408) is no K chunk the kernels take.
+        let mut g = geometry("llama1b");
+        g.intermediate = 5632;
+        g.kv_heads = 4;
+        let m = choose_lowering("x", &g, &Workload::default()).unwrap();
+        assert_eq!(m.lowering.vtp_shards.up_gate_down, 2);
+        assert!(check_model(&m).is_ok());
+    }
+
+    #[test]
+    fn a_geometry_no_lowering_fits_is_refused_with_a_reason() {
+        let mut g = geometry("llama1b");
+        g.head_dim = 60; // not a multiple of 8
+        g.hidden = 60 * 32;
+        let err = choose_lowering("x", &g, &Workload::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no lowering"), "{err}");
+    }
+}
