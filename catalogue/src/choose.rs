@@ -46,7 +46,8 @@ fn candidates(g: &Geometry) -> Vec<Lowering> {
 
 /// The model of `name`, `g` and `workload` with the first lowering that validates and that
 /// both the chain kernels and the persistent kernel can run, else the first that the chain
-/// kernels can run. The error gives the first candidate's reason when none fits.
+/// kernels can run. When none fits, the error gives each distinct reason, in the candidates'
+/// order.
 pub fn choose_lowering(
     name: &str,
     g: &Geometry,
@@ -60,11 +61,11 @@ pub fn choose_lowering(
         tuning: Default::default(),
     };
     let fits = |m: &Model| -> Result<(), String> {
-        m.validate("the chosen lowering")
+        m.validate("a candidate lowering")
             .map_err(|e| e.to_string())?;
         check_model(m).map_err(|e| e.to_string())
     };
-    let mut first_reason = None;
+    let mut reasons: Vec<String> = Vec::new();
     let mut chain_only = None;
     for lowering in candidates(g) {
         let m = model(lowering);
@@ -74,15 +75,17 @@ pub fn choose_lowering(
                 chain_only.get_or_insert(m);
             }
             Err(why) => {
-                first_reason.get_or_insert(why);
+                if !reasons.contains(&why) {
+                    reasons.push(why);
+                }
             }
         }
     }
     chain_only.ok_or_else(|| {
         Unsupported(format!(
-            "no lowering mkc tries fits this geometry (attention split, MLP shards 4, 2, 1, 8, \
-             LM-head runs of 4 or 1 pages); the first one's reason: {}",
-            first_reason.unwrap_or_default()
+            "no lowering mkc tries fits this geometry (attention splits, MLP shards 4, 2, 1 and \
+             8, LM-head runs of 4 or 1 pages): {}",
+            reasons.join("; ")
         ))
     })
 }
