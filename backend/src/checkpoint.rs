@@ -40,7 +40,7 @@ fn float_key(dir: &Path, c: &Value, key: &str, default: f64) -> Result<f64, Back
             err(
                 dir,
                 format!(
-                    "config.json: `{key}` is {}, not a number",
+                    "config.json: `{key}` is {}, not a number. Fix: write it as a number",
                     mkc_ir::error::shorten(&v.to_string())
                 ),
             )
@@ -215,7 +215,8 @@ fn rope_theta(dir: &Path, c: &Value) -> Result<f64, BackendError> {
             err(
                 dir,
                 format!(
-                    "config.json: `rope_parameters.rope_theta` is {}, not a number",
+                    "config.json: `rope_parameters.rope_theta` is {}, not a number. Fix: write \
+                     it as a number",
                     shown(v)
                 ),
             )
@@ -238,13 +239,28 @@ fn rope_theta(dir: &Path, c: &Value) -> Result<f64, BackendError> {
 
 /// config.json of checkpoint `dir`: a JSON object.
 fn read_config(dir: &Path) -> Result<Value, BackendError> {
-    let path = dir.join("config.json");
-    let text = mkc_ir::input::read_text(&path, mkc_ir::FileKind::CheckpointConfig)
-        .map_err(|e| err(dir, e))?;
-    let c: Value = serde_json::from_str(&text)
-        .map_err(|e| err(dir, format!("config.json is not JSON: {e}")))?;
+    parse_config(dir, &config_text(dir)?)
+}
+
+/// The text of checkpoint `dir`'s config.json.
+fn config_text(dir: &Path) -> Result<String, BackendError> {
+    mkc_ir::input::read_text(&dir.join("config.json"), mkc_ir::FileKind::CheckpointConfig)
+        .map_err(|e| err(dir, e))
+}
+
+/// config.json's text as a JSON object.
+fn parse_config(dir: &Path, text: &str) -> Result<Value, BackendError> {
+    let c: Value = serde_json::from_str(text).map_err(|e| {
+        err(
+            dir,
+            format!("config.json is not JSON: {e}. Fix: use the checkpoint's own config.json"),
+        )
+    })?;
     if !c.is_object() {
-        return Err(err(dir, "config.json is not a JSON object"));
+        return Err(err(
+            dir,
+            "config.json is not a JSON object. Fix: use the checkpoint's own config.json",
+        ));
     }
     Ok(c)
 }
@@ -303,7 +319,8 @@ fn config_tied(dir: &Path, c: &Value) -> Result<bool, BackendError> {
         Some(v) => Err(err(
             dir,
             format!(
-                "config.json: `tie_word_embeddings` is {}, not true or false",
+                "config.json: `tie_word_embeddings` is {}, not true or false. Fix: write true \
+                 or false",
                 mkc_ir::error::shorten(&v.to_string())
             ),
         )),
@@ -314,7 +331,12 @@ fn config_tied(dir: &Path, c: &Value) -> Result<bool, BackendError> {
 /// Hugging Face's defaults where a key may be absent (`rope_theta` 10000, `rms_norm_eps` 1e-6,
 /// untied embeddings); what mkc does not compute is refused by key, as when loading.
 pub fn config_geometry(dir: &Path) -> Result<Geometry, BackendError> {
-    let c = read_config(dir)?;
+    parse_config_geometry(dir, &config_text(dir)?)
+}
+
+/// [`config_geometry`] of a config.json's `text` (`dir` names the checkpoint in errors).
+pub fn parse_config_geometry(dir: &Path, text: &str) -> Result<Geometry, BackendError> {
+    let c = parse_config(dir, text)?;
     check_semantics(dir, &c)?;
     let sizes = config_sizes(dir, &c)?;
     let mut v = [0u32; 7];
@@ -328,7 +350,10 @@ pub fn config_geometry(dir: &Path) -> Result<Geometry, BackendError> {
         *slot = u32::try_from(got).map_err(|_| {
             err(
                 dir,
-                format!("config.json: `{key}` is {got}, more than mkc's sizes hold (2^32 - 1)"),
+                format!(
+                    "config.json: `{key}` is {got}, more than mkc's sizes hold (2^32 - 1). Fix: \
+                     give the checkpoint's real size"
+                ),
             )
         })?;
     }

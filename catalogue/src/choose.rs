@@ -84,7 +84,8 @@ pub fn choose_lowering(
     chain_only.ok_or_else(|| {
         Unsupported(format!(
             "no lowering mkc tries fits this geometry (attention splits, MLP shards 4, 2, 1 and \
-             8, LM-head runs of 4 or 1 pages): {}",
+             8, LM-head runs of 4 or 1 pages): {}. Fix: write the lowering by hand (README, \
+             \"Model file format\"), if the kernels take this shape at all",
             reasons.join("; ")
         ))
     })

@@ -1,6 +1,7 @@
 //! Fuzz targets for everything mkc reads from a user: the model parser (through lowering,
-//! scheduling, the checker and the simulator), device profiles, sweep specs, and schedule
-//! files through the checker (as regalloc2 fuzzes its checker). A target returns normally for
+//! scheduling, the checker and the simulator), device profiles, sweep specs, schedule files
+//! through the checker (as regalloc2 fuzzes its checker), and checkpoint configs through the
+//! lowering `mkc model` chooses. A target returns normally for
 //! any input that mkc answers as promised (accepted with sane figures, or refused with an
 //! error); a panic is a finding.
 //!

@@ -2,7 +2,7 @@
 //! stops at the first panic, writing the input that caused it.
 //!
 //! `cargo run -p mkc-fuzz --release -- TARGET [SECONDS] [SEED]` (targets: model, device,
-//! sweep, schedule; `all` runs each in turn). A reproducer lands in
+//! sweep, schedule, checkpoint; `all` runs each in turn). A reproducer lands in
 //! `fuzz/artifacts/TARGET-SEED-N.txt`; rerun it with `-- TARGET --replay FILE`.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};

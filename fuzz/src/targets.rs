@@ -21,6 +21,9 @@ pub enum Target {
     Sweep,
     /// Schedule files: read back and check structurally, then the independent checker.
     Schedule,
+    /// A checkpoint's config.json, as `mkc model` reads it: the geometry, then the lowering
+    /// chosen for it (which must validate and fit the kernels), scheduled and simulated.
+    Checkpoint,
 }
 
 /// Every target, by the name the driver takes.
@@ -29,6 +32,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("device", Target::Device),
     ("sweep", Target::Sweep),
     ("schedule", Target::Schedule),
+    ("checkpoint", Target::Checkpoint),
 ];
 
 impl Target {
@@ -52,6 +56,7 @@ impl Target {
             Target::Device => device(text),
             Target::Sweep => sweep(text),
             Target::Schedule => schedule(text),
+            Target::Checkpoint => checkpoint(text),
         }
     }
 
@@ -92,8 +97,44 @@ impl Target {
                 }
                 v
             }
+            Target::Checkpoint => {
+                let mut v: Vec<String> = mkc_ir::embedded::MODELS
+                    .iter()
+                    .map(|(name, _)| {
+                        config_json(&mkc_ir::embedded::resolve_model(name).expect("embedded"))
+                    })
+                    .collect();
+                let scaled = Model::parse(
+                    "llama3.2-1b.ron",
+                    include_str!("../../models/llama3.2-1b.ron"),
+                )
+                .expect("parses");
+                v.push(config_json(&scaled));
+                v
+            }
         }
     }
+}
+
+/// config.json of `m` as Hugging Face writes it for Llama (Llama 3's RoPE scaling under
+/// `rope_parameters`, as transformers 5 writes it).
+fn config_json(m: &Model) -> String {
+    let g = &m.geometry;
+    let mut c = serde_json::json!({
+        "model_type": "llama", "hidden_act": "silu", "hidden_size": g.hidden,
+        "intermediate_size": g.intermediate, "num_hidden_layers": g.layers,
+        "num_attention_heads": g.heads, "num_key_value_heads": g.kv_heads,
+        "head_dim": g.head_dim, "vocab_size": g.vocab,
+        "tie_word_embeddings": g.tied_embeddings, "rope_theta": g.rope_theta,
+        "rms_norm_eps": g.norm_eps, "attention_bias": false, "mlp_bias": false,
+    });
+    if let Some(r) = &g.rope_scaling {
+        c["rope_parameters"] = serde_json::json!({"rope_type": "llama3",
+            "rope_theta": g.rope_theta, "factor": r.factor, "low_freq_factor": r.low_freq_factor,
+            "high_freq_factor": r.high_freq_factor,
+            "original_max_position_embeddings": r.original_max_position_embeddings});
+    }
+    serde_json::to_string_pretty(&c).expect("serialises")
 }
 
 fn tiny() -> Model {
@@ -201,6 +242,31 @@ fn schedule(text: &str) -> bool {
             // one the checker passes is timed as `mkc simulate FILE` would time it.
             if check::check(&s).is_empty() {
                 let _ = simulate(&s, &s.device, &SimOptions::default(), None);
+            }
+            true
+        }
+    }
+}
+
+fn checkpoint(text: &str) -> bool {
+    let helpful = |s: String| {
+        assert!(s.contains("Fix") || s.contains("README"), "unhelpful: {s}");
+        false
+    };
+    let g = match mkc_backend::parse_config_geometry(std::path::Path::new("fuzz"), text) {
+        Ok(g) => g,
+        Err(e) => return helpful(e.to_string()),
+    };
+    let workload = mkc_ir::model::Workload::default();
+    match mkc_catalogue::choose_lowering("fuzz", &g, &workload) {
+        Err(e) => helpful(e.to_string()),
+        Ok(m) => {
+            // What `mkc model` writes is a model the kernels take, and reads back as itself.
+            m.validate("fuzz").expect("the chosen lowering validates");
+            mkc_catalogue::check_model(&m).expect("the chosen lowering fits the kernels");
+            assert_eq!(m.geometry, g);
+            if mkc_ir::lower::task_count(&m) <= DEEP_TASKS {
+                deep(&m, &h200());
             }
             true
         }
