@@ -923,6 +923,20 @@ fn model_writes_a_model_file_for_a_checkpoint_config() {
     assert_eq!(m.lowering.vtp_shards.up_gate_down, 2);
     let c = mkc(&["compile", file.to_str().unwrap(), "--verify"]);
     assert!(c.status.success(), "{}", stderr(&c));
+    // A trained context shorter than the default KV capacity bounds the workload; one with no
+    // room for a prompt and a token is refused by key.
+    let mut short = config.clone();
+    short["max_position_embeddings"] = serde_json::json!(512);
+    std::fs::write(dir.join("config.json"), short.to_string()).unwrap();
+    let o = mkc(&["model", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let m = mkc_ir::Model::parse("short.ron", &stdout(&o)).unwrap();
+    assert_eq!(m.workload.max_seq_len, 512);
+    short["max_position_embeddings"] = serde_json::json!(1);
+    std::fs::write(dir.join("config.json"), short.to_string()).unwrap();
+    let e = mkc(&["model", dir.to_str().unwrap()]);
+    assert_eq!(e.status.code(), Some(2));
+    assert!(stderr(&e).contains("max_position_embeddings"), "{}", stderr(&e));
     // No config.json; another architecture.
     let empty = scratch("no-config");
     std::fs::create_dir_all(&empty).unwrap();

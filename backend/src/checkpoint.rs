@@ -327,15 +327,25 @@ fn config_tied(dir: &Path, c: &Value) -> Result<bool, BackendError> {
     }
 }
 
-/// The geometry a Hugging Face Llama checkpoint's config.json describes (bf16 weights), with
-/// Hugging Face's defaults where a key may be absent (`rope_theta` 10000, `rms_norm_eps` 1e-6,
-/// untied embeddings); what mkc does not compute is refused by key, as when loading.
-pub fn config_geometry(dir: &Path) -> Result<Geometry, BackendError> {
-    parse_config_geometry(dir, &config_text(dir)?)
+/// What a Hugging Face Llama checkpoint's config.json says of its shape.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConfigShape {
+    /// The geometry (bf16 weights), with Hugging Face's defaults where a key may be absent
+    /// (`rope_theta` 10000, `rms_norm_eps` 1e-6, untied embeddings).
+    pub geometry: Geometry,
+    /// The positions the checkpoint was trained for (`max_position_embeddings`; absent: none
+    /// said).
+    pub context: Option<u32>,
 }
 
-/// [`config_geometry`] of a config.json's `text` (`dir` names the checkpoint in errors).
-pub fn parse_config_geometry(dir: &Path, text: &str) -> Result<Geometry, BackendError> {
+/// The shape checkpoint `dir`'s config.json describes; what mkc does not compute is refused by
+/// key, as when loading.
+pub fn config_shape(dir: &Path) -> Result<ConfigShape, BackendError> {
+    parse_config_shape(dir, &config_text(dir)?)
+}
+
+/// [`config_shape`] of a config.json's `text` (`dir` names the checkpoint in errors).
+pub fn parse_config_shape(dir: &Path, text: &str) -> Result<ConfigShape, BackendError> {
     let c = parse_config(dir, text)?;
     check_semantics(dir, &c)?;
     let sizes = config_sizes(dir, &c)?;
@@ -379,7 +389,7 @@ pub fn parse_config_geometry(dir: &Path, text: &str) -> Result<Geometry, Backend
             })
         }
     };
-    Ok(Geometry {
+    let geometry = Geometry {
         hidden: v[0],
         intermediate: v[1],
         layers: v[2],
@@ -392,7 +402,10 @@ pub fn parse_config_geometry(dir: &Path, text: &str) -> Result<Geometry, Backend
         norm_eps: float_key(dir, &c, "rms_norm_eps", 1e-6)?,
         tied_embeddings: config_tied(dir, &c)?,
         dtype: mkc_ir::model::Dtype::Bf16,
-    })
+    };
+    let context =
+        int_key(dir, &c, "max_position_embeddings")?.map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+    Ok(ConfigShape { geometry, context })
 }
 
 /// Checks config.json against the model file; lists every mismatch.

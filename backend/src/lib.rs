@@ -18,5 +18,5 @@ pub mod reference;
 pub mod timeline;
 pub mod weights;
 
-pub use checkpoint::{config_geometry, parse_config_geometry};
+pub use checkpoint::{config_shape, parse_config_shape, ConfigShape};
 pub use error::BackendError;

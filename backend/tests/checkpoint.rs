@@ -341,14 +341,15 @@ fn tensors_mkc_would_drop_or_misread_are_refused_by_name() {
     }
 }
 
-/// `config_geometry` (what `mkc model` writes a model file from) reads a config.json back into
-/// the geometry it was written from, Llama 3's RoPE scaling included, and names a missing key.
+/// `config_shape` (what `mkc model` writes a model file from) reads a config.json back into the
+/// geometry it was written from, Llama 3's RoPE scaling included, and names a missing key.
 #[test]
-fn config_geometry_reads_back_the_geometry_a_config_describes() {
+fn config_shape_reads_back_the_geometry_a_config_describes() {
     let dir = Dir::new("geometry");
     let m = resolve_model("llama1b").unwrap();
     std::fs::write(dir.0.join("config.json"), config(&m).to_string()).unwrap();
-    assert_eq!(mkc_backend::config_geometry(&dir.0).unwrap(), m.geometry);
+    let shape = mkc_backend::config_shape(&dir.0).unwrap();
+    assert_eq!((shape.geometry, shape.context), (m.geometry.clone(), None));
     let mut scaled = m.clone();
     scaled.geometry.rope_scaling = Some(mkc_ir::model::RopeScaling {
         factor: 32.0,
@@ -360,22 +361,23 @@ fn config_geometry_reads_back_the_geometry_a_config_describes() {
     c["rope_scaling"] = json!({"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
         "high_freq_factor": 4.0, "original_max_position_embeddings": 8192});
     std::fs::write(dir.0.join("config.json"), c.to_string()).unwrap();
+    c["max_position_embeddings"] = json!(131072);
+    std::fs::write(dir.0.join("config.json"), c.to_string()).unwrap();
+    let shape = mkc_backend::config_shape(&dir.0).unwrap();
     assert_eq!(
-        mkc_backend::config_geometry(&dir.0).unwrap(),
-        scaled.geometry
+        (shape.geometry, shape.context),
+        (scaled.geometry, Some(131072))
     );
     // Hugging Face's defaults where a key may be absent; an error naming a size that may not.
     c.as_object_mut().unwrap().remove("rope_scaling");
     c.as_object_mut().unwrap().remove("num_key_value_heads");
     c.as_object_mut().unwrap().remove("head_dim");
     std::fs::write(dir.0.join("config.json"), c.to_string()).unwrap();
-    let g = mkc_backend::config_geometry(&dir.0).unwrap();
+    let g = mkc_backend::config_shape(&dir.0).unwrap().geometry;
     assert_eq!((g.kv_heads, g.head_dim), (g.heads, g.hidden / g.heads));
     c.as_object_mut().unwrap().remove("intermediate_size");
     std::fs::write(dir.0.join("config.json"), c.to_string()).unwrap();
-    let err = mkc_backend::config_geometry(&dir.0)
-        .unwrap_err()
-        .to_string();
+    let err = mkc_backend::config_shape(&dir.0).unwrap_err().to_string();
     assert!(
         err.contains("`intermediate_size` is missing") && err.contains("Fix"),
         "{err}"

@@ -253,11 +253,11 @@ fn checkpoint(text: &str) -> bool {
         assert!(s.contains("Fix") || s.contains("README"), "unhelpful: {s}");
         false
     };
-    let g = match mkc_backend::parse_config_geometry(std::path::Path::new("fuzz"), text) {
-        Ok(g) => g,
+    let (g, context) = match mkc_backend::parse_config_shape(std::path::Path::new("fuzz"), text) {
+        Ok(shape) => (shape.geometry, shape.context),
         Err(e) => return helpful(e.to_string()),
     };
-    let workload = mkc_ir::model::Workload::default();
+    let workload = mkc_ir::model::Workload::within_context(context);
     match mkc_catalogue::choose_lowering("fuzz", &g, &workload) {
         Err(e) => helpful(e.to_string()),
         Ok(m) => {

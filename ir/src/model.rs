@@ -209,6 +209,21 @@ impl Workload {
     }
 }
 
+impl Workload {
+    /// The default workload with its KV capacity lowered to `context` (a checkpoint's
+    /// `max_position_embeddings`) where that is shorter, and its tokens to what fits: positions
+    /// past the trained context are not a run anyone would measure.
+    pub fn within_context(context: Option<u32>) -> Workload {
+        let mut w = Workload::default();
+        if let Some(c) = context.filter(|&c| c < w.max_seq_len) {
+            w.max_seq_len = c;
+            w.prompt_len = w.prompt_len.min(c / 4);
+            w.generate = w.generate.min(c - w.prompt_len);
+        }
+        w
+    }
+}
+
 impl Default for Workload {
     fn default() -> Self {
         Workload {
@@ -387,5 +402,23 @@ impl Model {
     /// Query heads served by one attention task.
     pub fn heads_per_attention_task(&self) -> u32 {
         self.geometry.heads / self.geometry.kv_heads / self.lowering.attention_split
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Workload;
+
+    #[test]
+    fn a_workload_within_a_context_fits_it() {
+        let d = Workload::default();
+        assert_eq!(Workload::within_context(None), d);
+        assert_eq!(Workload::within_context(Some(131_072)), d);
+        let w = Workload::within_context(Some(100));
+        assert_eq!((w.prompt_len, w.generate, w.max_seq_len), (25, 75, 100));
+        for c in [1, 2, 3, 7, 160, 2047] {
+            let w = Workload::within_context(Some(c));
+            assert!(w.prompt_len + w.generate <= w.max_seq_len && w.max_seq_len == c);
+        }
     }
 }

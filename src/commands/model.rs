@@ -1,14 +1,23 @@
 //! `mkc model`: a model file for a Hugging Face Llama checkpoint nobody has written one for:
 //! the geometry its config.json describes (read and refused as `--weights DIR` reads it), the
-//! default workload, and the first lowering the kernels accept
-//! (`mkc_catalogue::choose_lowering`).
+//! default workload with its KV capacity at most the checkpoint's trained context, and the
+//! first lowering the kernels accept (`mkc_catalogue::choose_lowering`).
 
 use super::CommandError;
 use crate::cli::ModelArgs;
 
 /// Runs `mkc model`.
 pub fn run(args: ModelArgs) -> Result<(), CommandError> {
-    let geometry = mkc_backend::config_geometry(&args.checkpoint)?;
+    let shape = mkc_backend::config_shape(&args.checkpoint)?;
+    let workload = mkc_ir::model::Workload::within_context(shape.context);
+    if workload.prompt_len == 0 || workload.generate == 0 {
+        return Err(CommandError::Input(format!(
+            "checkpoint {}: config.json: `max_position_embeddings` is {}, no room for a prompt \
+             and a generated token. Fix: give the checkpoint's trained context",
+            args.checkpoint.display(),
+            workload.max_seq_len
+        )));
+    }
     let name = args.name.clone().unwrap_or_else(|| {
         args.checkpoint
             .canonicalize()
@@ -16,17 +25,16 @@ pub fn run(args: ModelArgs) -> Result<(), CommandError> {
             .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
             .unwrap_or_else(|| "checkpoint".into())
     });
-    let model =
-        mkc_catalogue::choose_lowering(&name, &geometry, &mkc_ir::model::Workload::default())
-            .map_err(|e| {
-                CommandError::Input(format!("checkpoint {}: {e}", args.checkpoint.display()))
-            })?;
+    let model = mkc_catalogue::choose_lowering(&name, &shape.geometry, &workload).map_err(|e| {
+        CommandError::Input(format!("checkpoint {}: {e}", args.checkpoint.display()))
+    })?;
     let body =
         ron::ser::to_string_pretty(&model, ron::ser::PrettyConfig::default().struct_names(true))
             .map_err(|e| CommandError::Internal(format!("cannot write the model as RON: {e}")))?;
     let text = format!(
-        "// Written by `mkc model {}`: the geometry of its config.json, the default workload, and\n\
-         // the first lowering the kernels accept, in the order measured fastest on the H200.\n{body}\n",
+        "// Written by `mkc model {}`: the geometry of its config.json, the default workload (its\n\
+         // KV capacity at most the trained context), and the first lowering the kernels accept,\n\
+         // in the order measured fastest on the H200.\n{body}\n",
         args.checkpoint.display()
     );
     // What is written must read back as the model it describes.
