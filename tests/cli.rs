@@ -936,7 +936,11 @@ fn model_writes_a_model_file_for_a_checkpoint_config() {
     std::fs::write(dir.join("config.json"), short.to_string()).unwrap();
     let e = mkc(&["model", dir.to_str().unwrap()]);
     assert_eq!(e.status.code(), Some(2));
-    assert!(stderr(&e).contains("max_position_embeddings"), "{}", stderr(&e));
+    assert!(
+        stderr(&e).contains("max_position_embeddings"),
+        "{}",
+        stderr(&e)
+    );
     // No config.json; another architecture.
     let empty = scratch("no-config");
     std::fs::create_dir_all(&empty).unwrap();
