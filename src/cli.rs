@@ -138,7 +138,8 @@ pub enum ProbeWhat {
 /// Arguments of `mkc kernels`.
 #[derive(Parser, Debug)]
 pub struct KernelsArgs {
-    /// Model whose shapes set the dynamic shared memory (file or embedded name).
+    /// Model whose shapes set the dynamic shared memory (file, embedded name, or a checkpoint
+    /// directory: the model `mkc model` writes for it).
     #[arg(long, default_value = "llama1b")]
     pub model: String,
     /// GPU architecture to compile for.
@@ -163,8 +164,9 @@ pub struct KernelsArgs {
 /// Options shared by `mkc run` and `mkc bench`.
 #[derive(Parser, Debug)]
 pub struct GpuRunArgs {
-    /// Model file (RON), embedded model name, or a schedule written by `mkc compile -o` (its
-    /// model, target, trigger and tuning are then the schedule's).
+    /// Model file (RON), embedded model name, a checkpoint directory (the model `mkc model`
+    /// writes for its config.json), or a schedule written by `mkc compile -o` (its model,
+    /// target, trigger and tuning are then the schedule's).
     #[arg(default_value = "llama1b")]
     pub model: String,
     /// Weights: `random:SEED` (generated on the GPU, reproduced on the CPU) or a Hugging Face
@@ -401,8 +403,9 @@ pub enum FormatArg {
 /// What `compile` and `simulate` share: the model, the device and the scheduling choices.
 #[derive(Parser, Debug)]
 pub struct SetupArgs {
-    /// Model file (RON), the name of an embedded model (llama1b, llama3b, llama8b, tiny), or,
-    /// for `simulate`, a schedule written by `mkc compile -o`.
+    /// Model file (RON), the name of an embedded model (llama1b, llama3b, llama8b, tiny), a
+    /// checkpoint directory (the model `mkc model` writes for its config.json), or, for
+    /// `simulate`, a schedule written by `mkc compile -o`.
     #[arg(default_value = "llama1b")]
     pub model: String,
     /// Assignment policy of the persistent target (default: round-robin).

@@ -923,6 +923,17 @@ fn model_writes_a_model_file_for_a_checkpoint_config() {
     assert_eq!(m.lowering.vtp_shards.up_gate_down, 2);
     let c = mkc(&["compile", file.to_str().unwrap(), "--verify"]);
     assert!(c.status.success(), "{}", stderr(&c));
+    // The directory itself is a MODEL argument: the same model, without the file.
+    let from_dir = summary(&[
+        "compile",
+        dir.to_str().unwrap(),
+        "--verify",
+        "--summary-json",
+    ]);
+    let from_file = summary(&["compile", file.to_str().unwrap(), "--summary-json"]);
+    assert_eq!(from_dir["tasks"], from_file["tasks"]);
+    assert_eq!(from_dir["weight_bytes"], from_file["weight_bytes"]);
+    assert!(from_dir["tasks"].as_u64().unwrap() > 0, "{from_dir}");
     // A trained context shorter than the default KV capacity bounds the workload; one with no
     // room for a prompt and a token is refused by key.
     let mut short = config.clone();

@@ -78,7 +78,7 @@ impl Source {
                 schedule: Some(s),
             });
         }
-        let mut model = mkc_ir::embedded::resolve_model(&args.model)?;
+        let (mut model, _) = super::resolve_model(&args.model)?;
         super::apply_tune(&mut model, args.tune.as_deref())?;
         Ok(Source {
             model,

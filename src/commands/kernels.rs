@@ -80,7 +80,7 @@ pub fn resource_figures(
 
 /// Runs `mkc kernels`.
 pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
-    let mut model = mkc_ir::embedded::resolve_model(&args.model)?;
+    let (mut model, _) = super::resolve_model(&args.model)?;
     super::apply_tune(&mut model, args.tune.as_deref())?;
     // The kernels use Hopper-only PTX (bulk copies, mbarriers, griddepcontrol): anything but
     // sm_90a would fail in ptxas, which is not the user's fault to read.

@@ -71,7 +71,7 @@ impl crate::cli::SetupArgs {
         &self,
         targets: &[mkc_scheduler::Target],
     ) -> Result<(mkc_ir::Model, mkc_ir::device::DeviceProfile), CommandError> {
-        let (mut model, file) = mkc_ir::embedded::resolve_model_named(&self.model)?;
+        let (mut model, file) = resolve_model(&self.model)?;
         apply_tune(&mut model, self.tune.as_deref())?;
         let mut device =
             mkc_ir::embedded::resolve_device(self.device.as_deref().unwrap_or("h200"))?;
@@ -113,6 +113,17 @@ pub fn schedule_arg(arg: &str) -> Result<Option<mkc_scheduler::Schedule>, Comman
         return Ok(None);
     }
     Ok(Some(mkc_scheduler::Schedule::load(path)?))
+}
+
+/// The model a MODEL argument names, and how to name it in errors: a checkpoint directory
+/// (the model `mkc model` writes for its config.json), else a model file or an embedded model.
+pub fn resolve_model(arg: &str) -> Result<(mkc_ir::Model, String), CommandError> {
+    let path = std::path::Path::new(arg);
+    if path.is_dir() {
+        let model = model::from_checkpoint(path, None)?;
+        return Ok((model, format!("{}", path.join("config.json").display())));
+    }
+    Ok(mkc_ir::embedded::resolve_model_named(arg)?)
 }
 
 /// Refuses, for a command given a schedule file, each flag the schedule decides instead.

@@ -6,28 +6,34 @@
 use super::CommandError;
 use crate::cli::ModelArgs;
 
-/// Runs `mkc model`.
-pub fn run(args: ModelArgs) -> Result<(), CommandError> {
-    let shape = mkc_backend::config_shape(&args.checkpoint)?;
+/// The model `mkc model` writes for checkpoint `dir` (named `name`, else after the directory).
+pub fn from_checkpoint(
+    dir: &std::path::Path,
+    name: Option<&str>,
+) -> Result<mkc_ir::Model, CommandError> {
+    let shape = mkc_backend::config_shape(dir)?;
     let workload = mkc_ir::model::Workload::within_context(shape.context);
     if workload.prompt_len == 0 || workload.generate == 0 {
         return Err(CommandError::Input(format!(
             "checkpoint {}: config.json: `max_position_embeddings` is {}, no room for a prompt \
              and a generated token. Fix: give the checkpoint's trained context",
-            args.checkpoint.display(),
+            dir.display(),
             workload.max_seq_len
         )));
     }
-    let name = args.name.clone().unwrap_or_else(|| {
-        args.checkpoint
-            .canonicalize()
+    let name = name.map(str::to_string).unwrap_or_else(|| {
+        dir.canonicalize()
             .ok()
             .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
             .unwrap_or_else(|| "checkpoint".into())
     });
-    let model = mkc_catalogue::choose_lowering(&name, &shape.geometry, &workload).map_err(|e| {
-        CommandError::Input(format!("checkpoint {}: {e}", args.checkpoint.display()))
-    })?;
+    mkc_catalogue::choose_lowering(&name, &shape.geometry, &workload)
+        .map_err(|e| CommandError::Input(format!("checkpoint {}: {e}", dir.display())))
+}
+
+/// Runs `mkc model`.
+pub fn run(args: ModelArgs) -> Result<(), CommandError> {
+    let model = from_checkpoint(&args.checkpoint, args.name.as_deref())?;
     let body =
         ron::ser::to_string_pretty(&model, ron::ser::PrettyConfig::default().struct_names(true))
             .map_err(|e| CommandError::Internal(format!("cannot write the model as RON: {e}")))?;
