@@ -3,8 +3,9 @@
 //! dependent phase that the consumers run before they may use their pages.
 //!
 //! Each SM has a loader and a consumer. The loader walks the SM's whole stream in order, as the
-//! kernel's producer lane does: a matvec task's weights go into the page ring (the kernel's
-//! slots x page bytes, `persistent_prefetch_bytes`), attention's KV history into its own region,
+//! kernel's producer lane does: a matvec task's weights go into the page ring page by page (the
+//! kernel's slots x page bytes, `persistent_prefetch_bytes`), attention's KV history into its
+//! own region,
 //! which holds one attention instruction's history and is free again once the previous
 //! attention instruction has ended. It never waits on a counter, only for room: a full ring
 //! stops it until the consumers free a page, and its next page then lands `load_latency_ns`
@@ -42,10 +43,14 @@ enum Event {
     Computed(usize),
 }
 
-/// One task load of an SM's stream.
+/// One load of an SM's stream: a weight page of a matvec task (the producer issues pages one
+/// by one), or an attention task's KV history.
 struct Load {
     /// Instruction (index in the stream) it belongs to.
     ins: usize,
+    /// The task it belongs to, and whether it is that task's last load.
+    task: usize,
+    last_of_task: bool,
     bytes: f64,
     /// Attention's KV history (its own region), not weight pages (the ring).
     kv: bool,
@@ -137,14 +142,24 @@ pub fn simulate(
                     last_attention = Some(i);
                 }
                 for t in ins.tasks() {
-                    loads.push(Load {
-                        ins: i,
-                        bytes: independent_bytes(g.task(t), kv_len),
-                        kv,
-                        issued_at: 0.0,
-                        landed: false,
-                        landed_at: 0.0,
-                    });
+                    let bytes = independent_bytes(g.task(t), kv_len);
+                    let pages = if kv {
+                        1
+                    } else {
+                        pages_in(bytes, page_bytes).max(1)
+                    };
+                    for p in 0..pages {
+                        loads.push(Load {
+                            ins: i,
+                            task: t.index(),
+                            last_of_task: p + 1 == pages,
+                            bytes: bytes / pages as f64,
+                            kv,
+                            issued_at: 0.0,
+                            landed: false,
+                            landed_at: 0.0,
+                        });
+                    }
                 }
             }
             first_load.push(loads.len());
@@ -192,9 +207,11 @@ pub fn simulate(
                 st.stalled = true;
                 break;
             }
-            let ins = &plan.streams[sm][ins_j];
-            let task = ins.first.index() + j - st.first_load[ins_j];
-            spans[task].load_start = now;
+            let task = st.loads[j].task;
+            // A task's loads start with its first page's.
+            if j == 0 || st.loads[j - 1].task != task {
+                spans[task].load_start = now;
+            }
             st.loads[j].issued_at = now;
             st.next_load += 1;
             if !kv {
@@ -254,19 +271,19 @@ pub fn simulate(
             let st = &mut sms[sm];
             let ins = &plan.streams[sm][st.consumer];
             let admitted = st.admitted.expect("admitted");
-            // A task of the run starts once admitted and loading, ends once its load landed;
-            // the last one ends with the instruction.
-            for (k, t) in ins.tasks().enumerate() {
-                let load = &st.loads[st.first_load[st.consumer] + k];
-                let span = &mut spans[t.index()];
+            // A task of the run starts once admitted and loading, ends once its last load
+            // landed; the last one ends with the instruction.
+            let (lo, hi) = (st.first_load[st.consumer], st.first_load[st.consumer + 1]);
+            for load in st.loads[lo..hi].iter().filter(|l| l.last_of_task) {
+                let span = &mut spans[load.task];
                 span.start = admitted.max(span.load_start);
-                span.end = if k + 1 == ins.count as usize {
+                span.end = if load.task + 1 == ins.first.index() + ins.count as usize {
                     now
                 } else {
                     span.start.max(load.landed_at)
                 };
                 span.sm = sm as u32;
-                span.task = t;
+                span.task = mkc_ir::TaskId(load.task as u32);
             }
             end = end.max(now);
             // The release: the signals leave once the SM's stores are acknowledged, and the
