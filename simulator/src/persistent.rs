@@ -5,23 +5,21 @@
 //! Each SM has a loader and a consumer. The loader walks the SM's whole stream in order, as the
 //! kernel's producer lane does: a matvec task's weights go into the page ring page by page (the
 //! kernel's slots x page bytes, `persistent_prefetch_bytes`), attention's KV history into its
-//! own region,
-//! which holds one attention instruction's history and is free again once the previous
-//! attention instruction has ended. It never waits on a counter, only for room: a full ring
-//! stops it until the consumers free a page, and its next page then lands `load_latency_ns`
-//! later (the pipe refills). The consumer is admitted once every counter the instruction waits
-//! on is complete and visible and its previous instruction has released; it then stages its
-//! activations (instruction overhead, the load latency, its activations and writes at the SM's
-//! bandwidth) and only then uses its pages as they land, freeing their ring room; its consumer
-//! warps take the pages in turn, each `page_compute_ns` per page, a page no sooner than it
-//! landed (the room is freed as a page is taken, not when its products are done: a little
-//! optimistic for the loader). Attention
-//! computes (scores, softmax, output: `attention_task_ns` plus `attention_head_ns` per query
-//! head of the task, from the chain kernel's clock marks) once staged and its history landed.
-//! The instruction ends when all of that is done (its last page's products, or attention's
-//! compute); its signals leave `release_ns` later (the
-//! release waits for its stores' acknowledgement), and the SM admits its next instruction no
-//! sooner.
+//! own region, which holds one attention instruction's history and is free again once the
+//! previous attention instruction has ended. It never waits on a counter, only for room: a full
+//! ring stops it until the consumers free a page, and its next page then lands
+//! `load_latency_ns` later (the pipe refills). The consumer is admitted once every counter the
+//! instruction waits on is complete and visible and its previous instruction has released; it
+//! then stages its activations (instruction overhead, the load latency, its activations and
+//! writes at the SM's bandwidth) and only then uses its pages as they land, freeing their ring
+//! room; its consumer warps take the pages in turn, each `page_compute_ns` per page, a page no
+//! sooner than it landed (the room is freed as a page is taken, not when its products are
+//! done: a little optimistic for the loader). Attention computes (scores, softmax, output:
+//! `attention_task_ns` plus `attention_head_ns` per query head of the task, from the chain
+//! kernel's clock marks) once staged and its history landed. The instruction ends when all of
+//! that is done (its last page's products, or attention's compute); its signals leave
+//! `release_ns` later (the release waits for its stores' acknowledgement), and the SM admits
+//! its next instruction no sooner.
 
 use mkc_ir::device::DeviceProfile;
 use mkc_scheduler::Schedule;
@@ -54,8 +52,6 @@ struct Load {
     bytes: f64,
     /// Attention's KV history (its own region), not weight pages (the ring).
     kv: bool,
-    /// When the loader issued it: a task's pages stream in between that and its landing.
-    issued_at: f64,
     landed: bool,
     landed_at: f64,
 }
@@ -123,7 +119,9 @@ pub fn simulate(
     let page_bytes = s
         .model
         .as_ref()
-        .map_or(16384.0, |m| m.lowering.page_bytes as f64);
+        .map_or(mkc_ir::model::Lowering::default().page_bytes, |m| {
+            m.lowering.page_bytes
+        }) as f64;
     let mut pool: Pool<(usize, usize)> = Pool::new(bw, cap);
     let mut queue: EventQueue<Event> = EventQueue::default();
     let mut sms: Vec<Sm> = plan
@@ -155,7 +153,6 @@ pub fn simulate(
                             last_of_task: p + 1 == pages,
                             bytes: bytes / pages as f64,
                             kv,
-                            issued_at: 0.0,
                             landed: false,
                             landed_at: 0.0,
                         });
@@ -212,7 +209,6 @@ pub fn simulate(
             if j == 0 || st.loads[j - 1].task != task {
                 spans[task].load_start = now;
             }
-            st.loads[j].issued_at = now;
             st.next_load += 1;
             if !kv {
                 st.ring_used += bytes;
@@ -237,12 +233,10 @@ pub fn simulate(
             let load = &st.loads[lo + st.consumed];
             if !load.kv {
                 st.ring_used -= load.bytes;
-                // Its pages' products (a task of several pages is one flow).
-                st.math.take_flow(
-                    pages_in(load.bytes, page_bytes),
-                    load.issued_at,
-                    load.landed_at,
-                );
+                // The page's products (a load is one page).
+                if load.bytes > 0.0 {
+                    st.math.take(load.landed_at);
+                }
             }
             st.consumed += 1;
         }
@@ -319,8 +313,8 @@ pub fn simulate(
             let st = &mut sms[sm];
             let before = st.consumed;
             if st.admitted.is_some() && !st.computing && consume(st) && st.staged {
-                let kind = kind_of(plan.streams[sm][st.consumer].first);
                 let ins = &plan.streams[sm][st.consumer];
+                let kind = kind_of(ins.first);
                 let products = st.math.done().max(now);
                 if kind == mkc_ir::OpKind::Attention && !ablate.attention {
                     st.computing = true;

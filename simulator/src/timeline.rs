@@ -85,14 +85,6 @@ impl PageMath {
         self.taken += 1;
     }
 
-    /// `pages` pages of one flow issued at `issued` and landed at `landed`: page q taken as
-    /// landed (q + 1) / pages of the way through.
-    pub fn take_flow(&mut self, pages: usize, issued: f64, landed: f64) {
-        for q in 0..pages {
-            self.take(issued + (landed - issued) * (q + 1) as f64 / pages as f64);
-        }
-    }
-
     /// When the last warp is done (the instruction's start if it took nothing).
     pub fn done(&self) -> f64 {
         self.free.iter().copied().fold(f64::MIN, f64::max)
@@ -225,15 +217,19 @@ mod tests {
     }
 
     #[test]
-    fn a_flow_lands_its_pages_through_its_life_and_ablated_math_is_free() {
-        // Four pages of a flow 0..40 land at 10, 20, 30, 40; one warp of 15 ns each.
+    fn pages_landing_faster_than_one_warp_computes_queue_and_ablated_math_is_free() {
+        // Four pages land at 10, 20, 30, 40; one warp of 15 ns each.
         let mut m = math(1, 15.0, false);
         m.start(0.0);
-        m.take_flow(4, 0.0, 40.0);
+        for landed in [10.0, 20.0, 30.0, 40.0] {
+            m.take(landed);
+        }
         assert_eq!(m.done(), 70.0); // from the first landing (10), 4 x 15: the warp is the bottleneck
         let mut free = math(1, 15.0, true);
         free.start(0.0);
-        free.take_flow(4, 0.0, 40.0);
+        for landed in [10.0, 20.0, 30.0, 40.0] {
+            free.take(landed);
+        }
         assert_eq!(free.done(), 40.0);
         assert_eq!(pages_in(16384.0 * 2.5, 16384.0), 3);
         assert_eq!(pages_in(0.0, 16384.0), 0);
