@@ -105,6 +105,10 @@ pub struct ProbeArgs {
     /// What to measure.
     #[arg(value_enum)]
     pub what: ProbeWhat,
+    /// Model whose operator kernels `pages` builds and measures (file, embedded name, or a
+    /// checkpoint directory); the other probes run kernels of their own.
+    #[arg(long, default_value = "llama1b")]
+    pub model: String,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -129,6 +133,10 @@ pub enum ProbeWhat {
     /// The occupancy rule against the driver (`cuOccupancyMaxActiveBlocksPerMultiprocessor`)
     /// on 12,000 random kernel configurations.
     Occupancy,
+    /// How long the operators' page loop takes over weight pages already in shared memory,
+    /// for 1-8 consumer warps and up to a persistent ring of 10 pages, the input slice in
+    /// registers or loaded from L2 in the span (results checked against the CPU).
+    Pages,
     /// Whether dealing an operator's pages to SMs in contiguous runs (as mkc's plans do)
     /// streams slower than the floor's interleaved sweep, and how far the slowest SM's share
     /// trails the median, on down, up/gate and LM-head sizes.

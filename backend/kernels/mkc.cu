@@ -45,6 +45,13 @@ typedef unsigned long long u64;
 
 // ---- small helpers ---------------------------------------------------------------------
 
+// Nanoseconds of the GPU's global timer: trace records, the watchdog's bound, the probe's spans.
+__device__ __forceinline__ u64 globaltimer() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
 __device__ __forceinline__ float bf2f(bf16 h) { return __uint_as_float(((unsigned)h) << 16); }
 
 __device__ __forceinline__ bf16 f2bf(float f) {
@@ -59,8 +66,8 @@ __device__ __forceinline__ bf16 f2bf(float f) {
 // leave NaN behind. MKC_ABLATE_WAITS: no grid waits for its predecessor; MKC_ABLATE_LOADS: the
 // streaming operators skip their prepare and multiply by a constant input vector instead of
 // reading one; MKC_ABLATE_ATTENTION: attention waits, writes zeros and exits;
-// MKC_ABLATE_COMPUTE: the page loop frees each page without its dot products (zero sums). The
-// default build contains none of them.
+// MKC_ABLATE_COMPUTE: the page loop frees each page without its dot products (zero sums), its
+// input vector still loaded. The default build contains none of them.
 #ifdef MKC_ABLATE_WAITS
 __device__ __forceinline__ void pdl_wait() {}
 #else
@@ -76,12 +83,6 @@ __device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.lau
 // softmax done).
 #ifdef MKC_TRACE
 __shared__ u64* trace_ptr;
-
-__device__ __forceinline__ u64 globaltimer() {
-    u64 t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
 
 __device__ __forceinline__ void mark(int slot) {
     if (threadIdx.x == 0 && trace_ptr) trace_ptr[slot] = (u64)clock64();
@@ -586,6 +587,20 @@ __device__ __forceinline__ void page_dots_partial(const bf16* page, const float 
     }
 }
 
+// The sum of a lane's input slice in a balanced tree: a use of its loads without a long
+// dependent chain (the compute ablation's and the page-math probe's).
+template <int NJ>
+__device__ __forceinline__ float tree_total(const float (&xr)[NJ][8]) {
+    float t[NJ * 8];
+#pragma unroll
+    for (int i = 0; i < NJ * 8; ++i) t[i] = xr[i / 8][i % 8];
+#pragma unroll
+    for (int w = 1; w < NJ * 8; w *= 2)
+#pragma unroll
+        for (int i = 0; i + w < NJ * 8; i += 2 * w) t[i] += t[i + w];
+    return t[0];
+}
+
 // Dot products of the R rows of a page (row stride 256 * NJ elements) with the lane's x slice;
 // every lane returns every row's full sum.
 template <int NJ, int R>
@@ -654,8 +669,12 @@ __device__ void consume(const Stream& s, const Matvec& v, const float* x, int fi
         }
         float sums[R];
 #ifdef MKC_ABLATE_COMPUTE
+        // The rung removes the dot products, not the input's loads: unused, the loads of xr (the
+        // O-projection's and down's reads from L2 after their wait) would be compiled out, so
+        // the sums are zero times the slice's total (finite: the input is).
+        const float zero = 0.f * tree_total(xr);
 #pragma unroll
-        for (int r = 0; r < R; ++r) sums[r] = 0.f;
+        for (int r = 0; r < R; ++r) sums[r] = zero;
 #else
         if constexpr (BLOCKED) page_dots_blocked<NJ, R>(s.ring + (long)slot * (PAGE_BYTES / 2), x + (long)chunk * v.k, sums);
         else page_dots<NJ, R>(s.ring + (long)slot * (PAGE_BYTES / 2), xr, sums);
@@ -1358,6 +1377,51 @@ extern "C" __global__ void k_read_bw(const uint4* p, unsigned long long n, unsig
     if (acc == 0x12345678u) *sink = acc;
 }
 
+// Page-math probe (`mkc probe pages`): how long consumer warps take over pages that have
+// already landed in shared memory, with the operators' own page loop (page_dots over the
+// O-projection's K groups, at most 8), so that the simulator's `page_compute_ns` and the page
+// loop's variants are measured without the stream around them. Each CTA copies `pages` pages
+// of `w` (one row-major matrix of K = 256 * NJ columns) into shared memory; then warps
+// 0..warps-1 take pages warp, warp + warps, ... With `x_in_span` a warp loads its input slice
+// from global memory (an L2 hit) inside its timed span, else before it. Each CTA records
+// PROBE_RECORD words: the loop's NJ and rows per page, then per warp its start and end in
+// %globaltimer ns and in clock64 cycles; y gets every CTA's row sums (CTA-major).
+constexpr int PROBE_NJ = K_GROUPS_O_PROJ <= 8 ? K_GROUPS_O_PROJ : 8;
+constexpr int PROBE_WARPS = 8, PROBE_RECORD = 2 + 4 * PROBE_WARPS;
+extern "C" __global__ void __launch_bounds__(32 * PROBE_WARPS)
+    k_page_math(const bf16* w, const float* x, float* y, int pages, int warps, int x_in_span, u64* rec) {
+    constexpr int NJ = PROBE_NJ, R = PAGE_BYTES / (2 * 256 * NJ);
+    extern __shared__ __align__(128) unsigned char probe_pages[];
+    const uint4* src = reinterpret_cast<const uint4*>(w);
+    uint4* dst = reinterpret_cast<uint4*>(probe_pages);
+    for (int i = threadIdx.x; i < pages * (PAGE_BYTES / 16); i += blockDim.x) dst[i] = src[i];
+    __syncthreads();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    u64* r = rec + (long)blockIdx.x * PROBE_RECORD;
+    if (threadIdx.x == 0) r[0] = NJ, r[1] = R;
+    if (warp >= warps) return;
+    float xr[NJ][8];
+    if (!x_in_span) {
+        load_x<NJ>(xr, x, 0, 0);
+        if (tree_total(xr) == 1e30f) y[0] = 0.f;  // never: a branch on the loads, so they land first
+    }
+    __syncwarp();
+    const u64 t0 = globaltimer(), c0 = (u64)clock64();
+    if (x_in_span) load_x<NJ>(xr, x, 0, 0);
+    for (int i = warp; i < pages; i += warps) {
+        float sums[R];
+        page_dots<NJ, R>(reinterpret_cast<const bf16*>(probe_pages) + (long)i * (PAGE_BYTES / 2), xr, sums);
+        if (lane == 0)
+#pragma unroll
+            for (int q = 0; q < R; ++q) y[((long)blockIdx.x * pages + i) * R + q] = sums[q];
+    }
+    const u64 c1 = (u64)clock64(), t1 = globaltimer();
+    if (lane == 0) {
+        u64* m = r + 2 + 4 * warp;
+        m[0] = t0, m[1] = t1, m[2] = c0, m[3] = c1;
+    }
+}
+
 // ---- the persistent megakernel -----------------------------------------------------------
 // One CTA per SM interprets its stream of instructions: the scheduler's persistent plan, in the
 // encoding generated from Rust (Instr, CounterRef, Persistent and the OP_* ids in the header).
@@ -1371,12 +1435,6 @@ extern "C" __global__ void k_read_bw(const uint4* p, unsigned long long n, unsig
 // budget is a streaming kernel's (at 512 threads the bodies spilled 448-832 B each).
 #if defined(MKC_PERSISTENT)
 #define PERSISTENT_THREADS THREADS
-
-__device__ __forceinline__ u64 clock_ns() {
-    u64 t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
 
 __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
     unsigned v;
@@ -1465,7 +1523,7 @@ struct CounterDeps {
                 const CounterRef w = refs[i];
                 const unsigned target = (unsigned)w.amount * step;
                 const unsigned* c = p.counters + w.counter;
-                u64 start = clock_ns();
+                u64 start = globaltimer();
                 unsigned v;
                 // The stall flag is read every 16th poll only: each read is one more L2 round
                 // trip between two polls of the counter.
@@ -1475,7 +1533,7 @@ struct CounterDeps {
                         *stop = 1;
                         break;
                     }
-                    if (clock_ns() - start > p.watchdog_ns) {
+                    if (globaltimer() - start > p.watchdog_ns) {
                         if (atomicCAS(p.stall, 0ull, 1ull) == 0ull) {
                             p.stall[1] = blockIdx.x;
                             p.stall[2] = index;

@@ -150,3 +150,34 @@ fn a_persistent_wait_that_never_completes_is_stopped_by_the_device_watchdog() {
     assert!(err.contains(&format!("SM {sm} ")), "{err}");
     assert!(err.contains(&format!("counter {counter} ")), "{err}");
 }
+
+/// The operators' page loop (`k_page_math`, the code every streaming body inlines) over pages
+/// already in shared memory gives the CPU's row sums for every warp count and input placement
+/// the probe measures, on fresh random weights, and every case takes time.
+#[test]
+fn the_page_loop_alone_matches_the_cpu_for_every_probed_warp_count() {
+    if gpu_sms("page-math probe").is_none() {
+        return;
+    }
+    let seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(1, |d| d.subsec_nanos())
+        | 1;
+    eprintln!("page-math inputs: seed {seed}");
+    let model = mkc_ir::embedded::resolve_model("llama1b").unwrap();
+    let compiled = mkc_backend::kernels::compile("sm_90a", &model).unwrap();
+    let gpu = Gpu::open().unwrap();
+    let p =
+        mkc_backend::gpu::probe_page_math(&gpu, &compiled.cubin, model.lowering.page_bytes, seed)
+            .unwrap();
+    assert_eq!(p.k_groups * 256, model.geometry.hidden.min(2048));
+    assert_eq!(
+        p.rows_per_page * p.k_groups * 256 * 2,
+        model.lowering.page_bytes
+    );
+    assert_eq!(p.rows.len(), 2 * mkc_backend::gpu::PAGE_MATH_CASES.len());
+    for r in &p.rows {
+        assert!(r.err < 1e-5, "{r:?}");
+        assert!(r.cta_ns > 0.0 && r.cta_cycles > 0.0, "{r:?}");
+    }
+}

@@ -3,9 +3,9 @@
 //! source, and two matvec engines alone.
 
 use mkc_backend::gpu::{
-    probe_coresidency, probe_l2, probe_latency, probe_matvec, probe_partition, Deal, Gpu,
-    OccupancyQuery, PairProbe, L2_MIXED_MIB, L2_REPEATS, L2_WARMERS, MATVEC_REPEATS,
-    PARTITION_REPEATS, PROBE_REGISTERS, RESIDENT_SMEM,
+    probe_coresidency, probe_l2, probe_latency, probe_matvec, probe_page_math, probe_partition,
+    Deal, Gpu, OccupancyQuery, PairProbe, L2_MIXED_MIB, L2_REPEATS, L2_WARMERS, MATVEC_REPEATS,
+    PAGE_MATH_REPEATS, PARTITION_REPEATS, PROBE_REGISTERS, RESIDENT_SMEM,
 };
 use mkc_backend::kernels;
 use mkc_ir::device::Arch;
@@ -28,14 +28,16 @@ pub fn run(args: ProbeArgs) -> Result<(), CommandError> {
             gpu.name, gpu.cc.0, gpu.cc.1
         )));
     }
-    let compiled = kernels::compile_probe("sm_90a")?;
+    // The probe kernels' own module, built only for the probes that run it.
+    let probe_cubin = || kernels::compile_probe("sm_90a").map(|c| c.cubin);
     match args.what {
-        ProbeWhat::Coresidency => coresidency(&gpu, &compiled.cubin, args.json),
-        ProbeWhat::Latency => latency(&gpu, &compiled.cubin, args.json),
-        ProbeWhat::L2 => l2(&gpu, &compiled.cubin, args.json),
-        ProbeWhat::Matvec => matvec(&gpu, &compiled.cubin, args.json),
-        ProbeWhat::Occupancy => occupancy_probe(&gpu, &compiled.cubin, args.json),
-        ProbeWhat::Partition => partition(&gpu, &compiled.cubin, args.json),
+        ProbeWhat::Coresidency => coresidency(&gpu, &probe_cubin()?, args.json),
+        ProbeWhat::Latency => latency(&gpu, &probe_cubin()?, args.json),
+        ProbeWhat::L2 => l2(&gpu, &probe_cubin()?, args.json),
+        ProbeWhat::Matvec => matvec(&gpu, &probe_cubin()?, args.json),
+        ProbeWhat::Occupancy => occupancy_probe(&gpu, &probe_cubin()?, args.json),
+        ProbeWhat::Partition => partition(&gpu, &probe_cubin()?, args.json),
+        ProbeWhat::Pages => pages(&gpu, &args.model, args.json),
     }
 }
 
@@ -304,6 +306,85 @@ fn partition(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> {
             r.cta_us[1],
             r.cta_us[2]
         );
+    }
+    Ok(())
+}
+
+/// Largest relative L2 error of the page loop's row sums against the CPU that the probe accepts
+/// (f32 sums of 2048 products in another order).
+const PAGE_MATH_TOLERANCE: f64 = 1e-5;
+
+/// Prints how long the page loop of `model`'s operator kernels takes over landed pages, beside
+/// the simulator's `page_compute_ns`; a row sum off the CPU's fails the probe.
+fn pages(gpu: &Gpu, model: &str, json: bool) -> Result<(), CommandError> {
+    let (model, _) = super::resolve_model(model)?;
+    kernels::check_model(&model)?;
+    let compiled = kernels::compile("sm_90a", &model)?;
+    // Fresh weights and input each run; the seed is printed so that a failure can be replayed.
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.subsec_nanos())
+        | 1;
+    let p = probe_page_math(gpu, &compiled.cubin, model.lowering.page_bytes, seed)?;
+    let modelled = mkc_ir::embedded::resolve_device("h200")?
+        .latencies
+        .page_compute_ns;
+    let worst = p.rows.iter().map(|r| r.err).fold(0.0, f64::max);
+    if json {
+        let rows: Vec<_> = p
+            .rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({"warps": r.warps, "pages": r.pages, "x_in_span": r.x_in_span,
+                    "cta_ns": r.cta_ns, "cta_cycles": r.cta_cycles, "slowest_ns": r.slowest_ns,
+                    "rel_l2": r.err})
+            })
+            .collect();
+        outln!(
+            "{}",
+            serde_json::json!({"schema": super::schema("probe.pages"), "gpu": gpu.name,
+                "model": model.name, "k_groups": p.k_groups, "rows_per_page": p.rows_per_page,
+                "page_bytes": p.page_bytes, "seed": p.seed, "modelled_page_ns": modelled,
+                "rows": rows})
+        );
+    } else {
+        outln!(
+            "page loop of {} ({} rows x {} columns per {} B page) over pages in shared memory, one CTA per SM on {} (medians of {PAGE_MATH_REPEATS} launches; seed {}):",
+            model.name,
+            p.rows_per_page,
+            p.k_groups * 256,
+            p.page_bytes,
+            gpu.name,
+            p.seed
+        );
+        outln!(
+            "  warps  pages  input        CTA ns  cycles  slowest ns  ns per page per warp  rel L2"
+        );
+        for r in &p.rows {
+            let rounds = r.pages.div_ceil(r.warps);
+            outln!(
+                "  {:>5}  {:>5}  {:<11} {:>7.0} {:>7.0} {:>11.0} {:>21.0}  {:.1e}",
+                r.warps,
+                r.pages,
+                if r.x_in_span {
+                    "L2 in span"
+                } else {
+                    "registers"
+                },
+                r.cta_ns,
+                r.cta_cycles,
+                r.slowest_ns,
+                r.cta_ns / rounds as f64,
+                r.err
+            );
+        }
+        outln!("  the simulator charges a consumer warp {modelled:.0} ns per page (h200 latencies.page_compute_ns)");
+    }
+    if worst > PAGE_MATH_TOLERANCE {
+        return Err(CommandError::Internal(format!(
+            "mkc probe pages: the page loop's row sums are off the CPU's (relative L2 error {worst:.1e}; limit {PAGE_MATH_TOLERANCE:.0e}, seed {})",
+            p.seed
+        )));
     }
     Ok(())
 }

@@ -33,10 +33,11 @@ pub use launch::StepGraph;
 pub use operators::{OperatorCheck, OutputCheck, OPERATOR_TOLERANCE};
 pub use probe::{
     chase_cycle, occupancy_kernels, probe_coresidency, probe_l2, probe_latency, probe_matvec,
-    probe_occupancy, probe_partition, Deal, KernelShape, L2Probe, L2Row, L2Warmed, LatencyProbe,
-    LoadedLatency, MatvecRow, OccupancyQuery, PairProbe, PartitionProbe, PartitionRow, ProbeSide,
-    L2_MIXED_MIB, L2_REPEATS, L2_WARMERS, LOADED_CASES, MATVEC_REPEATS, MATVEC_SHAPES,
-    OCCUPANCY_KERNELS, PARTITION_REPEATS, PROBE_REGISTERS, RESIDENT_SMEM,
+    probe_occupancy, probe_page_math, probe_partition, Deal, KernelShape, L2Probe, L2Row, L2Warmed,
+    LatencyProbe, LoadedLatency, MatvecRow, OccupancyQuery, PageMathProbe, PageMathRow, PairProbe,
+    PartitionProbe, PartitionRow, ProbeSide, L2_MIXED_MIB, L2_REPEATS, L2_WARMERS, LOADED_CASES,
+    MATVEC_REPEATS, MATVEC_SHAPES, OCCUPANCY_KERNELS, PAGE_MATH_CASES, PAGE_MATH_REPEATS,
+    PARTITION_REPEATS, PROBE_REGISTERS, RESIDENT_SMEM,
 };
 pub use run::{RunOptions, RunOutput};
 pub use setup::WeightSource;

@@ -9,7 +9,9 @@ use cudarc::driver::result;
 use super::super::device::{fill_bytes, upload, DevBuf, Gpu};
 use super::super::launch::arg;
 use super::super::median;
-use super::{launch, read_pages, read_u64s, span_ns, Deal, ProbeModule, StreamPair, EVICT_BYTES};
+use super::{
+    launch, read_pages, read_u64s, span_ns, values, Deal, ProbeModule, StreamPair, EVICT_BYTES,
+};
 use crate::error::{check, BackendError};
 use crate::reference::{self, rel_l2};
 use crate::weights::f2bf;
@@ -48,17 +50,6 @@ pub struct MatvecRow {
 /// Shared memory of the bulk-copy engine: barriers, x, an 8-page ring.
 fn bulk_smem(k: u32) -> u32 {
     128 + k * 4 + 8 * 16384
-}
-
-/// Deterministic values in [-1, 1) (xorshift), for W and x.
-fn values(n: usize, seed: u32) -> impl Iterator<Item = f32> {
-    let mut s = seed | 1;
-    (0..n).map(move |_| {
-        s ^= s << 13;
-        s ^= s >> 17;
-        s ^= s << 5;
-        (s >> 8) as f32 / (1u32 << 23) as f32 - 1.0
-    })
 }
 
 /// Runs the matvec probe (kernels `k_mv_loads_<K>`, `k_mv_bulk_<K>` and `k_read_pages`).

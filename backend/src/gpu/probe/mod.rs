@@ -1,14 +1,17 @@
-//! Probes of the hardware facts the simulator assumes (`mkc probe`), each a pair of small
-//! kernels (`backend/kernels/probe.cu`) run on two streams at once: which pairs of kernels
-//! share an SM ([`coresidency`]), how long an L2 hit takes while HBM streams ([`latency`]), and
-//! how fast weight pages held in L2 stream ([`l2`]), two matvec engines alone ([`matvec`]), and
-//! whether dealing pages in contiguous runs streams slower than the floor's sweep ([`partition`]).
+//! Probes of the hardware facts the simulator assumes (`mkc probe`), most of them a pair of
+//! small kernels (`backend/kernels/probe.cu`) run on two streams at once: which pairs of kernels
+//! share an SM ([`coresidency`]), how long an L2 hit takes while HBM streams ([`latency`]),
+//! how fast weight pages held in L2 stream ([`l2`]), two matvec engines alone ([`matvec`]),
+//! whether dealing pages in contiguous runs streams slower than the floor's sweep ([`partition`]),
+//! and how long the operators' own page loop (a kernel of `mkc.cu`) takes over landed pages
+//! ([`pages`]).
 
 mod coresidency;
 mod l2;
 mod latency;
 mod matvec;
 mod occupancy;
+mod pages;
 mod partition;
 
 use std::ffi::c_void;
@@ -27,6 +30,7 @@ pub use matvec::{probe_matvec, MatvecRow, MATVEC_REPEATS, MATVEC_SHAPES};
 pub use occupancy::{
     occupancy_kernels, probe_occupancy, KernelShape, OccupancyQuery, OCCUPANCY_KERNELS,
 };
+pub use pages::{probe_page_math, PageMathProbe, PageMathRow, PAGE_MATH_CASES, PAGE_MATH_REPEATS};
 pub use partition::{probe_partition, PartitionProbe, PartitionRow, PARTITION_REPEATS};
 
 /// Dynamic shared memory of a CTA that must have an SM to itself: more than half an SM.
@@ -181,4 +185,15 @@ fn read_u64s(ptr: u64, n: usize, what: &str) -> Result<Vec<u64>, BackendError> {
         what,
     )?;
     Ok(host)
+}
+
+/// Deterministic values in [-1, 1) (xorshift) from `seed`, for a probe's weights and input.
+fn values(n: usize, seed: u32) -> impl Iterator<Item = f32> {
+    let mut s = seed | 1;
+    (0..n).map(move |_| {
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+        (s >> 8) as f32 / (1u32 << 23) as f32 - 1.0
+    })
 }

@@ -1,0 +1,209 @@
+//! How long the operators' page loop takes over pages that have already landed: consumer warps
+//! computing weight pages held in shared memory, with nothing streaming around them. The
+//! simulator charges each consumer warp `page_compute_ns` per page, and the persistent step's
+//! `compute` rung (103 µs, docs/perf.md) says the page math after each wait is on its critical
+//! path; this measures the loop itself (kernel `k_page_math` of the operators' own build, the
+//! code every streaming body inlines), checked against the CPU.
+
+use cudarc::driver::result;
+
+use super::super::device::{fill_bytes, upload, DevBuf, Gpu};
+use super::super::launch::arg;
+use super::super::median;
+use super::{launch, read_u64s, values, ProbeModule, StreamPair, RESIDENT_SMEM};
+use crate::error::{check, BackendError};
+use crate::reference::{self, rel_l2};
+use crate::weights::f2bf;
+
+/// Consumer warps and pages per CTA measured: one page on one warp (a page's latency), two on
+/// one (a warp's throughput), one page per sub-partition, one per consumer warp of the
+/// persistent kernel (7) and of a chain kernel (8), and the persistent kernel's full ring of 10
+/// pages after a wait.
+pub const PAGE_MATH_CASES: [(u32, u32); 6] = [(1, 1), (1, 2), (4, 4), (7, 7), (8, 8), (7, 10)];
+
+/// Launches of each case; the median is kept.
+pub const PAGE_MATH_REPEATS: usize = 5;
+
+/// Words per CTA in `k_page_math`'s records: NJ, rows per page, then (start ns, end ns, start
+/// cycle, end cycle) for each of its 8 warps (`PROBE_RECORD` in mkc.cu).
+const RECORD_WORDS: usize = 2 + 4 * 8;
+
+/// Warps of `k_page_math`'s CTA.
+const PROBE_THREADS: u32 = 256;
+
+/// One case: `warps` consumer warps over `pages` landed pages, the input slice in registers
+/// before the span or loaded inside it (an L2 hit).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PageMathRow {
+    /// Consumer warps computing.
+    pub warps: u32,
+    /// Pages in shared memory, dealt to the warps in turn.
+    pub pages: u32,
+    /// Whether each warp loads its input slice inside its timed span.
+    pub x_in_span: bool,
+    /// Median over CTAs and launches of the CTA's span, first warp's start to last warp's end
+    /// (ns).
+    pub cta_ns: f64,
+    /// The same span in SM cycles (clock64).
+    pub cta_cycles: f64,
+    /// Slowest CTA's span (ns), median over launches.
+    pub slowest_ns: f64,
+    /// Relative L2 error of every CTA's row sums against the CPU, the worst launch.
+    pub err: f64,
+}
+
+/// What the page-math probe measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PageMathProbe {
+    /// 256-column groups of the loop's K chunk (its columns / 256).
+    pub k_groups: u32,
+    /// Rows of a page.
+    pub rows_per_page: u32,
+    /// Bytes of a page.
+    pub page_bytes: u32,
+    /// The seed of the weights and input (fresh per run).
+    pub seed: u32,
+    /// Every case, x before and inside the span.
+    pub rows: Vec<PageMathRow>,
+}
+
+/// Each CTA's span from its first warp's start to its last warp's end, in ns and in cycles,
+/// over its first `warps` warps.
+fn cta_spans(records: &[u64], warps: usize) -> (Vec<f64>, Vec<f64>) {
+    records
+        .chunks(RECORD_WORDS)
+        .map(|r| {
+            let w = &r[2..2 + 4 * warps];
+            let span = |lo: usize, hi: usize| {
+                let start = w.chunks(4).map(|m| m[lo]).min().unwrap_or(0);
+                let end = w.chunks(4).map(|m| m[hi]).max().unwrap_or(0);
+                end.saturating_sub(start) as f64
+            };
+            (span(0, 1), span(2, 3))
+        })
+        .unzip()
+}
+
+/// Runs the page-math probe with kernel `k_page_math` of `cubin` (an operator build of mkc.cu
+/// for a model whose pages are `page_bytes`), one CTA per SM.
+pub fn probe_page_math(
+    gpu: &Gpu,
+    cubin: &[u8],
+    page_bytes: u32,
+    seed: u32,
+) -> Result<PageMathProbe, BackendError> {
+    let module = ProbeModule::load(cubin)?;
+    let most_pages = PAGE_MATH_CASES.iter().map(|c| c.1).max().unwrap_or(1);
+    // At least RESIDENT_SMEM, so that each CTA has an SM to itself.
+    let smem = |pages: u32| (pages * page_bytes).max(RESIDENT_SMEM);
+    let kernel = module.kernel_with_smem("k_page_math", smem(most_pages))?;
+    let streams = StreamPair::new()?;
+    let sms = gpu.sms as u32;
+    let elems = (most_pages * page_bytes / 2) as usize;
+    let w_host: Vec<u16> = values(elems, seed).map(f2bf).collect();
+    // The widest K chunk the loop takes (8 groups of 256 columns).
+    let x_host: Vec<f32> = values(2048, seed.wrapping_add(1)).collect();
+    let w = DevBuf::new(elems * 2, "page-math weights")?;
+    let x = DevBuf::new(x_host.len() * 4, "page-math x")?;
+    upload(w.ptr, &w_host, "page-math weights")?;
+    upload(x.ptr, &x_host, "page-math x")?;
+    // Every CTA's rows: a page holds at most page_bytes / 512 rows (256 columns).
+    let y_len = (sms * most_pages * (page_bytes / 512)) as usize;
+    let y = DevBuf::new(y_len * 4, "page-math y")?;
+    let rec = DevBuf::new(sms as usize * RECORD_WORDS * 8, "page-math records")?;
+    let (mut k_groups, mut rows_per_page) = (0u32, 0u32);
+    let mut rows = Vec::new();
+    for x_in_span in [false, true] {
+        for (warps, pages) in PAGE_MATH_CASES {
+            let (mut ns, mut cycles, mut slowest, mut err) = (vec![], vec![], vec![], 0f64);
+            for _ in 0..PAGE_MATH_REPEATS {
+                // Poisoned before each launch: a row the kernel skips shows as NaN.
+                fill_bytes(y.ptr, 0xFF, y_len * 4, "page-math y")?;
+                fill_bytes(
+                    rec.ptr,
+                    0,
+                    sms as usize * RECORD_WORDS * 8,
+                    "page-math records",
+                )?;
+                let (mut wp, mut xp, mut yp, mut rp) = (w.ptr, x.ptr, y.ptr, rec.ptr);
+                let (mut np, mut nw, mut xs) = (pages as i32, warps as i32, i32::from(x_in_span));
+                let mut args = vec![
+                    arg(&mut wp),
+                    arg(&mut xp),
+                    arg(&mut yp),
+                    arg(&mut np),
+                    arg(&mut nw),
+                    arg(&mut xs),
+                    arg(&mut rp),
+                ];
+                launch(
+                    kernel,
+                    (sms, PROBE_THREADS, smem(pages)),
+                    streams.0,
+                    &mut args,
+                )?;
+                streams.sync("k_page_math")?;
+                let r = read_u64s(rec.ptr, sms as usize * RECORD_WORDS, "page-math records")?;
+                (k_groups, rows_per_page) = (r[0] as u32, r[1] as u32);
+                let (n, c) = cta_spans(&r, warps as usize);
+                slowest.push(n.iter().copied().fold(0.0, f64::max));
+                ns.extend(n);
+                cycles.extend(c);
+                // Every CTA's rows against the CPU's, on the same bf16 weights.
+                let k = (k_groups * 256) as usize;
+                let page_rows = (pages * rows_per_page) as usize;
+                if k == 0 || k > x_host.len() || page_rows * k > w_host.len() {
+                    return Err(BackendError::Unsupported(format!(
+                        "k_page_math reported {k_groups} column groups and {rows_per_page} rows per page; the probe's buffers hold 2048 columns and {most_pages} pages"
+                    )));
+                }
+                let want = reference::matvec(&w_host[..page_rows * k], &x_host[..k], page_rows);
+                let mut got = vec![0f32; sms as usize * page_rows];
+                // SAFETY: y holds at least sms * page_rows f32; the stream is idle.
+                check(
+                    unsafe { result::memcpy_dtoh_sync(&mut got, y.ptr) },
+                    "cuMemcpyDtoH",
+                    "page-math y",
+                )?;
+                for cta in got.chunks(page_rows) {
+                    err = err.max(rel_l2(cta, &want));
+                }
+            }
+            rows.push(PageMathRow {
+                warps,
+                pages,
+                x_in_span,
+                cta_ns: median(ns),
+                cta_cycles: median(cycles),
+                slowest_ns: median(slowest),
+                err,
+            });
+        }
+    }
+    Ok(PageMathProbe {
+        k_groups,
+        rows_per_page,
+        page_bytes,
+        seed,
+        rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cta_span_runs_from_its_first_warp_start_to_its_last_warp_end() {
+        let mut rec = vec![0u64; 2 * RECORD_WORDS];
+        // CTA 0: warp 0 100..400 ns, warp 1 150..700 ns; cycles 10..20 and 5..50.
+        rec[2..10].copy_from_slice(&[100, 400, 10, 20, 150, 700, 5, 50]);
+        // CTA 1: one warp 0..90, and a second warp not counted when one warp is asked for.
+        rec[RECORD_WORDS + 2..RECORD_WORDS + 10].copy_from_slice(&[0, 90, 0, 9, 0, 5000, 0, 1]);
+        let (ns, cycles) = cta_spans(&rec, 2);
+        assert_eq!(ns, vec![600.0, 5000.0]);
+        assert_eq!(cycles, vec![45.0, 9.0]);
+        let (ns, _) = cta_spans(&rec, 1);
+        assert_eq!(ns, vec![300.0, 90.0]);
+    }
+}
