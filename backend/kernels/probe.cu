@@ -4,7 +4,8 @@
 // they spin for a given time, recording where and when each CTA ran. Launching a long
 // "resident" grid and then a short "visitor" grid on another stream shows whether the visitor's
 // CTAs are admitted beside the resident ones, for any pair of register counts and warp counts.
-// Latency under load (`mkc probe latency`) and L2 as a weight source (`mkc probe l2`): below.
+// Latency under load (`mkc probe latency`: an L2 hit, and a signal's release) and L2 as a
+// weight source (`mkc probe l2`): below.
 
 typedef unsigned long long u64;
 
@@ -104,6 +105,28 @@ extern "C" __global__ void k_chase(const unsigned* next, int hops, u64* out) {
     out[0] = smid();
     out[1] = (t1 - t0) * 1000 / (u64)hops;  // picoseconds per hop
     out[2] = p;                             // keeps the chain live
+}
+
+// k_release: what a signal's release costs the thread that issues it: `red.release.gpu`, as
+// the persistent kernel signals a counter after its stores (its SASS: MEMBAR.ALL.GPU before
+// the RED, so the thread waits until its earlier memory operations are performed). Thread 0
+// stores a word and then releases an increment of `counter`, `reps` times, then releases
+// `reps` times with no store between; out = its SM, ps per store-and-release, ps per release.
+extern "C" __global__ void k_release(unsigned* words, unsigned* counter, int reps, u64* out) {
+    if (threadIdx.x != 0) return;
+    auto release = [&] { asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory"); };
+    for (int i = 0; i < 16; ++i) release();  // warm the path
+    const u64 t0 = now_ns();
+    for (int i = 0; i < reps; ++i) {
+        words[(i % 32) * 32] = (unsigned)i;  // one word in each of 32 lines
+        release();
+    }
+    const u64 t1 = now_ns();
+    for (int i = 0; i < reps; ++i) release();
+    const u64 t2 = now_ns();
+    out[0] = smid();
+    out[1] = (t1 - t0) * 1000 / (u64)reps;
+    out[2] = (t2 - t1) * 1000 / (u64)reps;
 }
 
 template <int U>

@@ -398,28 +398,48 @@ fn latency(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> {
             .iter()
             .map(|c| {
                 serde_json::json!({"case": c.case, "ns": c.ns, "stream_gbps": c.stream_gbps,
+                                   "release_after_store_ns": c.release.after_store_ns,
+                                   "release_alone_ns": c.release.alone_ns,
                                    "placed_as_intended": c.placed_as_intended})
             })
             .collect();
-        let v = serde_json::json!({"schema": super::schema("probe.latency"), "gpu": gpu.name, "idle_ns": p.idle_ns, "loaded": cases});
+        let v = serde_json::json!({"schema": super::schema("probe.latency"), "gpu": gpu.name, "idle_ns": p.idle_ns,
+            "idle_release_after_store_ns": p.idle_release.after_store_ns,
+            "idle_release_alone_ns": p.idle_release.alone_ns, "loaded": cases});
         outln!("{v}");
         return Ok(());
     }
     outln!(
-        "L2-hit latency of a dependent chain on {} (ns per link):",
+        "L2-hit latency of a dependent chain, and a thread's wait in red.release.gpu after a store and alone, on {} (ns):",
         gpu.name
     );
-    outln!("  {:<60} {:>7.1}", "idle", p.idle_ns);
+    outln!(
+        "  {:<60} {:>7} {:>9} {:>7}",
+        "",
+        "L2 hit",
+        "release",
+        "alone"
+    );
+    let r = p.idle_release;
+    outln!(
+        "  {:<60} {:>7.1} {:>9.1} {:>7.1}",
+        "idle",
+        p.idle_ns,
+        r.after_store_ns,
+        r.alone_ns
+    );
     for c in &p.loaded {
         outln!(
-            "  {:<60} {:>7.1}   stream {:.0} GB/s{}",
+            "  {:<60} {:>7.1} {:>9.1} {:>7.1}   stream {:.0} GB/s{}",
             c.case,
             c.ns,
+            c.release.after_store_ns,
+            c.release.alone_ns,
             c.stream_gbps,
             if c.placed_as_intended {
                 ""
             } else {
-                "  (the chain ran elsewhere: read with care)"
+                "  (the chain or the releases ran elsewhere: read with care)"
             }
         );
     }

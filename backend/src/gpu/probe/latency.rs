@@ -1,5 +1,7 @@
 //! How long a dependent chain of L2 hits takes per link, idle and while HBM streams from the
-//! other SMs or from its own: the latency an activation load on a chain's critical path pays.
+//! other SMs or from its own: the latency an activation load on a chain's critical path pays;
+//! and, in the same conditions, how long a thread waits in a signal's release (`red.release`),
+//! which the persistent kernel pays after every instruction (`latencies.release_ns`).
 
 use std::ffi::c_void;
 
@@ -15,6 +17,8 @@ use crate::error::BackendError;
 pub struct LatencyProbe {
     /// ns per link with the GPU otherwise idle.
     pub idle_ns: f64,
+    /// The release's cost with the GPU otherwise idle.
+    pub idle_release: ReleaseCost,
     /// The loaded cases, in [`LOADED_CASES`] order.
     pub loaded: Vec<LoadedLatency>,
 }
@@ -26,11 +30,26 @@ pub struct LoadedLatency {
     pub case: &'static str,
     /// ns per link.
     pub ns: f64,
+    /// The release's cost beside the same stream.
+    pub release: ReleaseCost,
     /// Read bandwidth the stream reached (GB/s).
     pub stream_gbps: f64,
-    /// The chain ran where the case needs it (an SM of its own, or beside a streamer).
+    /// The chain and the releases ran where the case needs them (an SM of their own, or beside
+    /// a streamer).
     pub placed_as_intended: bool,
 }
+
+/// What a thread waits in `red.release.gpu` (the fence before the reduction), per release.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReleaseCost {
+    /// ns per release after one store to global memory (a signal after an operator's stores).
+    pub after_store_ns: f64,
+    /// ns per release with no store since the previous one.
+    pub alone_ns: f64,
+}
+
+/// Releases timed per measurement.
+const RELEASES: i32 = 400;
 
 /// How the streaming grid keeps HBM busy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -163,6 +182,25 @@ pub fn probe_latency(gpu: &Gpu, cubin: &[u8]) -> Result<LatencyProbe, BackendErr
     let sms = gpu.sms as u32;
     let rec = DevBuf::new(sms as usize * 3 * 8, "stream records")?;
     let sink = DevBuf::new(16, "probe sink")?;
+    let release = module.kernel("k_release")?;
+    let words = DevBuf::new(32 * 32 * 4, "release words")?;
+    let counter = DevBuf::new(4, "release counter")?;
+    let release_out = DevBuf::new(3 * 8, "release result")?;
+    // k_release(words, counter, reps, out) on one CTA, after the chase on its stream (so it runs
+    // where and while the chase did).
+    let run_release = |smem: u32| -> Result<(), BackendError> {
+        let (mut w, mut c, mut n, mut o) = (words.ptr, counter.ptr, RELEASES, release_out.ptr);
+        let mut args: Vec<*mut c_void> = vec![arg(&mut w), arg(&mut c), arg(&mut n), arg(&mut o)];
+        launch(release, (1, 32, smem), streams.1, &mut args)
+    };
+    let release_cost = |what: &str| -> Result<(ReleaseCost, u64), BackendError> {
+        let o = read_u64s(release_out.ptr, 3, what)?;
+        let cost = ReleaseCost {
+            after_store_ns: o[1] as f64 / 1000.0,
+            alone_ns: o[2] as f64 / 1000.0,
+        };
+        Ok((cost, o[0]))
+    };
     // k_chase(next, hops, out) on one CTA; `smem` decides where it may run.
     let run_chase = |hops: i32, smem: u32| -> Result<(), BackendError> {
         let (mut p, mut h, mut o) = (chain.ptr, hops, out.ptr);
@@ -205,28 +243,36 @@ pub fn probe_latency(gpu: &Gpu, cubin: &[u8]) -> Result<LatencyProbe, BackendErr
     };
     let ns = |o: &[u64]| o[1] as f64 / 1000.0;
     run_chase(2000, 0)?;
+    run_release(0)?;
     let (idle, _) = finish("idle chase")?;
+    let (idle_release, _) = release_cost("idle release")?;
     let mut loaded = Vec::with_capacity(LOADED_CASES.len());
     for (case, kind, own) in LOADED_CASES {
         // With every other SM streaming, the chain's shared memory keeps it off their SMs;
         // with every SM streaming, it has none and runs beside a streamer.
         let ctas = if own { sms } else { sms - 1 };
         run_stream(kind, ctas)?;
-        run_chase(500, if own { 0 } else { RESIDENT_SMEM })?;
+        let smem = if own { 0 } else { RESIDENT_SMEM };
+        run_chase(500, smem)?;
+        run_release(smem)?;
         let (o, r) = finish(case)?;
+        let (release, release_sm) = release_cost(case)?;
         let cta = r.chunks(3).take(ctas as usize);
-        let on_streamer = cta.clone().any(|c| c[0] == o[0]);
+        let on_streamer = |sm: u64| cta.clone().any(|c| c[0] == sm);
+        let placed_as_intended = on_streamer(o[0]) == own && on_streamer(release_sm) == own;
         let bytes: u64 = cta.clone().map(|c| c[1]).sum();
         let span = cta.map(|c| c[2]).max().unwrap_or(1).max(1);
         loaded.push(LoadedLatency {
             case,
             ns: ns(&o),
+            release,
             stream_gbps: bytes as f64 / span as f64,
-            placed_as_intended: on_streamer == own,
+            placed_as_intended,
         });
     }
     Ok(LatencyProbe {
         idle_ns: ns(&idle),
+        idle_release,
         loaded,
     })
 }
