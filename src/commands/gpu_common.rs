@@ -277,13 +277,15 @@ pub struct Check {
 }
 
 /// Compares captured GPU logits of one or more runs with the CPU reference, teacher-forced
-/// with `sequence` (the runs must have produced it). The reference runs once.
+/// with `sequence` (the runs must have produced it). The reference runs once; beside the
+/// checks it returns its top-2 margin, and whether that is clear, at every position it
+/// stepped (0 to the last captured), so that a divergence there needs no second pass.
 pub fn check_many(
     model: &Model,
     w: &HostWeights,
     sequence: &[u32],
     runs: &[&[(u32, Vec<f32>)]],
-) -> Vec<Check> {
+) -> (Vec<Check>, Vec<(f32, bool)>) {
     let last = runs
         .iter()
         .flat_map(|r| r.iter().map(|(p, _)| *p))
@@ -298,12 +300,14 @@ pub fn check_many(
             passed: false,
         })
         .collect();
+    let mut margins = Vec::with_capacity(last as usize + 1);
     for pos in 0..=last {
         let tok = sequence[pos as usize];
         let want = bf.step(tok, pos);
         let want_f32 = f32_ref.step(tok, pos);
         let (ref_argmax, margin) = argmax_margin(&want);
         let clear = margin_clear(&want, margin);
+        margins.push((margin, clear));
         for (run, c) in runs.iter().zip(checks.iter_mut()) {
             if let Some((_, got)) = run.iter().find(|(p, _)| *p == pos) {
                 let (gpu_argmax, _) = argmax_margin(got);
@@ -327,7 +331,7 @@ pub fn check_many(
                     && (!p.clear || p.gpu_argmax == p.ref_argmax)
             });
     }
-    checks
+    (checks, margins)
 }
 
 /// Whether the reference's top-2 margin in `logits` is clear: larger than the error budget
@@ -406,7 +410,7 @@ pub fn check(
     sequence: &[u32],
     captured: &[(u32, Vec<f32>)],
 ) -> Check {
-    check_many(model, w, sequence, &[captured]).remove(0)
+    check_many(model, w, sequence, &[captured]).0.remove(0)
 }
 
 /// Prints a check as lines.
@@ -483,6 +487,36 @@ mod tests {
         );
         let none = find_divergences(&["a", "b"], &[first, same], |_| unreachable!());
         assert!(none.is_empty());
+    }
+
+    /// The margins `check_many` returns are the ones a pass of their own finds, so that bench
+    /// may take a divergence's margin from the check's pass.
+    #[test]
+    fn the_checks_margins_are_the_references_at_every_position() {
+        let model = mkc_ir::embedded::resolve_model("tiny").unwrap();
+        let w = mkc_backend::weights::generate(&model, 3);
+        let sequence: Vec<u32> = (0..6)
+            .map(|i| (i * 37 + 5) % model.geometry.vocab)
+            .collect();
+        let logits = |pos: u32| {
+            let mut r = Reference::new(&model, &w, true);
+            let mut last = Vec::new();
+            for p in 0..=pos {
+                last = r.step(sequence[p as usize], p);
+            }
+            last
+        };
+        let captured = vec![(1, logits(1)), (4, logits(4))];
+        let (checks, margins) = check_many(&model, &w, &sequence, &[&captured]);
+        assert!(checks[0].passed, "the reference's own logits pass");
+        assert_eq!(margins.len(), 5, "positions 0 to the last captured");
+        for (pos, m) in margins.iter().enumerate() {
+            assert_eq!(
+                *m,
+                reference_margin(&model, &w, &sequence, pos as u32),
+                "{pos}"
+            );
+        }
     }
 
     #[test]
