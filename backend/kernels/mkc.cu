@@ -1378,39 +1378,47 @@ extern "C" __global__ void k_read_bw(const uint4* p, unsigned long long n, unsig
 }
 
 // Page-math probe (`mkc probe pages`): how long consumer warps take over pages that have
-// already landed in shared memory, with the operators' own page loop (page_dots over the
-// O-projection's K groups, at most 8), so that the simulator's `page_compute_ns` and the page
-// loop's variants are measured without the stream around them. Each CTA copies `pages` pages
-// of `w` (one row-major matrix of K = 256 * NJ columns) into shared memory; then warps
-// 0..warps-1 take pages warp, warp + warps, ... With `x_in_span` a warp loads its input slice
-// from global memory (an L2 hit) inside its timed span, else before it. Each CTA records
-// PROBE_RECORD words: the loop's NJ and rows per page, then per warp its start and end in
+// already landed in shared memory, with the operators' own page loop (the O-projection's: its
+// K groups in registers, or taken in blocks from an input staged in shared memory where its K
+// chunk is longer than 8 groups), so that the simulator's `page_compute_ns` and the page loop's
+// variants are measured without the stream around them. Each CTA copies `pages` pages of `w`
+// (page i at i * PAGE_BYTES, its R rows of K = 256 * NJ columns at row stride K) into shared
+// memory, and a blocked loop's input after them; then warps 0..warps-1 take pages warp,
+// warp + warps, ... With `x_in_span` a warp loads its input slice from global memory (an L2
+// hit) inside its timed span, else before it (a blocked loop's is staged before either way).
+// Each CTA records PROBE_RECORD words: the loop's NJ and R, then per warp its start and end in
 // %globaltimer ns and in clock64 cycles; y gets every CTA's row sums (CTA-major).
-constexpr int PROBE_NJ = K_GROUPS_O_PROJ <= 8 ? K_GROUPS_O_PROJ : 8;
 constexpr int PROBE_WARPS = 8, PROBE_RECORD = 2 + 4 * PROBE_WARPS;
-extern "C" __global__ void __launch_bounds__(32 * PROBE_WARPS)
-    k_page_math(const bf16* w, const float* x, float* y, int pages, int warps, int x_in_span, u64* rec) {
-    constexpr int NJ = PROBE_NJ, R = PAGE_BYTES / (2 * 256 * NJ);
+template <int NJ>
+__device__ void page_math_probe(const bf16* w, const float* x, float* y, int pages, int warps, int x_in_span, u64* rec) {
+    constexpr int R = PAGE_BYTES / (2 * 256 * NJ);
+    constexpr bool BLOCKED = NJ > 8;
+    constexpr int NX = BLOCKED ? 1 : NJ;  // groups held in registers
     extern __shared__ __align__(128) unsigned char probe_pages[];
     const uint4* src = reinterpret_cast<const uint4*>(w);
     uint4* dst = reinterpret_cast<uint4*>(probe_pages);
     for (int i = threadIdx.x; i < pages * (PAGE_BYTES / 16); i += blockDim.x) dst[i] = src[i];
+    float* xs = reinterpret_cast<float*>(probe_pages + (long)pages * PAGE_BYTES);
+    if (BLOCKED)
+        for (int i = threadIdx.x; i < 256 * NJ; i += blockDim.x) xs[i] = x[i];
     __syncthreads();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     u64* r = rec + (long)blockIdx.x * PROBE_RECORD;
     if (threadIdx.x == 0) r[0] = NJ, r[1] = R;
     if (warp >= warps) return;
-    float xr[NJ][8];
-    if (!x_in_span) {
-        load_x<NJ>(xr, x, 0, 0);
+    float xr[NX][8];
+    if (!BLOCKED && !x_in_span) {
+        load_x<NX>(xr, x, 0, 0);
         if (tree_total(xr) == 1e30f) y[0] = 0.f;  // never: a branch on the loads, so they land first
     }
     __syncwarp();
     const u64 t0 = globaltimer(), c0 = (u64)clock64();
-    if (x_in_span) load_x<NJ>(xr, x, 0, 0);
+    if (!BLOCKED && x_in_span) load_x<NX>(xr, x, 0, 0);
     for (int i = warp; i < pages; i += warps) {
+        const bf16* page = reinterpret_cast<const bf16*>(probe_pages) + (long)i * (PAGE_BYTES / 2);
         float sums[R];
-        page_dots<NJ, R>(reinterpret_cast<const bf16*>(probe_pages) + (long)i * (PAGE_BYTES / 2), xr, sums);
+        if constexpr (BLOCKED) page_dots_blocked<NJ, R>(page, xs, sums);
+        else page_dots<NJ, R>(page, xr, sums);
         if (lane == 0)
 #pragma unroll
             for (int q = 0; q < R; ++q) y[((long)blockIdx.x * pages + i) * R + q] = sums[q];
@@ -1420,6 +1428,11 @@ extern "C" __global__ void __launch_bounds__(32 * PROBE_WARPS)
         u64* m = r + 2 + 4 * warp;
         m[0] = t0, m[1] = t1, m[2] = c0, m[3] = c1;
     }
+}
+
+extern "C" __global__ void __launch_bounds__(32 * PROBE_WARPS)
+    k_page_math(const bf16* w, const float* x, float* y, int pages, int warps, int x_in_span, u64* rec) {
+    page_math_probe<K_GROUPS_O_PROJ>(w, x, y, pages, warps, x_in_span, rec);
 }
 
 // ---- the persistent megakernel -----------------------------------------------------------

@@ -167,10 +167,8 @@ fn the_page_loop_alone_matches_the_cpu_for_every_probed_warp_count() {
     let model = mkc_ir::embedded::resolve_model("llama1b").unwrap();
     let compiled = mkc_backend::kernels::compile("sm_90a", &model).unwrap();
     let gpu = Gpu::open().unwrap();
-    let p =
-        mkc_backend::gpu::probe_page_math(&gpu, &compiled.cubin, model.lowering.page_bytes, seed)
-            .unwrap();
-    assert_eq!(p.k_groups * 256, model.geometry.hidden.min(2048));
+    let p = mkc_backend::gpu::probe_page_math(&gpu, &compiled.cubin, &model, seed).unwrap();
+    assert_eq!(p.k_groups * 256, model.geometry.hidden);
     assert_eq!(
         p.rows_per_page * p.k_groups * 256 * 2,
         model.lowering.page_bytes
@@ -179,5 +177,14 @@ fn the_page_loop_alone_matches_the_cpu_for_every_probed_warp_count() {
     for r in &p.rows {
         assert!(r.err < 1e-5, "{r:?}");
         assert!(r.cta_ns > 0.0 && r.cta_cycles > 0.0, "{r:?}");
+    }
+    // Hidden 3072: the blocked loop (12 groups from a staged input, 2 rows in a 16 KiB page).
+    let model = mkc_ir::embedded::resolve_model("llama3b").unwrap();
+    let compiled = mkc_backend::kernels::compile("sm_90a", &model).unwrap();
+    let p = mkc_backend::gpu::probe_page_math(&gpu, &compiled.cubin, &model, seed).unwrap();
+    assert_eq!((p.k_groups, p.rows_per_page), (12, 2));
+    assert_eq!(p.rows.len(), mkc_backend::gpu::PAGE_MATH_CASES.len());
+    for r in &p.rows {
+        assert!(r.err < 1e-5 && !r.x_in_span, "{r:?}");
     }
 }

@@ -325,7 +325,7 @@ fn pages(gpu: &Gpu, model: &str, json: bool) -> Result<(), CommandError> {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.subsec_nanos())
         | 1;
-    let p = probe_page_math(gpu, &compiled.cubin, model.lowering.page_bytes, seed)?;
+    let p = probe_page_math(gpu, &compiled.cubin, &model, seed)?;
     let modelled = mkc_ir::embedded::resolve_device("h200")?
         .latencies
         .page_compute_ns;
@@ -366,10 +366,10 @@ fn pages(gpu: &Gpu, model: &str, json: bool) -> Result<(), CommandError> {
                 "  {:>5}  {:>5}  {:<11} {:>7.0} {:>7.0} {:>11.0} {:>21.0}  {:.1e}",
                 r.warps,
                 r.pages,
-                if r.x_in_span {
-                    "L2 in span"
-                } else {
-                    "registers"
+                match (r.x_in_span, p.k_groups > 8) {
+                    (true, _) => "L2 in span",
+                    (false, false) => "registers",
+                    (false, true) => "staged",
                 },
                 r.cta_ns,
                 r.cta_cycles,

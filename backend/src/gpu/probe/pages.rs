@@ -3,7 +3,8 @@
 //! simulator charges each consumer warp `page_compute_ns` per page, and the persistent step's
 //! `compute` rung (103 µs, docs/perf.md) says the page math after each wait is on its critical
 //! path; this measures the loop itself (kernel `k_page_math` of the operators' own build, the
-//! code every streaming body inlines), checked against the CPU.
+//! code every streaming body inlines: the O-projection's K groups, in registers or, past 8
+//! groups, taken in blocks from an input staged in shared memory), checked against the CPU.
 
 use cudarc::driver::result;
 
@@ -11,9 +12,11 @@ use super::super::device::{fill_bytes, upload, DevBuf, Gpu};
 use super::super::launch::arg;
 use super::super::median;
 use super::{launch, read_u64s, values, ProbeModule, StreamPair, RESIDENT_SMEM};
+use crate::abi;
 use crate::error::{check, BackendError};
 use crate::reference::{self, rel_l2};
 use crate::weights::f2bf;
+use mkc_ir::{Model, OpKind};
 
 /// Consumer warps and pages per CTA measured: one page on one warp (a page's latency), two on
 /// one (a warp's throughput), one page per sub-partition, one per consumer warp of the
@@ -39,7 +42,8 @@ pub struct PageMathRow {
     pub warps: u32,
     /// Pages in shared memory, dealt to the warps in turn.
     pub pages: u32,
-    /// Whether each warp loads its input slice inside its timed span.
+    /// Whether each warp loads its input slice inside its timed span (never for a blocked
+    /// loop, whose input is staged in shared memory before it).
     pub x_in_span: bool,
     /// Median over CTAs and launches of the CTA's span, first warp's start to last warp's end
     /// (ns).
@@ -55,7 +59,8 @@ pub struct PageMathRow {
 /// What the page-math probe measured.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PageMathProbe {
-    /// 256-column groups of the loop's K chunk (its columns / 256).
+    /// 256-column groups of the loop's K chunk (its columns / 256); past 8, the loop takes its
+    /// input from shared memory in blocks.
     pub k_groups: u32,
     /// Rows of a page.
     pub rows_per_page: u32,
@@ -84,36 +89,54 @@ fn cta_spans(records: &[u64], warps: usize) -> (Vec<f64>, Vec<f64>) {
         .unzip()
 }
 
-/// Runs the page-math probe with kernel `k_page_math` of `cubin` (an operator build of mkc.cu
-/// for a model whose pages are `page_bytes`), one CTA per SM.
+/// The O-projection's page loop as `model`'s build compiles it: its K groups (the generated
+/// `K_GROUPS_O_PROJ`) and rows per page.
+fn o_projection_loop(model: &Model) -> Result<(u32, u32), BackendError> {
+    let work = mkc_ir::work::matvec(model, OpKind::OProj).ok_or_else(|| {
+        BackendError::Unsupported(format!("{} has no O-projection to probe", model.name))
+    })?;
+    Ok((abi::k_groups(work.k), work.page_rows()))
+}
+
+/// Runs the page-math probe with kernel `k_page_math` of `cubin` (the operator build of mkc.cu
+/// for `model`), one CTA per SM, on weights and input from `seed`.
 pub fn probe_page_math(
     gpu: &Gpu,
     cubin: &[u8],
-    page_bytes: u32,
+    model: &Model,
     seed: u32,
 ) -> Result<PageMathProbe, BackendError> {
+    let (k_groups, rows_per_page) = o_projection_loop(model)?;
+    let page_bytes = model.lowering.page_bytes;
+    let k = (k_groups * 256) as usize;
+    let blocked = k_groups > 8;
     let module = ProbeModule::load(cubin)?;
     let most_pages = PAGE_MATH_CASES.iter().map(|c| c.1).max().unwrap_or(1);
-    // At least RESIDENT_SMEM, so that each CTA has an SM to itself.
-    let smem = |pages: u32| (pages * page_bytes).max(RESIDENT_SMEM);
+    // The pages, a blocked loop's staged input after them, and at least RESIDENT_SMEM, so that
+    // each CTA has an SM to itself.
+    let smem = |pages: u32| (pages * page_bytes + k as u32 * 4).max(RESIDENT_SMEM);
     let kernel = module.kernel_with_smem("k_page_math", smem(most_pages))?;
     let streams = StreamPair::new()?;
     let sms = gpu.sms as u32;
     let elems = (most_pages * page_bytes / 2) as usize;
     let w_host: Vec<u16> = values(elems, seed).map(f2bf).collect();
-    // The widest K chunk the loop takes (8 groups of 256 columns).
-    let x_host: Vec<f32> = values(2048, seed.wrapping_add(1)).collect();
+    let x_host: Vec<f32> = values(k, seed.wrapping_add(1)).collect();
+    // Page i's rows start at i * page_bytes, one K chunk each (a page may hold fewer bytes of
+    // rows than its size).
+    let page_row = |i: usize, r: usize| {
+        let at = i * page_bytes as usize / 2 + r * k;
+        &w_host[at..at + k]
+    };
     let w = DevBuf::new(elems * 2, "page-math weights")?;
     let x = DevBuf::new(x_host.len() * 4, "page-math x")?;
     upload(w.ptr, &w_host, "page-math weights")?;
     upload(x.ptr, &x_host, "page-math x")?;
-    // Every CTA's rows: a page holds at most page_bytes / 512 rows (256 columns).
-    let y_len = (sms * most_pages * (page_bytes / 512)) as usize;
+    let y_len = (sms * most_pages * rows_per_page) as usize;
     let y = DevBuf::new(y_len * 4, "page-math y")?;
     let rec = DevBuf::new(sms as usize * RECORD_WORDS * 8, "page-math records")?;
-    let (mut k_groups, mut rows_per_page) = (0u32, 0u32);
     let mut rows = Vec::new();
-    for x_in_span in [false, true] {
+    let placements: &[bool] = if blocked { &[false] } else { &[false, true] };
+    for &x_in_span in placements {
         for (warps, pages) in PAGE_MATH_CASES {
             let (mut ns, mut cycles, mut slowest, mut err) = (vec![], vec![], vec![], 0f64);
             for _ in 0..PAGE_MATH_REPEATS {
@@ -144,20 +167,23 @@ pub fn probe_page_math(
                 )?;
                 streams.sync("k_page_math")?;
                 let r = read_u64s(rec.ptr, sms as usize * RECORD_WORDS, "page-math records")?;
-                (k_groups, rows_per_page) = (r[0] as u32, r[1] as u32);
+                if (r[0], r[1]) != (k_groups as u64, rows_per_page as u64) {
+                    return Err(BackendError::Unsupported(format!(
+                        "k_page_math ran a loop of {} column groups and {} rows per page; the model's O-projection has {k_groups} and {rows_per_page}",
+                        r[0], r[1]
+                    )));
+                }
                 let (n, c) = cta_spans(&r, warps as usize);
                 slowest.push(n.iter().copied().fold(0.0, f64::max));
                 ns.extend(n);
                 cycles.extend(c);
                 // Every CTA's rows against the CPU's, on the same bf16 weights.
-                let k = (k_groups * 256) as usize;
                 let page_rows = (pages * rows_per_page) as usize;
-                if k == 0 || k > x_host.len() || page_rows * k > w_host.len() {
-                    return Err(BackendError::Unsupported(format!(
-                        "k_page_math reported {k_groups} column groups and {rows_per_page} rows per page; the probe's buffers hold 2048 columns and {most_pages} pages"
-                    )));
-                }
-                let want = reference::matvec(&w_host[..page_rows * k], &x_host[..k], page_rows);
+                let w_rows: Vec<u16> = (0..pages as usize)
+                    .flat_map(|i| (0..rows_per_page as usize).flat_map(move |r| page_row(i, r)))
+                    .copied()
+                    .collect();
+                let want = reference::matvec(&w_rows, &x_host, page_rows);
                 let mut got = vec![0f32; sms as usize * page_rows];
                 // SAFETY: y holds at least sms * page_rows f32; the stream is idle.
                 check(
