@@ -432,6 +432,7 @@ fn gpu_commands_without_a_gpu_exit_2_with_one_line() {
         vec!["probe", "latency", "--json"],
         vec!["probe", "l2"],
         vec!["probe", "matvec", "--json"],
+        vec!["probe", "pages"],
     ] {
         let o = mkc(&args);
         let err = stderr(&o);
@@ -459,6 +460,11 @@ fn gpu_commands_without_a_gpu_exit_2_with_one_line() {
     let o = mkc(&["probe", "bandwidth"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("coresidency"), "{}", stderr(&o));
+    // The page probe's model is read and checked before the GPU is opened: a model the
+    // kernels cannot run is refused naming its field, on any machine.
+    let o = mkc(&["probe", "pages", "--model", "tiny"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("page_bytes"), "{}", stderr(&o));
 }
 
 #[test]

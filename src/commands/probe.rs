@@ -21,6 +21,16 @@ const VISITOR_THREADS: [u32; 3] = [256, 288, 512];
 
 /// Runs `mkc probe`.
 pub fn run(args: ProbeArgs) -> Result<(), CommandError> {
+    // The model `pages` builds is read, and refused if the kernels cannot run it, before the
+    // GPU is opened: bad input is answered on any machine.
+    let model = match args.what {
+        ProbeWhat::Pages => {
+            let (model, _) = super::resolve_model(&args.model)?;
+            kernels::check_model(&model)?;
+            Some(model)
+        }
+        _ => None,
+    };
     let gpu = Gpu::open()?;
     if gpu.cc != (9, 0) {
         return Err(CommandError::Input(format!(
@@ -37,7 +47,12 @@ pub fn run(args: ProbeArgs) -> Result<(), CommandError> {
         ProbeWhat::Matvec => matvec(&gpu, &probe_cubin()?, args.json),
         ProbeWhat::Occupancy => occupancy_probe(&gpu, &probe_cubin()?, args.json),
         ProbeWhat::Partition => partition(&gpu, &probe_cubin()?, args.json),
-        ProbeWhat::Pages => pages(&gpu, &args.model, args.json),
+        ProbeWhat::Pages => match model {
+            Some(model) => pages(&gpu, &model, args.json),
+            None => Err(CommandError::Internal(
+                "the pages probe's model was not read".into(),
+            )),
+        },
     }
 }
 
@@ -316,16 +331,14 @@ const PAGE_MATH_TOLERANCE: f64 = 1e-5;
 
 /// Prints how long the page loop of `model`'s operator kernels takes over landed pages, beside
 /// the simulator's `page_compute_ns`; a row sum off the CPU's fails the probe.
-fn pages(gpu: &Gpu, model: &str, json: bool) -> Result<(), CommandError> {
-    let (model, _) = super::resolve_model(model)?;
-    kernels::check_model(&model)?;
-    let compiled = kernels::compile("sm_90a", &model)?;
+fn pages(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), CommandError> {
+    let compiled = kernels::compile("sm_90a", model)?;
     // Fresh weights and input each run; the seed is printed so that a failure can be replayed.
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.subsec_nanos())
         | 1;
-    let p = probe_page_math(gpu, &compiled.cubin, &model, seed)?;
+    let p = probe_page_math(gpu, &compiled.cubin, model, seed)?;
     let modelled = mkc_ir::embedded::resolve_device("h200")?
         .latencies
         .page_compute_ns;
