@@ -31,6 +31,9 @@ struct Row {
     achieved_tb_s: f64,
     fraction_of_measured_bandwidth: f64,
     steps: usize,
+    /// The simulator's step for this target's schedule, made before anything was timed (None
+    /// where it refused the schedule).
+    predicted_step_us: Option<f64>,
 }
 
 /// One operator kind timed alone.
@@ -53,6 +56,8 @@ struct AblationRow {
     mean_step_us: f64,
     /// Median step time of the full chain minus this build's: what the removed work costs.
     saved_us: f64,
+    /// What the simulator says the removed work costs (`mkc simulate --ablate`).
+    predicted_saved_us: Option<f64>,
 }
 
 /// Mean CTA phase times of one operator kind in a traced step, µs.
@@ -141,6 +146,12 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
         .iter()
         .map(|&t| s.schedule(t, sms))
         .collect::<Result<Vec<_>, CommandError>>()?;
+    // The simulator's prediction of each schedule (and of each ablation rung), made before
+    // anything runs, printed beside the measurement.
+    let predictions: Vec<Option<mkc_simulator::SimReport>> = schedules
+        .iter()
+        .map(|sched| s.predict(sched, args.ablate))
+        .collect();
     let graphs = schedules
         .iter()
         .map(|sched| s.runner.capture(sched))
@@ -205,7 +216,8 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     let rows: Vec<Row> = targets
         .iter()
         .zip(&steps)
-        .map(|(t, v)| {
+        .zip(&predictions)
+        .map(|((t, v), predicted)| {
             let (med, p10, p90) = percentiles(v);
             let tb = bytes / (med * 1e-6) / 1e12;
             Row {
@@ -218,6 +230,7 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
                 achieved_tb_s: tb,
                 fraction_of_measured_bandwidth: tb * 1e3 / measured_gbs,
                 steps: v.len(),
+                predicted_step_us: predicted.as_ref().map(|p| p.step.step_us),
             }
         })
         .collect();
@@ -233,6 +246,12 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
                 median_step_us: med,
                 mean_step_us: mean(v),
                 saved_us: rows[*i].median_step_us - med,
+                predicted_saved_us: predictions[*i].as_ref().and_then(|p| {
+                    p.ablation
+                        .iter()
+                        .find(|r| r.removed == a.label())
+                        .map(|r| r.saved_us)
+                }),
             }
         })
         .collect();
@@ -442,11 +461,11 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
             }
         }
         outln!(
-            "  target   median us   mean us    p10 us    p90 us   tokens/s   TB/s   of measured"
+            "  target   median us   mean us    p10 us    p90 us   tokens/s   TB/s   of measured   predicted us   error"
         );
         for r in &report.rows {
             outln!(
-                "  {:<7} {:>10.1} {:>9.1} {:>9.1} {:>9.1} {:>10.1} {:>6.2} {:>12.1}%",
+                "  {:<7} {:>10.1} {:>9.1} {:>9.1} {:>9.1} {:>10.1} {:>6.2} {:>12.1}%   {}",
                 r.target,
                 r.median_step_us,
                 r.mean_step_us,
@@ -454,7 +473,8 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
                 r.p90_step_us,
                 r.tokens_per_s,
                 r.achieved_tb_s,
-                r.fraction_of_measured_bandwidth * 100.0
+                r.fraction_of_measured_bandwidth * 100.0,
+                predicted_cells(r.predicted_step_us, r.median_step_us)
             );
         }
         for t in &report.timelines {
@@ -465,21 +485,24 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
                 "  ablation (same trials; removed work, meaningless values by design, unchecked):"
             );
             outln!(
-                "  {:<7} {:<37} {:>9} {:>9} {:>10}",
+                "  {:<7} {:<37} {:>9} {:>9} {:>10} {:>15}",
                 "target",
                 "removed",
                 "median us",
                 "mean us",
-                "saved us"
+                "saved us",
+                "predicted saved"
             );
             for r in &report.ablation {
                 outln!(
-                    "  {:<7} {:<37} {:>9.1} {:>9.1} {:>10.1}",
+                    "  {:<7} {:<37} {:>9.1} {:>9.1} {:>10.1} {:>15}",
                     r.target,
                     r.removed,
                     r.median_step_us,
                     r.mean_step_us,
-                    r.saved_us
+                    r.saved_us,
+                    r.predicted_saved_us
+                        .map_or_else(|| "-".to_string(), |p| format!("{p:.1}"))
                 );
             }
         }
@@ -635,11 +658,33 @@ fn phase_rows(
     rows
 }
 
+/// The prediction's cells of a target's row: the simulated step and its error against the
+/// measured median, `+2.4%` where the simulator is slower; `-` where there is none.
+fn predicted_cells(predicted: Option<f64>, measured: f64) -> String {
+    match predicted {
+        Some(p) if measured > 0.0 => {
+            format!("{p:>12.1} {:>+7.1}%", (p - measured) / measured * 100.0)
+        }
+        _ => format!("{:>12} {:>8}", "-", "-"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
     use mkc_backend::gpu::GridTrace;
     use mkc_ir::graph::OpKind;
+
+    #[test]
+    fn a_prediction_is_shown_with_its_error_against_the_measured_median() {
+        let cells = predicted_cells(Some(816.5), 797.6);
+        assert!(cells.contains("816.5"), "{cells}");
+        assert!(cells.contains("+2.4%"), "{cells}");
+        assert!(predicted_cells(Some(700.0), 800.0).contains("-12.5%"));
+        let none = predicted_cells(None, 797.6);
+        assert!(!none.contains('%') && none.contains('-'), "{none}");
+    }
 
     /// Entry and exit are relative to the step's first entry, marks to the CTA's entry (clock
     /// cycles converted at the given rate), SMs carried through, unreached marks left empty.

@@ -220,6 +220,19 @@ impl Session {
         Ok(compile(&self.model, &device, &opts).schedule)
     }
 
+    /// The simulator's prediction of `sched` (this session's schedule of a target), with its
+    /// ablation ladder when `ablate`; None, said on stderr, where the simulator refuses it.
+    pub fn predict(&self, sched: &Schedule, ablate: bool) -> Option<mkc_simulator::SimReport> {
+        let as_written = self.loaded.is_some();
+        match super::simulate::predict(&self.model, sched, as_written, self.trigger, ablate) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                eprintln!("mkc: no prediction for {}: {e}", sched.target.name());
+                None
+            }
+        }
+    }
+
     /// The decode position a traced step runs at (`--timeline`, `--cta-phases`): the middle
     /// one, the KV length of the median step a benchmark reports.
     pub fn timeline_position(&self) -> u32 {

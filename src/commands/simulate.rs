@@ -98,6 +98,36 @@ pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
     print_reports(&args, &model.name, &reports)
 }
 
+/// The simulator's prediction of `s`, a schedule of `model` that `mkc run` or `bench` is about
+/// to launch: with the compiled kernels' figures where NVRTC has them (as `mkc simulate`'s
+/// default), unless the schedule was loaded from a file (timed as written); with the ablation
+/// ladder when `ablate`.
+pub fn predict(
+    model: &mkc_ir::Model,
+    s: &mkc_scheduler::Schedule,
+    as_written: bool,
+    trigger: Trigger,
+    ablate: bool,
+) -> Result<SimReport, CommandError> {
+    let mut s = s.clone();
+    if !as_written {
+        let figures = super::kernels::resource_figures(
+            ResourcesArg::Auto,
+            model,
+            s.target == Target::Persistent,
+        )?;
+        if let Some(infos) = figures {
+            mkc_backend::kernels::apply_to_schedule(&mut s, &infos);
+        }
+    }
+    let sim = SimOptions {
+        trigger: Some(trigger),
+        ..SimOptions::default()
+    };
+    let device = s.device.clone();
+    simulate_one(None, &s, &device, &sim, None, ablate)
+}
+
 /// `mkc simulate FILE` where FILE is a compiled schedule: the schedule is timed as written,
 /// on the device it was compiled for (`--bandwidth` may override that device's bandwidth).
 fn run_schedule(args: &SimulateArgs, s: mkc_scheduler::Schedule) -> Result<(), CommandError> {
