@@ -21,6 +21,8 @@ pub fn run(args: RunArgs) -> Result<(), CommandError> {
     let mut s = Session::open(&args.common, source, &[target])?;
     let sms = mkc_backend::gpu::sm_count(&s.runner);
     let schedule = s.schedule(target, sms)?;
+    // The simulator's prediction, made before the run (printed beside the measured median).
+    let predicted = s.predict(&schedule, false).map(|p| p.step.step_us);
     let graph = s.runner.capture(&schedule)?;
     let first = s.prompt.len() as u32;
     let decode: Vec<u32> = (first..first + s.generate - 1).collect();
@@ -55,8 +57,14 @@ pub fn run(args: RunArgs) -> Result<(), CommandError> {
     outln!("  tokens: {}", ids.join(","));
     let (med, p10, p90) = percentiles(&out.step_us);
     outln!(
-        "  decode step: median {med:.1} us, p10 {p10:.1}, p90 {p90:.1} ({} steps)",
-        out.step_us.len()
+        "  decode step: median {med:.1} us, p10 {p10:.1}, p90 {p90:.1} ({} steps){}",
+        out.step_us.len(),
+        predicted
+            .filter(|_| med > 0.0)
+            .map_or_else(String::new, |p| format!(
+                "; the simulator predicted {p:.1} us ({:+.1}%)",
+                (p - med) / med * 100.0
+            ))
     );
     if let Some(path) = &args.logits_out {
         let rows: Vec<&Vec<f32>> = out.logits.iter().map(|(_, l)| l).collect();
