@@ -12,6 +12,11 @@ use crate::schedule::{Plan, Schedule, Target};
 /// anything beyond is not a schedule mkc wrote.
 const MAX_ROWS: u32 = mkc_ir::validate_bounds::MAX_TENSOR_ROWS as u32;
 
+/// Most weight and KV pages (of the default page size) a schedule file without its model may
+/// move per step: the simulator issues every page as a load of its own, so this bounds its
+/// memory (a schedule with its model must be that model's lowering instead).
+const MAX_STEP_PAGES: f64 = (1u64 << 22) as f64;
+
 impl Schedule {
     /// Whether `path` looks like a schedule file rather than a model file: a JSON object, or
     /// RON that starts with the schedule's first field. Reads only the first bytes, and only of
@@ -187,6 +192,43 @@ impl Schedule {
                 );
             }
             access(format!("graph.counters[{i}].access"), &c.access)?;
+        }
+        // The task graph is a function of the model: a file whose graph is sound but not its
+        // model's lowering (an edited cost, task or tensor) is refused before anything times
+        // it. Without the model nothing derives the costs, so what a simulation of them loads
+        // is bounded instead (in f64: a cost near u64::MAX must not wrap).
+        match &self.model {
+            Some(m) => {
+                if *g != mkc_ir::lower::lower(m) {
+                    return bad(
+                        "graph".into(),
+                        "the task graph is not the lowering of the schedule's model (a task, \
+                         tensor, edge, counter or cost differs)"
+                            .into(),
+                    );
+                }
+            }
+            None => {
+                let page = mkc_ir::model::Lowering::default().page_bytes as f64;
+                let pages: f64 = g
+                    .tasks
+                    .iter()
+                    .map(|t| {
+                        let c = &t.cost;
+                        let kv = c.kv_bytes_per_token as f64 * g.typical_kv_len as f64;
+                        ((c.weight_bytes as f64 + kv) / page).ceil()
+                    })
+                    .sum();
+                if pages > MAX_STEP_PAGES {
+                    return bad(
+                        "graph.tasks".into(),
+                        format!(
+                            "the tasks' costs move {pages:.3e} pages of {page} bytes per step, \
+                             more than the {MAX_STEP_PAGES:.0} a schedule without its model may"
+                        ),
+                    );
+                }
+            }
         }
         match (&self.plan, self.target) {
             (Plan::Persistent(p), Target::Persistent) => {

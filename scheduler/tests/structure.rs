@@ -76,6 +76,30 @@ fn corrupted_schedules_are_refused_by_field() {
     assert!(err.contains("s.json:1:"), "{err}");
 }
 
+/// A task's cost edited in a sound file (the fuzzer's find: one matvec task given 32 GiB of KV
+/// per token made the simulator's page-by-page loader allocate until the machine ran out of
+/// memory) is refused: with the model, as a graph that is not its lowering; without it (files
+/// written before the model was embedded), by the pages a simulation would load.
+#[test]
+fn a_task_cost_that_is_not_the_models_is_refused_before_anything_times_it() {
+    let s = compiled(Target::Persistent);
+    let base: Value = serde_json::to_value(&s).unwrap();
+    let mut v = base.clone();
+    v["graph"]["tasks"][3]["cost"]["kv_bytes_per_token"] = (1u64 << 35).into();
+    refused(&v, "field `graph`");
+    let mut v = base.clone();
+    v["graph"]["tasks"][3]["cost"]["weight_bytes"] = 1.into();
+    refused(&v, "not the lowering of the schedule's model");
+    // Without the model: a schedule as compiled still reads back; the inflated one does not.
+    let mut v = base.clone();
+    v.as_object_mut().unwrap().remove("model");
+    assert!(Schedule::parse("s.json", &v.to_string()).is_ok());
+    v["graph"]["tasks"][3]["cost"]["kv_bytes_per_token"] = (1u64 << 35).into();
+    refused(&v, "graph.tasks");
+    v["graph"]["tasks"][3]["cost"]["kv_bytes_per_token"] = u64::MAX.into();
+    refused(&v, "graph.tasks");
+}
+
 #[test]
 fn a_sound_but_wrong_schedule_gets_violations_not_a_panic() {
     let s = compiled(Target::Persistent);
