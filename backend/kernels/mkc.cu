@@ -1386,25 +1386,63 @@ extern "C" __global__ void k_read_bw(const uint4* p, unsigned long long n, unsig
 // memory, and a blocked loop's input after them; then warps 0..warps-1 take pages warp,
 // warp + warps, ... With `x_in_span` a warp loads its input slice from global memory (an L2
 // hit) inside its timed span, else before it (a blocked loop's is staged before either way).
-// Each CTA records PROBE_RECORD words: the loop's NJ and R, then per warp its start and end in
-// %globaltimer ns and in clock64 cycles; y gets every CTA's row sums (CTA-major).
-constexpr int PROBE_WARPS = 8, PROBE_RECORD = 2 + 4 * PROBE_WARPS;
+// With `stream` (not null) the CTA's last warp keeps `stream_slots` bulk copies of one page
+// each from `stream` (its `stream_pages` pages, from HBM) landing in slots of its own (after
+// the pages and the input, their mbarriers after them) until the page math is done, as a
+// streaming kernel's producer fills its ring beside its consumers. Each CTA records
+// `record_words` words: the loop's NJ and R, the streamer's bytes landed and ns, then per warp
+// its start and end in %globaltimer ns and in clock64 cycles; y gets every CTA's row sums
+// (CTA-major). The host sizes all of it (backend/src/gpu/probe/pages.rs).
 template <int NJ>
-__device__ void page_math_probe(const bf16* w, const float* x, float* y, int pages, int warps, int x_in_span, u64* rec) {
+__device__ void page_math_probe(const bf16* w, const float* x, float* y, int pages, int warps, int x_in_span,
+                                const bf16* stream, int stream_pages, int stream_slots, u64* rec,
+                                int record_words) {
     constexpr int R = PAGE_BYTES / (2 * 256 * NJ);
     constexpr bool BLOCKED = NJ > 8;
     constexpr int NX = BLOCKED ? 1 : NJ;  // groups held in registers
     extern __shared__ __align__(128) unsigned char probe_pages[];
+    __shared__ int computed;  // warps done with their pages
+    const int cta_warps = blockDim.x / 32;
+    if (record_words < 4 + 4 * cta_warps || (stream && warps >= cta_warps)) return;  // the host's fault: no record
     const uint4* src = reinterpret_cast<const uint4*>(w);
     uint4* dst = reinterpret_cast<uint4*>(probe_pages);
     for (int i = threadIdx.x; i < pages * (PAGE_BYTES / 16); i += blockDim.x) dst[i] = src[i];
     float* xs = reinterpret_cast<float*>(probe_pages + (long)pages * PAGE_BYTES);
     if (BLOCKED)
         for (int i = threadIdx.x; i < 256 * NJ; i += blockDim.x) xs[i] = x[i];
+    bf16* slots = reinterpret_cast<bf16*>(probe_pages + (long)pages * PAGE_BYTES + (BLOCKED ? 256 * NJ * 4 : 0));
+    u64* stream_full = reinterpret_cast<u64*>(slots + (long)stream_slots * (PAGE_BYTES / 2));
+    if (threadIdx.x == 0) {
+        computed = 0;
+        for (int q = 0; stream && q < stream_slots; ++q) mbar_init(&stream_full[q], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
     __syncthreads();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    u64* r = rec + (long)blockIdx.x * PROBE_RECORD;
+    u64* r = rec + (long)blockIdx.x * record_words;
     if (threadIdx.x == 0) r[0] = NJ, r[1] = R;
+    if (stream && warp == cta_warps - 1) {
+        // The streamer: one page per slot in flight, re-issued as each lands, until every
+        // computing warp is done; then the copies in flight land before the CTA may exit.
+        if (lane != 0) return;
+        const u64 t0 = globaltimer();
+        u64 bytes = 0;
+        int n = 0;
+        for (; *(volatile int*)&computed < warps; ++n) {
+            const int q = n % stream_slots;
+            if (n >= stream_slots) {
+                mbar_wait(&stream_full[q], (unsigned)((n / stream_slots - 1) & 1));
+                bytes += PAGE_BYTES;
+            }
+            const long page = ((long)blockIdx.x * 7919 + n) % stream_pages;
+            mbar_expect_tx(&stream_full[q], PAGE_BYTES);
+            bulk_copy(slots + (long)q * (PAGE_BYTES / 2), stream + page * (PAGE_BYTES / 2), PAGE_BYTES, &stream_full[q]);
+        }
+        for (int m = n - stream_slots > 0 ? n - stream_slots : 0; m < n; ++m)
+            mbar_wait(&stream_full[m % stream_slots], (unsigned)((m / stream_slots) & 1));
+        r[2] = bytes, r[3] = globaltimer() - t0;
+        return;
+    }
     if (warp >= warps) return;
     float xr[NX][8];
     if (!BLOCKED && !x_in_span) {
@@ -1425,14 +1463,17 @@ __device__ void page_math_probe(const bf16* w, const float* x, float* y, int pag
     }
     const u64 c1 = (u64)clock64(), t1 = globaltimer();
     if (lane == 0) {
-        u64* m = r + 2 + 4 * warp;
+        u64* m = r + 4 + 4 * warp;
         m[0] = t0, m[1] = t1, m[2] = c0, m[3] = c1;
+        atomicAdd(&computed, 1);
     }
 }
 
-extern "C" __global__ void __launch_bounds__(32 * PROBE_WARPS)
-    k_page_math(const bf16* w, const float* x, float* y, int pages, int warps, int x_in_span, u64* rec) {
-    page_math_probe<K_GROUPS_O_PROJ>(w, x, y, pages, warps, x_in_span, rec);
+extern "C" __global__ void __launch_bounds__(256)
+    k_page_math(const bf16* w, const float* x, float* y, int pages, int warps, int x_in_span, const bf16* stream,
+                int stream_pages, int stream_slots, u64* rec, int record_words) {
+    page_math_probe<K_GROUPS_O_PROJ>(w, x, y, pages, warps, x_in_span, stream, stream_pages, stream_slots, rec,
+                                     record_words);
 }
 
 // ---- the persistent megakernel -----------------------------------------------------------

@@ -173,17 +173,25 @@ fn the_page_loop_alone_matches_the_cpu_for_every_probed_warp_count() {
         p.rows_per_page * p.k_groups * 256 * 2,
         model.lowering.page_bytes
     );
-    assert_eq!(p.rows.len(), 2 * mkc_backend::gpu::PAGE_MATH_CASES.len());
+    let (cases, streamed) = (
+        mkc_backend::gpu::PAGE_MATH_CASES.len(),
+        mkc_backend::gpu::PAGE_MATH_STREAM_CASES.len(),
+    );
+    assert_eq!(p.rows.len(), 2 * cases + streamed);
     for r in &p.rows {
         assert!(r.err < 1e-5, "{r:?}");
         assert!(r.cta_ns > 0.0 && r.cta_cycles > 0.0, "{r:?}");
+        // A streaming warp lands pages while the others compute: some bytes, at a rate an SM
+        // can take (a few to ~100 GB/s per SM on an H100/H200).
+        assert_eq!(r.beside_stream, r.stream_gbps > 0.0, "{r:?}");
+        assert!(r.stream_gbps < 500.0, "{r:?}");
     }
     // Hidden 3072: the blocked loop (12 groups from a staged input, 2 rows in a 16 KiB page).
     let model = mkc_ir::embedded::resolve_model("llama3b").unwrap();
     let compiled = mkc_backend::kernels::compile("sm_90a", &model).unwrap();
     let p = mkc_backend::gpu::probe_page_math(&gpu, &compiled.cubin, &model, seed).unwrap();
     assert_eq!((p.k_groups, p.rows_per_page), (12, 2));
-    assert_eq!(p.rows.len(), mkc_backend::gpu::PAGE_MATH_CASES.len());
+    assert_eq!(p.rows.len(), cases + streamed);
     for r in &p.rows {
         assert!(r.err < 1e-5 && !r.x_in_span, "{r:?}");
     }

@@ -349,6 +349,7 @@ fn pages(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), CommandErro
             .iter()
             .map(|r| {
                 serde_json::json!({"warps": r.warps, "pages": r.pages, "x_in_span": r.x_in_span,
+                    "beside_stream": r.beside_stream, "stream_gbps": r.stream_gbps,
                     "cta_ns": r.cta_ns, "cta_cycles": r.cta_cycles, "slowest_ns": r.slowest_ns,
                     "rel_l2": r.err})
             })
@@ -371,12 +372,12 @@ fn pages(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), CommandErro
             p.seed
         );
         outln!(
-            "  warps  pages  input        CTA ns  cycles  slowest ns  ns per page per warp  rel L2"
+            "  warps  pages  input        CTA ns  cycles  slowest ns  ns per page per warp  rel L2   beside a stream"
         );
         for r in &p.rows {
             let rounds = r.pages.div_ceil(r.warps);
             outln!(
-                "  {:>5}  {:>5}  {:<11} {:>7.0} {:>7.0} {:>11.0} {:>21.0}  {:.1e}",
+                "  {:>5}  {:>5}  {:<11} {:>7.0} {:>7.0} {:>11.0} {:>21.0}  {:.1e}  {}",
                 r.warps,
                 r.pages,
                 match (r.x_in_span, p.k_groups > 8) {
@@ -388,7 +389,12 @@ fn pages(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), CommandErro
                 r.cta_cycles,
                 r.slowest_ns,
                 r.cta_ns / rounds as f64,
-                r.err
+                r.err,
+                if r.beside_stream {
+                    format!("{:.1} GB/s per SM", r.stream_gbps)
+                } else {
+                    "-".to_string()
+                }
             );
         }
         outln!("  the simulator charges a consumer warp {modelled:.0} ns per page (h200 latencies.page_compute_ns)");

@@ -37,7 +37,7 @@ pub use probe::{
     LatencyProbe, LoadedLatency, MatvecRow, OccupancyQuery, PageMathProbe, PageMathRow, PairProbe,
     PartitionProbe, PartitionRow, ProbeSide, ReleaseCost, L2_MIXED_MIB, L2_REPEATS, L2_WARMERS,
     LOADED_CASES, MATVEC_REPEATS, MATVEC_SHAPES, OCCUPANCY_KERNELS, PAGE_MATH_CASES,
-    PAGE_MATH_REPEATS, PARTITION_REPEATS, PROBE_REGISTERS, RESIDENT_SMEM,
+    PAGE_MATH_REPEATS, PAGE_MATH_STREAM_CASES, PARTITION_REPEATS, PROBE_REGISTERS, RESIDENT_SMEM,
 };
 pub use run::{RunOptions, RunOutput};
 pub use setup::WeightSource;

@@ -32,7 +32,10 @@ pub use matvec::{probe_matvec, MatvecRow, MATVEC_REPEATS, MATVEC_SHAPES};
 pub use occupancy::{
     occupancy_kernels, probe_occupancy, KernelShape, OccupancyQuery, OCCUPANCY_KERNELS,
 };
-pub use pages::{probe_page_math, PageMathProbe, PageMathRow, PAGE_MATH_CASES, PAGE_MATH_REPEATS};
+pub use pages::{
+    probe_page_math, PageMathProbe, PageMathRow, PAGE_MATH_CASES, PAGE_MATH_REPEATS,
+    PAGE_MATH_STREAM_CASES,
+};
 pub use partition::{probe_partition, PartitionProbe, PartitionRow, PARTITION_REPEATS};
 
 /// Dynamic shared memory of a CTA that must have an SM to itself: more than half an SM.

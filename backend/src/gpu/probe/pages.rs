@@ -1,5 +1,6 @@
 //! How long the operators' page loop takes over pages that have already landed: consumer warps
-//! computing weight pages held in shared memory, with nothing streaming around them. The
+//! computing weight pages held in shared memory, alone or beside a warp that keeps bulk copies
+//! landing in the same shared memory (as a producer fills its ring). The
 //! simulator charges each consumer warp `page_compute_ns` per page, and the persistent step's
 //! `compute` rung (103 µs, docs/perf.md) says the page math after each wait is on its critical
 //! path; this measures the loop itself (kernel `k_page_math` of the operators' own build, the
@@ -24,15 +25,24 @@ use mkc_ir::{Model, OpKind};
 /// pages after a wait.
 pub const PAGE_MATH_CASES: [(u32, u32); 6] = [(1, 1), (1, 2), (4, 4), (7, 7), (8, 8), (7, 10)];
 
+/// The cases run again beside a streaming warp (at most 7 computing warps: the eighth streams).
+pub const PAGE_MATH_STREAM_CASES: [(u32, u32); 4] = [(1, 1), (4, 4), (7, 7), (7, 10)];
+
 /// Launches of each case; the median is kept.
 pub const PAGE_MATH_REPEATS: usize = 5;
 
-/// Words per CTA in `k_page_math`'s records: NJ, rows per page, then (start ns, end ns, start
-/// cycle, end cycle) for each of its 8 warps (`PROBE_RECORD` in mkc.cu).
-const RECORD_WORDS: usize = 2 + 4 * 8;
+/// Bulk copies of one page the streaming warp keeps in flight.
+const STREAM_SLOTS: u32 = 3;
+
+/// The buffer the streaming warp reads (from HBM: far larger than L2).
+const STREAM_BYTES: usize = 256 << 20;
 
 /// Warps of `k_page_math`'s CTA.
-const PROBE_THREADS: u32 = 256;
+const PROBE_WARPS: usize = 8;
+
+/// Words per CTA in `k_page_math`'s records: NJ, rows per page, the streamer's bytes landed and
+/// ns, then (start ns, end ns, start cycle, end cycle) for each warp.
+const RECORD_WORDS: usize = 4 + 4 * PROBE_WARPS;
 
 /// One case: `warps` consumer warps over `pages` landed pages, the input slice in registers
 /// before the span or loaded inside it (an L2 hit).
@@ -45,6 +55,10 @@ pub struct PageMathRow {
     /// Whether each warp loads its input slice inside its timed span (never for a blocked
     /// loop, whose input is staged in shared memory before it).
     pub x_in_span: bool,
+    /// Whether a warp of the CTA kept bulk copies landing in its shared memory meanwhile.
+    pub beside_stream: bool,
+    /// That stream's rate per SM (GB/s; 0 without one), median over CTAs and launches.
+    pub stream_gbps: f64,
     /// Median over CTAs and launches of the CTA's span, first warp's start to last warp's end
     /// (ns).
     pub cta_ns: f64,
@@ -68,7 +82,7 @@ pub struct PageMathProbe {
     pub page_bytes: u32,
     /// The seed of the weights and input (fresh per run).
     pub seed: u32,
-    /// Every case, x before and inside the span.
+    /// Every case: the input before and inside the span, then beside a stream.
     pub rows: Vec<PageMathRow>,
 }
 
@@ -78,7 +92,7 @@ fn cta_spans(records: &[u64], warps: usize) -> (Vec<f64>, Vec<f64>) {
     records
         .chunks(RECORD_WORDS)
         .map(|r| {
-            let w = &r[2..2 + 4 * warps];
+            let w = &r[4..4 + 4 * warps];
             let span = |lo: usize, hi: usize| {
                 let start = w.chunks(4).map(|m| m[lo]).min().unwrap_or(0);
                 let end = w.chunks(4).map(|m| m[hi]).max().unwrap_or(0);
@@ -112,10 +126,14 @@ pub fn probe_page_math(
     let blocked = k_groups > 8;
     let module = ProbeModule::load(cubin)?;
     let most_pages = PAGE_MATH_CASES.iter().map(|c| c.1).max().unwrap_or(1);
-    // The pages, a blocked loop's staged input after them, and at least RESIDENT_SMEM, so that
-    // each CTA has an SM to itself.
-    let smem = |pages: u32| (pages * page_bytes + k as u32 * 4).max(RESIDENT_SMEM);
-    let kernel = module.kernel_with_smem("k_page_math", smem(most_pages))?;
+    // The pages, a blocked loop's staged input after them, the streamer's slots and their
+    // mbarriers, and at least RESIDENT_SMEM, so that each CTA has an SM to itself.
+    let smem = |pages: u32, stream: bool| {
+        let slots = if stream { STREAM_SLOTS } else { 0 };
+        ((pages + slots) * page_bytes + k as u32 * 4 + slots * 8).max(RESIDENT_SMEM)
+    };
+    let kernel = module.kernel_with_smem("k_page_math", smem(most_pages, true))?;
+    let stream_buf = DevBuf::new(STREAM_BYTES, "page-math stream")?;
     let streams = StreamPair::new()?;
     let sms = gpu.sms as u32;
     let elems = (most_pages * page_bytes / 2) as usize;
@@ -136,75 +154,99 @@ pub fn probe_page_math(
     let rec = DevBuf::new(sms as usize * RECORD_WORDS * 8, "page-math records")?;
     let mut rows = Vec::new();
     let placements: &[bool] = if blocked { &[false] } else { &[false, true] };
-    for &x_in_span in placements {
-        for (warps, pages) in PAGE_MATH_CASES {
-            let (mut ns, mut cycles, mut slowest, mut err) = (vec![], vec![], vec![], 0f64);
-            for _ in 0..PAGE_MATH_REPEATS {
-                // Poisoned before each launch: a row the kernel skips shows as NaN.
-                fill_bytes(y.ptr, 0xFF, y_len * 4, "page-math y")?;
-                fill_bytes(
-                    rec.ptr,
-                    0,
-                    sms as usize * RECORD_WORDS * 8,
-                    "page-math records",
-                )?;
-                let (mut wp, mut xp, mut yp, mut rp) = (w.ptr, x.ptr, y.ptr, rec.ptr);
-                let (mut np, mut nw, mut xs) = (pages as i32, warps as i32, i32::from(x_in_span));
-                let mut args = vec![
-                    arg(&mut wp),
-                    arg(&mut xp),
-                    arg(&mut yp),
-                    arg(&mut np),
-                    arg(&mut nw),
-                    arg(&mut xs),
-                    arg(&mut rp),
-                ];
-                launch(
-                    kernel,
-                    (sms, PROBE_THREADS, smem(pages)),
-                    streams.0,
-                    &mut args,
-                )?;
-                streams.sync("k_page_math")?;
-                let r = read_u64s(rec.ptr, sms as usize * RECORD_WORDS, "page-math records")?;
-                if (r[0], r[1]) != (k_groups as u64, rows_per_page as u64) {
-                    return Err(BackendError::Unsupported(format!(
+    let cases = placements
+        .iter()
+        .flat_map(|&x| PAGE_MATH_CASES.iter().map(move |&(w, p)| (w, p, x, false)))
+        .chain(
+            PAGE_MATH_STREAM_CASES
+                .iter()
+                .map(|&(w, p)| (w, p, false, true)),
+        );
+    for (warps, pages, x_in_span, beside_stream) in cases {
+        let (mut ns, mut cycles, mut slowest, mut err) = (vec![], vec![], vec![], 0f64);
+        let mut gbps = Vec::new();
+        for _ in 0..PAGE_MATH_REPEATS {
+            // Poisoned before each launch: a row the kernel skips shows as NaN.
+            fill_bytes(y.ptr, 0xFF, y_len * 4, "page-math y")?;
+            fill_bytes(
+                rec.ptr,
+                0,
+                sms as usize * RECORD_WORDS * 8,
+                "page-math records",
+            )?;
+            let (mut wp, mut xp, mut yp, mut rp) = (w.ptr, x.ptr, y.ptr, rec.ptr);
+            let (mut np, mut nw, mut xs) = (pages as i32, warps as i32, i32::from(x_in_span));
+            let mut sp = if beside_stream { stream_buf.ptr } else { 0 };
+            let mut spages = (STREAM_BYTES / page_bytes as usize) as i32;
+            let (mut slots, mut words) = (STREAM_SLOTS as i32, RECORD_WORDS as i32);
+            let mut args = vec![
+                arg(&mut wp),
+                arg(&mut xp),
+                arg(&mut yp),
+                arg(&mut np),
+                arg(&mut nw),
+                arg(&mut xs),
+                arg(&mut sp),
+                arg(&mut spages),
+                arg(&mut slots),
+                arg(&mut rp),
+                arg(&mut words),
+            ];
+            let threads = (32 * PROBE_WARPS) as u32;
+            launch(
+                kernel,
+                (sms, threads, smem(pages, beside_stream)),
+                streams.0,
+                &mut args,
+            )?;
+            streams.sync("k_page_math")?;
+            let r = read_u64s(rec.ptr, sms as usize * RECORD_WORDS, "page-math records")?;
+            if (r[0], r[1]) != (k_groups as u64, rows_per_page as u64) {
+                return Err(BackendError::Unsupported(format!(
                         "k_page_math ran a loop of {} column groups and {} rows per page; the model's O-projection has {k_groups} and {rows_per_page}",
                         r[0], r[1]
                     )));
-                }
-                let (n, c) = cta_spans(&r, warps as usize);
-                slowest.push(n.iter().copied().fold(0.0, f64::max));
-                ns.extend(n);
-                cycles.extend(c);
-                // Every CTA's rows against the CPU's, on the same bf16 weights.
-                let page_rows = (pages * rows_per_page) as usize;
-                let w_rows: Vec<u16> = (0..pages as usize)
-                    .flat_map(|i| (0..rows_per_page as usize).flat_map(move |r| page_row(i, r)))
-                    .copied()
-                    .collect();
-                let want = reference::matvec(&w_rows, &x_host, page_rows);
-                let mut got = vec![0f32; sms as usize * page_rows];
-                // SAFETY: y holds at least sms * page_rows f32; the stream is idle.
-                check(
-                    unsafe { result::memcpy_dtoh_sync(&mut got, y.ptr) },
-                    "cuMemcpyDtoH",
-                    "page-math y",
-                )?;
-                for cta in got.chunks(page_rows) {
-                    err = err.max(rel_l2(cta, &want));
-                }
             }
-            rows.push(PageMathRow {
-                warps,
-                pages,
-                x_in_span,
-                cta_ns: median(ns),
-                cta_cycles: median(cycles),
-                slowest_ns: median(slowest),
-                err,
-            });
+            if beside_stream {
+                // Bytes per ns are GB/s.
+                gbps.extend(
+                    r.chunks(RECORD_WORDS)
+                        .map(|c| c[2] as f64 / c[3].max(1) as f64),
+                );
+            }
+            let (n, c) = cta_spans(&r, warps as usize);
+            slowest.push(n.iter().copied().fold(0.0, f64::max));
+            ns.extend(n);
+            cycles.extend(c);
+            // Every CTA's rows against the CPU's, on the same bf16 weights.
+            let page_rows = (pages * rows_per_page) as usize;
+            let w_rows: Vec<u16> = (0..pages as usize)
+                .flat_map(|i| (0..rows_per_page as usize).flat_map(move |r| page_row(i, r)))
+                .copied()
+                .collect();
+            let want = reference::matvec(&w_rows, &x_host, page_rows);
+            let mut got = vec![0f32; sms as usize * page_rows];
+            // SAFETY: y holds at least sms * page_rows f32; the stream is idle.
+            check(
+                unsafe { result::memcpy_dtoh_sync(&mut got, y.ptr) },
+                "cuMemcpyDtoH",
+                "page-math y",
+            )?;
+            for cta in got.chunks(page_rows) {
+                err = err.max(rel_l2(cta, &want));
+            }
         }
+        rows.push(PageMathRow {
+            warps,
+            pages,
+            x_in_span,
+            beside_stream,
+            stream_gbps: if gbps.is_empty() { 0.0 } else { median(gbps) },
+            cta_ns: median(ns),
+            cta_cycles: median(cycles),
+            slowest_ns: median(slowest),
+            err,
+        });
     }
     Ok(PageMathProbe {
         k_groups,
@@ -223,9 +265,9 @@ mod tests {
     fn a_cta_span_runs_from_its_first_warp_start_to_its_last_warp_end() {
         let mut rec = vec![0u64; 2 * RECORD_WORDS];
         // CTA 0: warp 0 100..400 ns, warp 1 150..700 ns; cycles 10..20 and 5..50.
-        rec[2..10].copy_from_slice(&[100, 400, 10, 20, 150, 700, 5, 50]);
+        rec[4..12].copy_from_slice(&[100, 400, 10, 20, 150, 700, 5, 50]);
         // CTA 1: one warp 0..90, and a second warp not counted when one warp is asked for.
-        rec[RECORD_WORDS + 2..RECORD_WORDS + 10].copy_from_slice(&[0, 90, 0, 9, 0, 5000, 0, 1]);
+        rec[RECORD_WORDS + 4..RECORD_WORDS + 12].copy_from_slice(&[0, 90, 0, 9, 0, 5000, 0, 1]);
         let (ns, cycles) = cta_spans(&rec, 2);
         assert_eq!(ns, vec![600.0, 5000.0]);
         assert_eq!(cycles, vec![45.0, 9.0]);
