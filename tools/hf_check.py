@@ -1,14 +1,17 @@
 """The transformers oracle for mkc on a GPU machine (issue 18's correctness check).
 
 Builds a random-init checkpoint shaped like one of mkc's embedded models (`--model`: llama1b,
-the default, or llama3b; bf16, tied embeddings, rope_theta 5e5), runs `mkc run MODEL --weights
-DIR --logits-out` for each target, and teacher-forces
+the default, or llama3b; bf16, tied embeddings, rope_theta 5e5) or like a Llama-family model
+mkc has no file for (`--model tinyllama`: TinyLlama-1.1B's shape, untied embeddings, rope_theta
+1e4, vocabulary 32000; mkc then reads the checkpoint directory itself as its model, the one
+`mkc model` writes), runs `mkc run MODEL --weights DIR --logits-out` for each target, and
+teacher-forces
 transformers over mkc's own tokens, loaded from the same checkpoint in fp32 and in bf16 (loaded
 with from_pretrained, so RoPE's inv_freq stays f32). Passes when, per target, the median
 relative L2 of mkc's logits against fp32 is at most that of transformers' bf16 run, with no
 argmax disagreement on a step whose fp32 top-2 margin is clear.
 
-usage: python3 tools/hf_check.py MKC_BINARY OUT_DIR [--model llama1b|llama3b] [TARGET ...]
+usage: python3 tools/hf_check.py MKC_BINARY OUT_DIR [--model llama1b|llama3b|tinyllama] [TARGET ...]
 """
 import os
 import subprocess
@@ -23,12 +26,20 @@ PROMPT, TOKENS = 32, 48
 
 
 # The embedded models' shapes (models/*.ron), as transformers configures them.
+LLAMA3 = dict(vocab_size=128256, max_position_embeddings=131072, rope_theta=500000.0,
+              tie_word_embeddings=True)
 SHAPES = {
     "llama1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
-                    num_attention_heads=32, num_key_value_heads=8, head_dim=64),
+                    num_attention_heads=32, num_key_value_heads=8, head_dim=64, **LLAMA3),
     "llama3b": dict(hidden_size=3072, intermediate_size=8192, num_hidden_layers=28,
-                    num_attention_heads=24, num_key_value_heads=8, head_dim=128),
+                    num_attention_heads=24, num_key_value_heads=8, head_dim=128, **LLAMA3),
+    # No model file: mkc runs the checkpoint directory as its model.
+    "tinyllama": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
+                      num_attention_heads=32, num_key_value_heads=4, head_dim=64,
+                      vocab_size=32000, max_position_embeddings=2048, rope_theta=10000.0,
+                      tie_word_embeddings=False),
 }
+EMBEDDED = {"llama1b", "llama3b"}
 
 
 def main():
@@ -42,8 +53,7 @@ def main():
     targets = args or ["persistent", "pdl"]
     ckpt = os.path.join(out, "ckpt")
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=128256, max_position_embeddings=131072, rms_norm_eps=1e-5,
-                      rope_theta=500000.0, tie_word_embeddings=True, **SHAPES[model])
+    cfg = LlamaConfig(rms_norm_eps=1e-5, **SHAPES[model])
     LlamaForCausalLM(cfg).to(torch.bfloat16).save_pretrained(ckpt)
     rng = np.random.default_rng(1)
     prompt = [int(t) for t in rng.integers(0, cfg.vocab_size, PROMPT)]
@@ -53,7 +63,8 @@ def main():
     ok = True
     for target in targets:
         npy = os.path.join(out, f"logits_{target}.npy")
-        run = subprocess.run([mkc, "run", model, "--weights", ckpt, "--target", target,
+        run = subprocess.run([mkc, "run", model if model in EMBEDDED else ckpt, "--weights", ckpt,
+                              "--target", target,
                               "--prompt-ids", ",".join(map(str, prompt)), "--tokens", str(TOKENS),
                               "--logits-out", npy], capture_output=True, text=True)
         print(run.stdout + run.stderr)
