@@ -125,7 +125,12 @@ pub fn probe_page_math(
     let k = (k_groups * 256) as usize;
     let blocked = k_groups > 8;
     let module = ProbeModule::load(cubin)?;
-    let most_pages = PAGE_MATH_CASES.iter().map(|c| c.1).max().unwrap_or(1);
+    let most_pages = PAGE_MATH_CASES
+        .iter()
+        .chain(&PAGE_MATH_STREAM_CASES)
+        .map(|c| c.1)
+        .max()
+        .unwrap_or(1);
     // The pages, a blocked loop's staged input after them, the streamer's slots and their
     // mbarriers, and at least RESIDENT_SMEM, so that each CTA has an SM to itself.
     let smem = |pages: u32, stream: bool| {
