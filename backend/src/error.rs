@@ -29,6 +29,14 @@ pub enum BackendError {
         /// Seconds waited.
         seconds: f64,
     },
+    /// A probe's kernels did not finish in time (a probe kernel that spins on a barrier or a
+    /// flag): stopped rather than waited for.
+    ProbeStalled {
+        /// The probe kernel waited for.
+        kernel: String,
+        /// Seconds waited.
+        seconds: f64,
+    },
     /// Unsupported configuration for the backend (user error).
     Unsupported(String),
     /// Weights could not be loaded (user error).
@@ -59,6 +67,11 @@ impl fmt::Display for BackendError {
                 f,
                 "watchdog: the {target} step at position {pos} did not finish within {seconds:.1} s; \
                  the GPU run was stopped"
+            ),
+            BackendError::ProbeStalled { kernel, seconds } => write!(
+                f,
+                "watchdog: the probe kernel {kernel} did not finish within {seconds:.1} s; the \
+                 probe was stopped"
             ),
             BackendError::Unsupported(why) => write!(f, "{why}"),
             BackendError::Weights(why) => write!(f, "{why}"),

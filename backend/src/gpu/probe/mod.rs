@@ -38,6 +38,10 @@ pub use pages::{
 };
 pub use partition::{probe_partition, PartitionProbe, PartitionRow, PARTITION_REPEATS};
 
+/// Longest a probe waits for its kernels (each runs milliseconds; the longest, a 3 ms stream
+/// and the L2 evictions, well under a second).
+const PROBE_WATCHDOG: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// Dynamic shared memory of a CTA that must have an SM to itself: more than half an SM.
 pub const RESIDENT_SMEM: u32 = 120 * 1024;
 
@@ -94,15 +98,33 @@ impl StreamPair {
         Ok(StreamPair(make()?, make()?))
     }
 
-    /// Waits for both streams.
+    /// Waits for both streams, at most [`PROBE_WATCHDOG`]: a probe kernel that never finishes
+    /// (it spins on an mbarrier or a flag) is reported by name instead of hanging the process.
     fn sync(&self, what: &str) -> Result<(), BackendError> {
+        let started = std::time::Instant::now();
         for s in [self.0, self.1] {
-            // SAFETY: the stream is live.
-            check(
-                unsafe { result::stream::synchronize(s) },
-                "cuStreamSynchronize",
-                what,
-            )?;
+            loop {
+                // SAFETY: the stream is live.
+                match unsafe { sys::cuStreamQuery(s) } {
+                    sys::CUresult::CUDA_SUCCESS => break,
+                    sys::CUresult::CUDA_ERROR_NOT_READY => {}
+                    e => {
+                        return Err(BackendError::Cuda {
+                            call: "cuStreamQuery",
+                            context: what.to_string(),
+                            error: format!("{e:?}"),
+                        })
+                    }
+                }
+                if started.elapsed() > PROBE_WATCHDOG {
+                    super::device::STALLED.store(true, std::sync::atomic::Ordering::SeqCst);
+                    return Err(BackendError::ProbeStalled {
+                        kernel: what.to_string(),
+                        seconds: PROBE_WATCHDOG.as_secs_f64(),
+                    });
+                }
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
         }
         Ok(())
     }
