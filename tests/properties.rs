@@ -6,7 +6,7 @@ mod common;
 use common::{arb_model, device};
 use mkc_ir::lower::lower;
 use mkc_scheduler::check::{check, check_graph};
-use mkc_scheduler::{compile, CompileOptions, Plan, Policy, Target, Trigger};
+use mkc_scheduler::{compile, CompileOptions, Plan, Policy, Schedule, Target, Trigger};
 use proptest::prelude::*;
 
 fn options(target: Target, policy: Policy) -> CompileOptions {
@@ -61,6 +61,9 @@ proptest! {
         for e in &c.summary.estimates {
             prop_assert!(e.gap >= -1e-9, "{} beats the bound by {}", e.policy, e.gap);
         }
+        // What `compile -o` writes reads back as itself: its graph is its model's lowering.
+        let json = serde_json::to_string(&c.schedule).unwrap();
+        prop_assert_eq!(&Schedule::parse("p.json", &json).unwrap(), &c.schedule);
     }
 
     /// Chain targets: the checker's rules (every operator once, in order, launching its
@@ -85,6 +88,8 @@ proptest! {
         let edges = &c.summary.edges;
         prop_assert_eq!(edges.programmatic + edges.full, 5 * layers as u32);
         prop_assert_eq!(edges.programmatic == 0, !pdl);
+        let json = serde_json::to_string(&c.schedule).unwrap();
+        prop_assert_eq!(&Schedule::parse("c.json", &json).unwrap(), &c.schedule);
     }
 }
 
