@@ -48,18 +48,22 @@ fn float_key(dir: &Path, c: &Value, key: &str, default: f64) -> Result<f64, Back
     }
 }
 
+/// The architectures mkc computes exactly: Llama, and Mistral, whose decoder is Llama's but
+/// for a sliding attention window (bounded by [`sliding_window`]).
+const MODEL_TYPES: [&str; 2] = ["llama", "mistral"];
+
 /// Refuses what mkc's kernels and CPU reference do not compute (they would give a silently
 /// wrong number): another architecture, another activation, biases, RoPE scaling.
 fn check_semantics(dir: &Path, c: &Value) -> Result<(), BackendError> {
     let shown = |v: &Value| mkc_ir::error::shorten(&v.to_string());
     match c.get("model_type") {
-        Some(Value::String(t)) if t == "llama" => {}
+        Some(Value::String(t)) if MODEL_TYPES.contains(&t.as_str()) => {}
         Some(v) => {
             return Err(err(
                 dir,
                 format!(
-                    "config.json: `model_type` is {}; mkc runs Llama checkpoints \
-                     (`\"llama\"`) only. Fix: use a Llama-family checkpoint",
+                    "config.json: `model_type` is {}; mkc runs Llama-family checkpoints \
+                     (`\"llama\"`, `\"mistral\"`) only. Fix: use a Llama-family checkpoint",
                     shown(v)
                 ),
             ))
@@ -102,6 +106,13 @@ fn check_semantics(dir: &Path, c: &Value) -> Result<(), BackendError> {
         }
     }
     Ok(())
+}
+
+/// The attention window config.json sets (`sliding_window`, Mistral's; absent or null: none).
+/// mkc's attention attends to every position, which is the windowed attention's result only
+/// while positions stay within the window: runs are bounded by it.
+fn sliding_window(dir: &Path, c: &Value) -> Result<Option<u32>, BackendError> {
+    Ok(int_key(dir, c, "sliding_window")?.map(|w| u32::try_from(w).unwrap_or(u32::MAX)))
 }
 
 /// Llama 3 RoPE scaling's keys in config.json, with the values `s` gives them.
@@ -333,8 +344,9 @@ pub struct ConfigShape {
     /// The geometry (bf16 weights), with Hugging Face's defaults where a key may be absent
     /// (`rope_theta` 10000, `rms_norm_eps` 1e-6, untied embeddings).
     pub geometry: Geometry,
-    /// The positions the checkpoint was trained for (`max_position_embeddings`; absent: none
-    /// said).
+    /// The positions the checkpoint computes as mkc does: those it was trained for
+    /// (`max_position_embeddings`), at most its attention window (`sliding_window`); absent:
+    /// none said.
     pub context: Option<u32>,
 }
 
@@ -403,8 +415,14 @@ pub fn parse_config_shape(dir: &Path, text: &str) -> Result<ConfigShape, Backend
         tied_embeddings: config_tied(dir, &c)?,
         dtype: mkc_ir::model::Dtype::Bf16,
     };
-    let context =
+    // A sliding window shorter than the trained context bounds the positions mkc computes
+    // exactly (its attention has no window).
+    let trained =
         int_key(dir, &c, "max_position_embeddings")?.map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+    let context = match (trained, sliding_window(dir, &c)?) {
+        (Some(t), Some(w)) => Some(t.min(w)),
+        (t, w) => t.or(w),
+    };
     Ok(ConfigShape { geometry, context })
 }
 
@@ -444,6 +462,20 @@ fn check_config(dir: &Path, model: &Model) -> Result<(), BackendError> {
     ] {
         if (got - want).abs() > 1e-6 * want.abs() {
             wrong.push(format!("{key} = {got:e} (model file's {field}: {want:e})"));
+        }
+    }
+    if let Some(w) = sliding_window(dir, &c)? {
+        if model.workload.max_seq_len > w {
+            return Err(err(
+                dir,
+                format!(
+                    "config.json: `sliding_window` is {w}, and the model file's \
+                     workload.max_seq_len {} goes past it; mkc's attention has no window, so \
+                     later positions would differ from the checkpoint's. Fix: set \
+                     workload.max_seq_len to at most {w}",
+                    model.workload.max_seq_len
+                ),
+            ));
         }
     }
     let tied = config_tied(dir, &c)?;

@@ -383,3 +383,42 @@ fn config_shape_reads_back_the_geometry_a_config_describes() {
         "{err}"
     );
 }
+
+/// A Mistral checkpoint is Llama's decoder with a sliding attention window: it loads as a
+/// Llama one while no run goes past its window, which bounds the context `mkc model` reads, and
+/// a model file whose KV capacity goes past the window is refused by key with the fix.
+#[test]
+fn mistral_checkpoints_load_within_their_sliding_window() {
+    let m = resolve_model("tiny").unwrap();
+    let dir = Dir::new("mistral");
+    let mut c = config(&m);
+    c["model_type"] = json!("mistral");
+    c["sliding_window"] = json!(null);
+    write(&dir.0, &c, &[tensors(&m)]);
+    weights::load_checkpoint(&dir.0, &m).expect("a Mistral checkpoint without a window loads");
+    // A window at least the model file's KV capacity changes nothing mkc computes.
+    c["sliding_window"] = json!(m.workload.max_seq_len);
+    write(&dir.0, &c, &[tensors(&m)]);
+    weights::load_checkpoint(&dir.0, &m).expect("a window past every position loads");
+    c["sliding_window"] = json!(m.workload.max_seq_len - 1);
+    refused(
+        "mistral_window",
+        &c,
+        &[tensors(&m)],
+        &["sliding_window", "workload.max_seq_len", "Fix"],
+    );
+    // The context config_shape reads: the trained positions, at most the window.
+    c["max_position_embeddings"] = json!(32768);
+    c["sliding_window"] = json!(4096);
+    std::fs::write(dir.0.join("config.json"), c.to_string()).unwrap();
+    assert_eq!(
+        mkc_backend::config_shape(&dir.0).unwrap().context,
+        Some(4096)
+    );
+    c["sliding_window"] = json!(null);
+    std::fs::write(dir.0.join("config.json"), c.to_string()).unwrap();
+    assert_eq!(
+        mkc_backend::config_shape(&dir.0).unwrap().context,
+        Some(32768)
+    );
+}
