@@ -4,14 +4,16 @@ Builds a random-init checkpoint shaped like one of mkc's embedded models (`--mod
 the default, or llama3b; bf16, tied embeddings, rope_theta 5e5) or like a Llama-family model
 mkc has no file for (`--model tinyllama`: TinyLlama-1.1B's shape, untied embeddings, rope_theta
 1e4, vocabulary 32000; mkc then reads the checkpoint directory itself as its model, the one
-`mkc model` writes), runs `mkc run MODEL --weights DIR --logits-out` for each target, and
+`mkc model` writes; `--model mistral`: a small Mistral, model_type "mistral", whose sliding
+window lies past the run), runs `mkc run MODEL --weights DIR --logits-out` for each target, and
 teacher-forces
 transformers over mkc's own tokens, loaded from the same checkpoint in fp32 and in bf16 (loaded
 with from_pretrained, so RoPE's inv_freq stays f32). Passes when, per target, the median
 relative L2 of mkc's logits against fp32 is at most that of transformers' bf16 run, with no
 argmax disagreement on a step whose fp32 top-2 margin is clear.
 
-usage: python3 tools/hf_check.py MKC_BINARY OUT_DIR [--model llama1b|llama3b|tinyllama] [TARGET ...]
+usage: python3 tools/hf_check.py MKC_BINARY OUT_DIR [--model llama1b|llama3b|tinyllama|mistral]
+       [TARGET ...]
 """
 import os
 import subprocess
@@ -19,7 +21,7 @@ import sys
 
 import numpy as np
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
 
 CLEAR_MARGIN = 0.1  # logits: a top-2 gap above this is not a rounding question
 PROMPT, TOKENS = 32, 48
@@ -38,7 +40,13 @@ SHAPES = {
                       num_attention_heads=32, num_key_value_heads=4, head_dim=64,
                       vocab_size=32000, max_position_embeddings=2048, rope_theta=10000.0,
                       tie_word_embeddings=False),
+    # A small Mistral (model_type "mistral", head_dim 128, a sliding window past the run).
+    "mistral": dict(hidden_size=2048, intermediate_size=7168, num_hidden_layers=8,
+                    num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+                    vocab_size=32768, max_position_embeddings=32768, rope_theta=1000000.0,
+                    tie_word_embeddings=False, sliding_window=4096),
 }
+ARCH = {"mistral": (MistralConfig, MistralForCausalLM)}
 EMBEDDED = {"llama1b", "llama3b"}
 
 
@@ -53,13 +61,14 @@ def main():
     targets = args or ["persistent", "pdl"]
     ckpt = os.path.join(out, "ckpt")
     torch.manual_seed(0)
-    cfg = LlamaConfig(rms_norm_eps=1e-5, **SHAPES[model])
-    LlamaForCausalLM(cfg).to(torch.bfloat16).save_pretrained(ckpt)
+    config_class, model_class = ARCH.get(model, (LlamaConfig, LlamaForCausalLM))
+    cfg = config_class(rms_norm_eps=1e-5, **SHAPES[model])
+    model_class(cfg).to(torch.bfloat16).save_pretrained(ckpt)
     rng = np.random.default_rng(1)
     prompt = [int(t) for t in rng.integers(0, cfg.vocab_size, PROMPT)]
     oracles = {}
     for name, dtype in [("fp32", torch.float32), ("bf16", torch.bfloat16)]:
-        oracles[name] = LlamaForCausalLM.from_pretrained(ckpt, dtype=dtype).cuda().eval()
+        oracles[name] = model_class.from_pretrained(ckpt, dtype=dtype).cuda().eval()
     ok = True
     for target in targets:
         npy = os.path.join(out, f"logits_{target}.npy")
