@@ -351,3 +351,46 @@ fn table(model: &str, reports: &[SimReport]) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `bench` and `run` print beside a measurement is `mkc simulate`'s figure for the same
+    /// schedule, and with `ablate` the same ladder `mkc simulate --ablate` prints.
+    #[test]
+    fn a_prediction_is_the_simulators_figure_for_the_schedule() {
+        let model = mkc_ir::embedded::resolve_model("llama1b").unwrap();
+        let device = mkc_ir::embedded::resolve_device("h200").unwrap();
+        for target in [Target::Persistent, Target::Pdl] {
+            let opts = CompileOptions {
+                target,
+                ..CompileOptions::default()
+            };
+            let s = compile(&model, &device, &opts).schedule;
+            let p = predict(&model, &s, false, Trigger::Early, true).unwrap();
+            assert_eq!(p.ablation.len(), mkc_catalogue::Ablation::LADDER.len());
+            // The same as simulating the schedule with the same figures, as `simulate` does.
+            let mut with_figures = s.clone();
+            if let Some(infos) = crate::commands::kernels::resource_figures(
+                ResourcesArg::Auto,
+                &model,
+                target == Target::Persistent,
+            )
+            .unwrap()
+            {
+                mkc_backend::kernels::apply_to_schedule(&mut with_figures, &infos);
+            }
+            let sim = SimOptions {
+                trigger: Some(Trigger::Early),
+                ..SimOptions::default()
+            };
+            let (direct, _) = simulate(&with_figures, &device, &sim, None).unwrap();
+            assert_eq!(p.step.step_us, direct.step.step_us, "{target:?}");
+            // Taken as written (a schedule file), the figures are not reapplied.
+            let as_written = predict(&model, &s, true, Trigger::Early, false).unwrap();
+            let (plain, _) = simulate(&s, &device, &sim, None).unwrap();
+            assert_eq!(as_written.step.step_us, plain.step.step_us, "{target:?}");
+        }
+    }
+}
