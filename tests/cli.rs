@@ -964,7 +964,7 @@ fn model_writes_a_model_file_for_a_checkpoint_config() {
     let e = mkc(&["model", empty.to_str().unwrap()]);
     assert_eq!(e.status.code(), Some(2));
     assert!(stderr(&e).contains("config.json"), "{}", stderr(&e));
-    std::fs::write(empty.join("config.json"), r#"{"model_type": "mistral"}"#).unwrap();
+    std::fs::write(empty.join("config.json"), r#"{"model_type": "qwen2"}"#).unwrap();
     let e = mkc(&["model", empty.to_str().unwrap()]);
     assert_eq!(e.status.code(), Some(2));
     assert!(stderr(&e).contains("model_type"), "{}", stderr(&e));
