@@ -272,10 +272,12 @@ pub(crate) fn kv_position_bytes(model: &Model) -> u64 {
 
 /// Bytes of independent loads (weights, KV history) one CTA of operator `kind` holds before
 /// its wait: a streaming kernel's page ring (its producer can run no further ahead until the
-/// consumers free a slot, which they do only after the wait), attention's KV chunk.
+/// consumers free a slot, which they do only after the wait), as many pages as it has slots,
+/// each the weight bytes a page carries (less than a slot where rows do not fill it);
+/// attention's KV chunk.
 pub fn prefetch_bytes(model: &Model, kind: OpKind) -> u64 {
     match stream(model, kind) {
-        Some(s) => s.slots() as u64 * s.work.page_bytes as u64,
+        Some(s) => s.slots() as u64 * s.work.page_weight_bytes(),
         None => attention_chunk(model) as u64 * kv_position_bytes(model),
     }
 }

@@ -37,6 +37,12 @@ impl MatvecWork {
         (fit.min(self.out_rows as u64 * per_matrix as u64) as u32).max(per_matrix)
     }
 
+    /// Weight bytes a page carries: its matrix rows of one K chunk (at most `page_bytes`: a
+    /// page of 3072-column rows holds two, 12 KiB of its 16 KiB slot).
+    pub fn page_weight_bytes(&self) -> u64 {
+        self.page_rows() as u64 * self.k as u64 * self.elem_bytes as u64
+    }
+
     /// Output rows of one page (matrix rows, halved for a paired page).
     pub fn page_out(&self) -> u32 {
         self.page_rows() / if self.paired { 2 } else { 1 }
@@ -69,7 +75,7 @@ impl MatvecWork {
 
     /// Weight bytes of one task (its pages' matrix rows, both matrices when paired).
     pub fn task_weight_bytes(&self) -> u64 {
-        self.task_pages as u64 * self.page_rows() as u64 * self.k as u64 * self.elem_bytes as u64
+        self.task_pages as u64 * self.page_weight_bytes()
     }
 
     /// K chunk and first output row of task `t`.

@@ -4,7 +4,8 @@
 //!
 //! Each SM has a loader and a consumer. The loader walks the SM's whole stream in order, as the
 //! kernel's producer lane does: a matvec task's weights go into the page ring page by page (the
-//! kernel's slots x page bytes, `persistent_prefetch_bytes`), attention's KV history into its
+//! kernel's slots, one page each, a page carrying its operator's rows of a K chunk: 12 KiB of
+//! a 16 KiB slot for 3072-column rows), attention's KV history into its
 //! own region, which holds one attention instruction's history and is free again once the
 //! previous attention instruction has ended. It never waits on a counter, only for room: a full
 //! ring stops it until the consumers free a page, and its next page then lands
@@ -68,7 +69,7 @@ struct Sm {
     stalled: bool,
     /// When the loader may issue again (after a refill latency).
     resume_at: f64,
-    /// Weight bytes issued into the ring and not yet consumed.
+    /// Ring slots holding a page no consumer has taken yet.
     ring_used: f64,
     /// Loads of the current instruction consumed so far.
     consumed: usize,
@@ -96,18 +97,26 @@ pub fn simulate(
     let g = &s.graph;
     let lat = &device.latencies;
     let (bw, cap) = bandwidths(device);
-    // What the kernel's page ring holds ahead of its consumers, for every matvec (the chain's
-    // down ring where the kernel cannot run the model). Attention's KV history has a region
-    // of its own, which the loader's order, not its size, limits.
-    let ring = s
+    // The pages the kernel's ring holds ahead of its consumers: its slots, one page each
+    // whatever the page carries (where the kernel cannot run the model, the chain's down ring
+    // in pages). Attention's KV history has a region of its own, which the loader's order, not
+    // its size, limits.
+    let ring_slots = s
         .model
         .as_ref()
-        .map_or(plan.resources.dynamic_smem_bytes as f64, |m| {
-            let down = mkc_ir::OpKind::Down;
-            mkc_catalogue::persistent_prefetch_bytes(m, down)
-                .unwrap_or_else(|| mkc_catalogue::prefetch_bytes(m, down)) as f64
-        })
-        .max(1.0);
+        .map_or(
+            plan.resources.dynamic_smem_bytes as f64
+                / mkc_ir::model::Lowering::default().page_bytes as f64,
+            |m| match mkc_catalogue::persistent_layout(m) {
+                Ok(l) => l.slots as f64,
+                Err(_) => {
+                    let down = mkc_ir::OpKind::Down;
+                    mkc_catalogue::stream(m, down).map_or(1.0, |st| st.slots() as f64)
+                }
+            },
+        )
+        .max(1.0)
+        .floor();
     let kind_of = |t: mkc_ir::TaskId| g.op(g.task(t).op).kind;
     // The consumer warps that compute the pages.
     let warps = s
@@ -116,12 +125,20 @@ pub fn simulate(
         .map_or(mkc_catalogue::PERSISTENT_WARPS, |m| {
             mkc_catalogue::persistent_warps(&m.tuning)
         });
-    let page_bytes = s
+    // The weight bytes one page of each operator carries (its rows of a K chunk: less than the
+    // page size where rows do not fill it); the page size where the model is not embedded.
+    let default_page = s
         .model
         .as_ref()
         .map_or(mkc_ir::model::Lowering::default().page_bytes, |m| {
             m.lowering.page_bytes
         }) as f64;
+    let page_bytes_of = |kind: mkc_ir::OpKind| {
+        s.model
+            .as_ref()
+            .and_then(|m| mkc_ir::work::matvec(m, kind))
+            .map_or(default_page, |w| w.page_weight_bytes() as f64)
+    };
     let mut pool: Pool<(usize, usize)> = Pool::new(bw, cap);
     let mut queue: EventQueue<Event> = EventQueue::default();
     let mut sms: Vec<Sm> = plan
@@ -144,7 +161,7 @@ pub fn simulate(
                     let pages = if kv {
                         1
                     } else {
-                        pages_in(bytes, page_bytes).max(1)
+                        pages_in(bytes, page_bytes_of(kind_of(t))).max(1)
                     };
                     for p in 0..pages {
                         loads.push(Load {
@@ -198,7 +215,7 @@ pub fn simulate(
                 // The region is free once the previous attention instruction has ended.
                 st.prev_attention[ins_j].is_none_or(|p| st.consumer > p)
             } else {
-                st.ring_used == 0.0 || st.ring_used + bytes <= ring
+                st.ring_used < ring_slots
             };
             if !fits {
                 st.stalled = true;
@@ -211,7 +228,7 @@ pub fn simulate(
             }
             st.next_load += 1;
             if !kv {
-                st.ring_used += bytes;
+                st.ring_used += 1.0;
             }
             if bytes > 0.0 {
                 st.loading = true;
@@ -232,7 +249,7 @@ pub fn simulate(
         while lo + st.consumed < hi && st.loads[lo + st.consumed].landed {
             let load = &st.loads[lo + st.consumed];
             if !load.kv {
-                st.ring_used -= load.bytes;
+                st.ring_used -= 1.0;
                 // The page's products (a load is one page).
                 if load.bytes > 0.0 {
                     st.math.take(load.landed_at);
