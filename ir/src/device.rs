@@ -146,8 +146,10 @@ pub struct Latencies {
     /// `attention_head_ns` per query head of the task. Absent in older profiles: 0.
     #[serde(default)]
     pub attention_task_ns: f64,
-    /// What each query head of an attention task adds to `attention_task_ns`. Absent in
-    /// older profiles: 0.
+    /// What each query head of an attention task adds to `attention_task_ns`, at a head
+    /// dimension of [`ATTENTION_HEAD_DIM`] (the measured shape's): a head's work (q·k over its
+    /// dimension for every position, then the weighted sum of V) scales with its dimension.
+    /// Absent in older profiles: 0.
     #[serde(default)]
     pub attention_head_ns: f64,
     /// One consumer warp's dot products over one weight page that has landed (~900
@@ -159,6 +161,9 @@ pub struct Latencies {
     #[serde(default)]
     pub page_compute_ns: f64,
 }
+
+/// The head dimension `attention_head_ns` is given at (Llama-3.2-1B's, where it was measured).
+pub const ATTENTION_HEAD_DIM: u32 = 64;
 
 /// Everything mkc knows about one GPU.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

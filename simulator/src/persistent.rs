@@ -16,8 +16,9 @@
 //! room; its consumer warps take the pages in turn, each `page_compute_ns` per page, a page no
 //! sooner than it landed (the room is freed as a page is taken, not when its products are
 //! done: a little optimistic for the loader). Attention computes (scores, softmax, output:
-//! `attention_task_ns` plus `attention_head_ns` per query head of the task, from the chain
-//! kernel's clock marks) once staged and its history landed. The instruction ends when all of
+//! `attention_task_ns` plus `attention_head_ns` per query head of the task, scaled by its head
+//! dimension against the measured 64; from the chain kernel's clock marks) once staged and its
+//! history landed. The instruction ends when all of
 //! that is done (its last page's products, or attention's compute); its signals leave
 //! `release_ns` later (the release waits for its stores' acknowledgement), and the SM admits
 //! its next instruction no sooner.
@@ -335,8 +336,16 @@ pub fn simulate(
                 let products = st.math.done().max(now);
                 if kind == mkc_ir::OpKind::Attention && !ablate.attention {
                     st.computing = true;
-                    let heads = s.model.as_ref().map_or(1, |m| m.heads_per_attention_task());
-                    let per_task = lat.attention_task_ns + lat.attention_head_ns * heads as f64;
+                    // Each query head's work scales with its dimension.
+                    let (heads, head_dim) = s
+                        .model
+                        .as_ref()
+                        .map_or((1, mkc_ir::device::ATTENTION_HEAD_DIM), |m| {
+                            (m.heads_per_attention_task(), m.geometry.head_dim)
+                        });
+                    let per_head = lat.attention_head_ns * head_dim as f64
+                        / mkc_ir::device::ATTENTION_HEAD_DIM as f64;
+                    let per_task = lat.attention_task_ns + per_head * heads as f64;
                     queue.push(now + per_task * ins.count as f64, Event::Computed(sm));
                 } else if products > now {
                     st.computing = true;
