@@ -78,6 +78,35 @@ pub(super) fn stalled() -> bool {
     STALLED.load(std::sync::atomic::Ordering::SeqCst)
 }
 
+/// Polls `stream` (`what` names it in errors) until its work is done, `Ok(true)`, or until
+/// `deadline`, `Ok(false)` with [`STALLED`] set: the watchdog of every wait that must not hang
+/// behind a spinning kernel. The caller says what stalled.
+pub(super) fn wait_stream(
+    stream: sys::CUstream,
+    what: &str,
+    deadline: std::time::Instant,
+) -> Result<bool, BackendError> {
+    loop {
+        // SAFETY: the caller's stream is live.
+        match unsafe { sys::cuStreamQuery(stream) } {
+            sys::CUresult::CUDA_SUCCESS => return Ok(true),
+            sys::CUresult::CUDA_ERROR_NOT_READY => {}
+            e => {
+                return Err(BackendError::Cuda {
+                    call: "cuStreamQuery",
+                    context: what.to_string(),
+                    error: format!("{e:?}"),
+                })
+            }
+        }
+        if std::time::Instant::now() > deadline {
+            STALLED.store(true, std::sync::atomic::Ordering::SeqCst);
+            return Ok(false);
+        }
+        std::thread::sleep(std::time::Duration::from_micros(20));
+    }
+}
+
 impl Drop for Gpu {
     fn drop(&mut self) {
         if stalled() {

@@ -7,11 +7,11 @@
 
 use std::time::{Duration, Instant};
 
-use cudarc::driver::{result, sys};
+use cudarc::driver::result;
 use mkc_ir::OpKind;
 use mkc_scheduler::Schedule;
 
-use super::device::{fill_bytes, upload, STALLED};
+use super::device::{fill_bytes, upload, wait_stream};
 use super::launch::{op_fn, GridLaunch};
 use super::Runner;
 use crate::error::{check, BackendError};
@@ -376,29 +376,13 @@ impl Runner {
 
     /// Waits for the runner's stream, or stops with a watchdog error after `limit`.
     fn finish_within(&self, what: &str, limit: Duration) -> Result<(), BackendError> {
-        let started = Instant::now();
-        loop {
-            // SAFETY: the stream belongs to this runner.
-            match unsafe { sys::cuStreamQuery(self.stream) } {
-                sys::CUresult::CUDA_SUCCESS => return Ok(()),
-                sys::CUresult::CUDA_ERROR_NOT_READY => {}
-                e => {
-                    return Err(BackendError::Cuda {
-                        call: "cuStreamQuery",
-                        context: what.to_string(),
-                        error: format!("{e:?}"),
-                    })
-                }
-            }
-            if started.elapsed() > limit {
-                STALLED.store(true, std::sync::atomic::Ordering::SeqCst);
-                return Err(BackendError::Watchdog {
-                    target: what.to_string(),
-                    pos: 0,
-                    seconds: limit.as_secs_f64(),
-                });
-            }
-            std::thread::sleep(Duration::from_micros(20));
+        if wait_stream(self.stream, what, Instant::now() + limit)? {
+            return Ok(());
         }
+        Err(BackendError::Watchdog {
+            target: what.to_string(),
+            pos: 0,
+            seconds: limit.as_secs_f64(),
+        })
     }
 }

@@ -18,7 +18,7 @@ use std::ffi::c_void;
 
 use cudarc::driver::{result, sys};
 
-use super::device::stalled;
+use super::device::{stalled, wait_stream};
 use super::launch::arg;
 use super::setup::{func, load_module, opt_in_smem};
 use crate::error::{check, BackendError};
@@ -101,29 +101,13 @@ impl StreamPair {
     /// Waits for both streams, at most [`PROBE_WATCHDOG`]: a probe kernel that never finishes
     /// (it spins on an mbarrier or a flag) is reported by name instead of hanging the process.
     fn sync(&self, what: &str) -> Result<(), BackendError> {
-        let started = std::time::Instant::now();
+        let deadline = std::time::Instant::now() + PROBE_WATCHDOG;
         for s in [self.0, self.1] {
-            loop {
-                // SAFETY: the stream is live.
-                match unsafe { sys::cuStreamQuery(s) } {
-                    sys::CUresult::CUDA_SUCCESS => break,
-                    sys::CUresult::CUDA_ERROR_NOT_READY => {}
-                    e => {
-                        return Err(BackendError::Cuda {
-                            call: "cuStreamQuery",
-                            context: what.to_string(),
-                            error: format!("{e:?}"),
-                        })
-                    }
-                }
-                if started.elapsed() > PROBE_WATCHDOG {
-                    super::device::STALLED.store(true, std::sync::atomic::Ordering::SeqCst);
-                    return Err(BackendError::ProbeStalled {
-                        kernel: what.to_string(),
-                        seconds: PROBE_WATCHDOG.as_secs_f64(),
-                    });
-                }
-                std::thread::sleep(std::time::Duration::from_micros(50));
+            if !wait_stream(s, what, deadline)? {
+                return Err(BackendError::ProbeStalled {
+                    kernel: what.to_string(),
+                    seconds: PROBE_WATCHDOG.as_secs_f64(),
+                });
             }
         }
         Ok(())
