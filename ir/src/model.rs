@@ -207,9 +207,7 @@ impl Workload {
     pub fn typical_kv_len(&self) -> u32 {
         self.prompt_len.saturating_add(self.generate / 2)
     }
-}
 
-impl Workload {
     /// The default workload with its KV capacity lowered to `context` (a checkpoint's
     /// `max_position_embeddings`) where that is shorter, and its tokens to what fits: positions
     /// past the trained context are not a run anyone would measure.

@@ -5,9 +5,9 @@
 //! Each SM has a loader and a consumer. The loader walks the SM's whole stream in order, as the
 //! kernel's producer lane does: a matvec task's weights go into the page ring page by page (the
 //! kernel's slots, one page each, a page carrying its operator's rows of a K chunk: 12 KiB of
-//! a 16 KiB slot for 3072-column rows), attention's KV history into its
-//! own region, which holds one attention instruction's history and is free again once the
-//! previous attention instruction has ended. It never waits on a counter, only for room: a full
+//! a 16 KiB slot for 3072-column rows), attention's KV history into its own region, which
+//! holds one attention instruction's history and is free again once the previous attention
+//! instruction has ended. It never waits on a counter, only for room: a full
 //! ring stops it until the consumers free a page, and its next page then lands
 //! `load_latency_ns` later (the pipe refills). The consumer is admitted once every counter the
 //! instruction waits on is complete and visible and its previous instruction has released; it
@@ -18,10 +18,9 @@
 //! done: a little optimistic for the loader). Attention computes (scores, softmax, output:
 //! `attention_task_ns` plus `attention_head_ns` per query head of the task, scaled by its head
 //! dimension against the measured 64; from the chain kernel's clock marks) once staged and its
-//! history landed. The instruction ends when all of
-//! that is done (its last page's products, or attention's compute); its signals leave
-//! `release_ns` later (the release waits for its stores' acknowledgement), and the SM admits
-//! its next instruction no sooner.
+//! history landed. The instruction ends when all of that is done (its last page's products,
+//! or attention's compute); its signals leave `release_ns` later (the release waits for its
+//! stores' acknowledgement), and the SM admits its next instruction no sooner.
 
 use mkc_ir::device::DeviceProfile;
 use mkc_scheduler::Schedule;
@@ -71,7 +70,7 @@ struct Sm {
     /// When the loader may issue again (after a refill latency).
     resume_at: f64,
     /// Ring slots holding a page no consumer has taken yet.
-    ring_used: f64,
+    ring_used: usize,
     /// Loads of the current instruction consumed so far.
     consumed: usize,
     consumer: usize,
@@ -106,18 +105,13 @@ pub fn simulate(
         .model
         .as_ref()
         .map_or(
-            plan.resources.dynamic_smem_bytes as f64
-                / mkc_ir::model::Lowering::default().page_bytes as f64,
+            plan.resources.dynamic_smem_bytes / mkc_ir::model::Lowering::default().page_bytes,
             |m| match mkc_catalogue::persistent_layout(m) {
-                Ok(l) => l.slots as f64,
-                Err(_) => {
-                    let down = mkc_ir::OpKind::Down;
-                    mkc_catalogue::stream(m, down).map_or(1.0, |st| st.slots() as f64)
-                }
+                Ok(l) => l.slots,
+                Err(_) => mkc_catalogue::stream(m, mkc_ir::OpKind::Down).map_or(1, |st| st.slots()),
             },
         )
-        .max(1.0)
-        .floor();
+        .max(1) as usize;
     let kind_of = |t: mkc_ir::TaskId| g.op(g.task(t).op).kind;
     // The consumer warps that compute the pages.
     let warps = s
@@ -134,11 +128,21 @@ pub fn simulate(
         .map_or(mkc_ir::model::Lowering::default().page_bytes, |m| {
             m.lowering.page_bytes
         }) as f64;
+    let page_bytes: Vec<(mkc_ir::OpKind, f64)> = mkc_ir::work::MATVECS
+        .iter()
+        .map(|&kind| {
+            let work = s.model.as_ref().and_then(|m| mkc_ir::work::matvec(m, kind));
+            (
+                kind,
+                work.map_or(default_page, |w| w.page_weight_bytes() as f64),
+            )
+        })
+        .collect();
     let page_bytes_of = |kind: mkc_ir::OpKind| {
-        s.model
-            .as_ref()
-            .and_then(|m| mkc_ir::work::matvec(m, kind))
-            .map_or(default_page, |w| w.page_weight_bytes() as f64)
+        page_bytes
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map_or(default_page, |&(_, b)| b)
     };
     let mut pool: Pool<(usize, usize)> = Pool::new(bw, cap);
     let mut queue: EventQueue<Event> = EventQueue::default();
@@ -186,7 +190,7 @@ pub fn simulate(
                 loading: false,
                 stalled: false,
                 resume_at: lat.load_latency_ns,
-                ring_used: 0.0,
+                ring_used: 0,
                 consumed: 0,
                 consumer: 0,
                 admitted: None,
@@ -229,7 +233,7 @@ pub fn simulate(
             }
             st.next_load += 1;
             if !kv {
-                st.ring_used += 1.0;
+                st.ring_used += 1;
             }
             if bytes > 0.0 {
                 st.loading = true;
@@ -250,7 +254,7 @@ pub fn simulate(
         while lo + st.consumed < hi && st.loads[lo + st.consumed].landed {
             let load = &st.loads[lo + st.consumed];
             if !load.kv {
-                st.ring_used -= 1.0;
+                st.ring_used -= 1;
                 // The page's products (a load is one page).
                 if load.bytes > 0.0 {
                     st.math.take(load.landed_at);
