@@ -1,6 +1,7 @@
-//! `mkc model`: a model file for a Hugging Face Llama checkpoint nobody has written one for:
-//! the geometry its config.json describes (read and refused as `--weights DIR` reads it), the
-//! default workload with its KV capacity at most the checkpoint's trained context, and the
+//! `mkc model`: a model file for a Hugging Face Llama-family checkpoint nobody has written one
+//! for: the geometry its config.json describes (read and refused as `--weights DIR` reads it),
+//! the default workload with its KV capacity at most the checkpoint's context (its trained
+//! positions, at most its sliding window), and the
 //! first lowering the kernels accept (`mkc_catalogue::choose_lowering`).
 
 use super::CommandError;
@@ -15,8 +16,9 @@ pub fn from_checkpoint(
     let workload = mkc_ir::model::Workload::within_context(shape.context);
     if workload.prompt_len == 0 || workload.generate == 0 {
         return Err(CommandError::Input(format!(
-            "checkpoint {}: config.json: `max_position_embeddings` is {}, no room for a prompt \
-             and a generated token. Fix: give the checkpoint's trained context",
+            "checkpoint {}: config.json: its context (`max_position_embeddings`, or a shorter \
+             `sliding_window`) is {}, no room for a prompt and a generated token. Fix: give the \
+             checkpoint's trained context and window",
             dir.display(),
             workload.max_seq_len
         )));
