@@ -70,6 +70,19 @@ pub fn resolve_device(arg: &str) -> Result<DeviceProfile, InputError> {
     }
 }
 
+/// The embedded profile of the GPU the driver calls `gpu_name` ("NVIDIA H100 80GB HBM3" is
+/// `h100`): the first embedded profile whose name is a word of it, case-insensitively; None for
+/// a GPU with no profile. `mkc run` and `bench` compile and predict with it, so that the
+/// prediction printed beside a measurement is the measured card's.
+pub fn device_for_gpu(gpu_name: &str) -> Option<DeviceProfile> {
+    let words: Vec<String> = gpu_name
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .map(|w| w.to_ascii_lowercase())
+        .collect();
+    let (name, _) = DEVICES.iter().find(|(n, _)| words.iter().any(|w| w == n))?;
+    resolve_device(name).ok()
+}
+
 fn names(list: &[(&str, &str)]) -> String {
     list.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
 }

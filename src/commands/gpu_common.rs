@@ -210,7 +210,7 @@ impl Session {
             }
             return Ok(s.clone());
         }
-        let device = mkc_ir::embedded::resolve_device("h200")?.with_sms(sms);
+        let device = self.device_profile()?.with_sms(sms);
         let opts = CompileOptions {
             target,
             trigger: self.trigger,
@@ -218,6 +218,19 @@ impl Session {
             ..CompileOptions::default()
         };
         Ok(compile(&self.model, &device, &opts).schedule)
+    }
+
+    /// The profile of this session's GPU (by its name: an H100 compiles and predicts with
+    /// `h100`), or h200's, said on stderr, for a GPU with no embedded profile.
+    pub fn device_profile(&self) -> Result<mkc_ir::device::DeviceProfile, CommandError> {
+        if let Some(d) = mkc_ir::embedded::device_for_gpu(&self.gpu_name) {
+            return Ok(d);
+        }
+        eprintln!(
+            "mkc: no device profile for {}; compiling and predicting with h200's",
+            self.gpu_name
+        );
+        Ok(mkc_ir::embedded::resolve_device("h200")?)
     }
 
     /// The simulator's prediction of `sched` (this session's schedule of a target), with its

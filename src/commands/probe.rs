@@ -56,13 +56,22 @@ pub fn run(args: ProbeArgs) -> Result<(), CommandError> {
     }
 }
 
+/// The embedded profile of `gpu` (by its driver name), or h200's where it has none: what the
+/// probes compare their measurements with.
+fn profile_of(gpu: &Gpu) -> Result<mkc_ir::device::DeviceProfile, CommandError> {
+    match mkc_ir::embedded::device_for_gpu(&gpu.name) {
+        Some(d) => Ok(d),
+        None => Ok(mkc_ir::embedded::resolve_device("h200")?),
+    }
+}
+
 /// Random configurations the occupancy probe queries.
 const OCCUPANCY_QUERIES: usize = 12_000;
 
-/// Compares the simulator's occupancy rule (with the h200 profile's limits) with the driver's
+/// Compares the simulator's occupancy rule (with the GPU's profile's limits) with the driver's
 /// answer on [`OCCUPANCY_QUERIES`] random configurations; prints the mismatches.
 fn occupancy_probe(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> {
-    let device = mkc_ir::embedded::resolve_device("h200")?;
+    let device = profile_of(gpu)?;
     let rules = ArchRules::for_device(&device);
     let shapes = mkc_backend::gpu::occupancy_kernels(cubin)?;
     let seed = std::time::SystemTime::now()
@@ -339,9 +348,8 @@ fn pages(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), CommandErro
         .map_or(1, |d| d.subsec_nanos())
         | 1;
     let p = probe_page_math(gpu, &compiled.cubin, model, seed)?;
-    let modelled = mkc_ir::embedded::resolve_device("h200")?
-        .latencies
-        .page_compute_ns;
+    let profile = profile_of(gpu)?;
+    let modelled = profile.latencies.page_compute_ns;
     let worst = p.rows.iter().map(|r| r.err).fold(0.0, f64::max);
     if json {
         let rows: Vec<_> = p
@@ -397,7 +405,10 @@ fn pages(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), CommandErro
                 }
             );
         }
-        outln!("  the simulator charges a consumer warp {modelled:.0} ns per page (h200 latencies.page_compute_ns)");
+        outln!(
+            "  the simulator charges a consumer warp {modelled:.0} ns per page ({} latencies.page_compute_ns)",
+            profile.name
+        );
     }
     if worst > PAGE_MATH_TOLERANCE {
         return Err(CommandError::Internal(format!(
