@@ -11,4 +11,5 @@ b slots11 $T --targets persistent --trials 2 --tune .device/slots11.ron
 b anchors llama1b --targets persistent,pdl,graph --trials 1
 b main2 $T --targets persistent --trials 2
 b llama3b llama3b --targets persistent,pdl --trials 1
+b traced $T --targets persistent,pdl --trials 1 --timeline $W/t.json
 tar czf $OUT/e.tgz -C $W .
