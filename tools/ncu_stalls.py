@@ -21,7 +21,9 @@ from collections import defaultdict
 
 def sections(path):
     """Yield (kernel title, header, rows) for every table in the file."""
-    title, header, rows = "", None, []
+    # A title line (the kernel's name) comes before its table's header: it names the next
+    # table, not the one being read.
+    title, upcoming, header, rows = "", "", None, []
     with open(path, newline="", errors="replace") as f:
         for rec in csv.reader(f):
             if not rec:
@@ -29,14 +31,14 @@ def sections(path):
             if any(c.strip() == "Source" for c in rec) and any("Address" in c for c in rec):
                 if header is not None:
                     yield title, header, rows
-                header, rows = [c.strip() for c in rec], []
+                title, header, rows = upcoming, [c.strip() for c in rec], []
                 continue
             if rec[0].strip() == "Kernel Name" and len(rec) > 1:
-                title = rec[1].strip()
+                upcoming = rec[1].strip()
                 continue
             if header is None or len(rec) < len(header) - 1:
                 if len(rec) == 1 and rec[0].strip():
-                    title = rec[0].strip()
+                    upcoming = rec[0].strip()
                 continue
             rows.append(rec)
     if header is not None:
