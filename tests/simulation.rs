@@ -187,6 +187,47 @@ fn h100_profile_reproduces_the_anchors_sizes() {
     }
 }
 
+/// `chain_load_latency_ns` is the chain model's load latency and only the chain's: absent, the
+/// chain charges `load_latency_ns` (the same prediction as when it is given equal to it); a
+/// shorter one makes pdl and graph faster and leaves the persistent prediction as it was.
+#[test]
+fn the_chain_load_latency_moves_the_chain_targets_only() {
+    let model = mkc_ir::embedded::resolve_model("llama1b").unwrap();
+    let base = resolve_device("h200").unwrap();
+    assert_eq!(base.latencies.chain_load_latency_ns, None);
+    let with = |ns: f64| {
+        let mut d = base.clone();
+        d.latencies.chain_load_latency_ns = Some(ns);
+        d
+    };
+    let (p0, pdl0, g0) = target_steps(&model, &base);
+    let (p1, pdl1, g1) = target_steps(&model, &with(base.latencies.load_latency_ns));
+    assert_eq!((p0, pdl0, g0), (p1, pdl1, g1));
+    let (p2, pdl2, g2) = target_steps(&model, &with(base.latencies.load_latency_ns / 2.0));
+    assert_eq!(
+        p2, p0,
+        "the persistent model does not read the chain's latency"
+    );
+    assert!(
+        pdl2 < pdl0 && g2 < g0,
+        "pdl {pdl0} -> {pdl2}, graph {g0} -> {g2}"
+    );
+}
+
+/// A chain load latency that is not a latency is refused by field.
+#[test]
+fn a_bad_chain_load_latency_is_refused() {
+    let text = include_str!("../devices/h200.ron").replace(
+        "page_compute_ns: 1500.0,",
+        "page_compute_ns: 1500.0, chain_load_latency_ns: Some(-5.0),",
+    );
+    let e = mkc_ir::device::DeviceProfile::parse("bad.ron", &text).unwrap_err();
+    assert!(
+        e.to_string().contains("latencies.chain_load_latency_ns"),
+        "{e}"
+    );
+}
+
 /// On the H200, mkc's pdl chain beats its persistent kernel and graph is the slowest, on both
 /// Llama-3.2-1B layouts (docs/perf.md: tuned pdl 727-736, persistent 798-805, graph 896-901;
 /// the anchors' layout pdl 733-738, persistent 846-851, graph 895 µs); the model ranks them so.

@@ -160,6 +160,21 @@ pub struct Latencies {
     /// profiles: 0.
     #[serde(default)]
     pub page_compute_ns: f64,
+    /// The load latency of a chain CTA (its first weight pages after it issues them, its
+    /// activations after its release), where it is not `load_latency_ns`: a chain's grid
+    /// boundaries drain the copies a persistent stream keeps queued, so the probe's figure
+    /// behind 8 copies per SM over-charges it on some cards. Fitted on one measured chain
+    /// step, not probed (docs/perf.md says which); absent: `load_latency_ns`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain_load_latency_ns: Option<f64>,
+}
+
+impl Latencies {
+    /// The load latency the chain model charges: `chain_load_latency_ns`, else
+    /// `load_latency_ns`.
+    pub fn chain_load_latency(&self) -> f64 {
+        self.chain_load_latency_ns.unwrap_or(self.load_latency_ns)
+    }
 }
 
 /// The head dimension `attention_head_ns` is given at (Llama-3.2-1B's, where it was measured).
@@ -234,6 +249,7 @@ impl DeviceProfile {
             ("latencies.attention_task_ns", l.attention_task_ns),
             ("latencies.attention_head_ns", l.attention_head_ns),
             ("latencies.page_compute_ns", l.page_compute_ns),
+            ("latencies.chain_load_latency_ns", l.chain_load_latency()),
         ] {
             check_latency(file, field, v)?;
         }

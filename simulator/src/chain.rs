@@ -12,7 +12,7 @@
 //! wait it loads what its page ring holds (`prefetch_bytes`) of its tasks' weights and KV
 //! history; after it, the rest of its weights, each distinct input once, and every task's
 //! output. Both phases' bytes flow through the shared bandwidth pool; a CTA's first pages land
-//! `load_latency_ns` after it issues them, and its activations, read after the release, land
+//! the chain load latency (`Latencies::chain_load_latency`) after it issues them, and its activations, read after the release, land
 //! that latency after the release (the CTA exits after both).
 
 use mkc_catalogue::Ablation;
@@ -38,7 +38,7 @@ enum Event {
     Exit(usize, u32, usize),
     /// A slot of grid `k` on `sm` frees.
     Free(usize, usize),
-    /// The first bytes of a CTA's loads land (`load_latency_ns` after it issued them): its
+    /// The first bytes of a CTA's loads land (the chain load latency after it issued them): its
     /// flow joins the bandwidth pool. The flag marks its dependent (second) phase.
     Land(usize, u32, usize, bool),
 }
@@ -222,7 +222,10 @@ pub fn simulate(
                     span.sm = sm as u32;
                     span.load_start = now;
                 }
-                queue.push(now + lat.load_latency_ns, Event::Land(k, cta, sm, false));
+                queue.push(
+                    now + lat.chain_load_latency(),
+                    Event::Land(k, cta, sm, false),
+                );
                 if trigger(k) == Some(Trigger::Early) {
                     count_trigger(k, now, &mut grids, &mut queue);
                 }
@@ -234,7 +237,8 @@ pub fn simulate(
             Next::Flow(now, (k, cta, sm, true)) => {
                 // The first task's dependent phase started at the release.
                 let released = spans[tasks_of(k, cta).start as usize].start;
-                let activations = activation_latency(&ablate, g.op(kernels[k].op).kind, device);
+                let activations =
+                    activation_latency(&ablate, g.op(kernels[k].op).kind, lat.chain_load_latency());
                 let done = now.max(released + activations);
                 queue.push(done + lat.instruction_overhead_ns, Event::Exit(k, cta, sm));
             }

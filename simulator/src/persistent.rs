@@ -403,7 +403,7 @@ pub fn simulate(
                 sms[sm].admitted = Some(now);
                 // As in a chain CTA: activations read after the wait land a load latency
                 // later; the consumers use their pages only once they are staged.
-                let activations = activation_latency(&ablate, kind, device);
+                let activations = activation_latency(&ablate, kind, lat.load_latency_ns);
                 let duration = lat.instruction_overhead_ns + activations + dependent / cap;
                 queue.push(now + duration, Event::Staged(sm));
             }

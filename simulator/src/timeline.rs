@@ -35,11 +35,11 @@ pub fn reads_activations(ablate: &Ablation, kind: mkc_ir::OpKind) -> bool {
     }
 }
 
-/// How long after its wait a unit of `kind`'s activations land: the device's
-/// `load_latency_ns`, or nothing where `ablate` removes its reads.
-pub fn activation_latency(ablate: &Ablation, kind: mkc_ir::OpKind, device: &DeviceProfile) -> f64 {
+/// How long after its wait a unit of `kind`'s activations land: `latency_ns` (the target's
+/// load latency), or nothing where `ablate` removes its reads.
+pub fn activation_latency(ablate: &Ablation, kind: mkc_ir::OpKind, latency_ns: f64) -> f64 {
     if reads_activations(ablate, kind) {
-        device.latencies.load_latency_ns
+        latency_ns
     } else {
         0.0
     }
