@@ -147,10 +147,14 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
         .map(|&t| s.schedule(t, sms))
         .collect::<Result<Vec<_>, CommandError>>()?;
     // The simulator's prediction of each schedule (and of each ablation rung), made before
-    // anything runs, printed beside the measurement.
+    // anything runs, printed beside the measurement: at the bandwidth just measured, so that
+    // one card's HBM against another's (3% between two H100s, docs/perf.md) is not its error.
     let predictions: Vec<Option<mkc_simulator::SimReport>> = schedules
         .iter()
-        .map(|sched| s.predict(sched, args.ablate))
+        .map(|sched| {
+            let bw = Some(measured_gbs).filter(|b| b.is_finite() && *b >= 1.0);
+            s.predict(sched, args.ablate, bw)
+        })
         .collect();
     let graphs = schedules
         .iter()

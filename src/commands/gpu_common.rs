@@ -234,10 +234,17 @@ impl Session {
     }
 
     /// The simulator's prediction of `sched` (this session's schedule of a target), with its
-    /// ablation ladder when `ablate`; None, said on stderr, where the simulator refuses it.
-    pub fn predict(&self, sched: &Schedule, ablate: bool) -> Option<mkc_simulator::SimReport> {
+    /// ablation ladder when `ablate`, at `bandwidth_gbps` where the card's was measured (else
+    /// the profile's); None, said on stderr, where the simulator refuses it.
+    pub fn predict(
+        &self,
+        sched: &Schedule,
+        ablate: bool,
+        bandwidth_gbps: Option<f64>,
+    ) -> Option<mkc_simulator::SimReport> {
         let as_written = self.loaded.is_some();
-        match super::simulate::predict(&self.model, sched, as_written, self.trigger, ablate) {
+        let (model, trigger) = (&self.model, self.trigger);
+        match super::simulate::predict(model, sched, as_written, trigger, ablate, bandwidth_gbps) {
             Ok(r) => Some(r),
             Err(e) => {
                 eprintln!("mkc: no prediction for {}: {e}", sched.target.name());

@@ -101,13 +101,15 @@ pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
 /// The simulator's prediction of `s`, a schedule of `model` that `mkc run` or `bench` is about
 /// to launch: with the compiled kernels' figures where NVRTC has them (as `mkc simulate`'s
 /// default), unless the schedule was loaded from a file (timed as written); with the ablation
-/// ladder when `ablate`.
+/// ladder when `ablate`; at `bandwidth_gbps` where the caller measured the card's (else the
+/// profile's).
 pub fn predict(
     model: &mkc_ir::Model,
     s: &mkc_scheduler::Schedule,
     as_written: bool,
     trigger: Trigger,
     ablate: bool,
+    bandwidth_gbps: Option<f64>,
 ) -> Result<SimReport, CommandError> {
     let mut s = s.clone();
     if !as_written {
@@ -124,7 +126,10 @@ pub fn predict(
         trigger: Some(trigger),
         ..SimOptions::default()
     };
-    let device = s.device.clone();
+    let mut device = s.device.clone();
+    if let Some(bw) = bandwidth_gbps {
+        device.read_bandwidth_gbps = bw;
+    }
     simulate_one(None, &s, &device, &sim, None, ablate)
 }
 
@@ -368,7 +373,7 @@ mod tests {
                 ..CompileOptions::default()
             };
             let s = compile(&model, &device, &opts).schedule;
-            let p = predict(&model, &s, false, Trigger::Early, true).unwrap();
+            let p = predict(&model, &s, false, Trigger::Early, true, None).unwrap();
             assert_eq!(p.ablation.len(), mkc_catalogue::Ablation::LADDER.len());
             // The same as simulating the schedule with the same figures, as `simulate` does.
             let mut with_figures = s.clone();
@@ -388,9 +393,16 @@ mod tests {
             let (direct, _) = simulate(&with_figures, &device, &sim, None).unwrap();
             assert_eq!(p.step.step_us, direct.step.step_us, "{target:?}");
             // Taken as written (a schedule file), the figures are not reapplied.
-            let as_written = predict(&model, &s, true, Trigger::Early, false).unwrap();
+            let as_written = predict(&model, &s, true, Trigger::Early, false, None).unwrap();
             let (plain, _) = simulate(&s, &device, &sim, None).unwrap();
             assert_eq!(as_written.step.step_us, plain.step.step_us, "{target:?}");
+            // At a measured bandwidth, the figure `simulate --bandwidth` gives.
+            let at = predict(&model, &s, true, Trigger::Early, false, Some(3070.0)).unwrap();
+            let mut slower = device.clone();
+            slower.read_bandwidth_gbps = 3070.0;
+            let (direct_at, _) = simulate(&s, &slower, &sim, None).unwrap();
+            assert_eq!(at.step.step_us, direct_at.step.step_us, "{target:?}");
+            assert!(at.step.step_us > plain.step.step_us, "{target:?}");
         }
     }
 }
