@@ -39,6 +39,16 @@ pub struct Session {
     loaded: Option<Schedule>,
 }
 
+/// The embedded profile of the GPU the driver calls `gpu_name` (an H100 compiles, predicts and
+/// is probed against `h100`), or h200's, said on stderr, for a GPU with no embedded profile.
+pub fn profile_for(gpu_name: &str) -> Result<mkc_ir::device::DeviceProfile, CommandError> {
+    if let Some(d) = mkc_ir::embedded::device_for_gpu(gpu_name) {
+        return Ok(d);
+    }
+    eprintln!("mkc: no device profile for {gpu_name}; using h200's");
+    Ok(mkc_ir::embedded::resolve_device("h200")?)
+}
+
 /// The target if the CUDA backend runs it (all three do).
 pub fn runnable(t: Target) -> Result<Target, CommandError> {
     Ok(t)
@@ -220,17 +230,9 @@ impl Session {
         Ok(compile(&self.model, &device, &opts).schedule)
     }
 
-    /// The profile of this session's GPU (by its name: an H100 compiles and predicts with
-    /// `h100`), or h200's, said on stderr, for a GPU with no embedded profile.
+    /// The profile of this session's GPU ([`profile_for`]).
     pub fn device_profile(&self) -> Result<mkc_ir::device::DeviceProfile, CommandError> {
-        if let Some(d) = mkc_ir::embedded::device_for_gpu(&self.gpu_name) {
-            return Ok(d);
-        }
-        eprintln!(
-            "mkc: no device profile for {}; compiling and predicting with h200's",
-            self.gpu_name
-        );
-        Ok(mkc_ir::embedded::resolve_device("h200")?)
+        profile_for(&self.gpu_name)
     }
 
     /// The simulator's prediction of `sched` (this session's schedule of a target), with its

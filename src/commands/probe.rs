@@ -56,22 +56,13 @@ pub fn run(args: ProbeArgs) -> Result<(), CommandError> {
     }
 }
 
-/// The embedded profile of `gpu` (by its driver name), or h200's where it has none: what the
-/// probes compare their measurements with.
-fn profile_of(gpu: &Gpu) -> Result<mkc_ir::device::DeviceProfile, CommandError> {
-    match mkc_ir::embedded::device_for_gpu(&gpu.name) {
-        Some(d) => Ok(d),
-        None => Ok(mkc_ir::embedded::resolve_device("h200")?),
-    }
-}
-
 /// Random configurations the occupancy probe queries.
 const OCCUPANCY_QUERIES: usize = 12_000;
 
 /// Compares the simulator's occupancy rule (with the GPU's profile's limits) with the driver's
 /// answer on [`OCCUPANCY_QUERIES`] random configurations; prints the mismatches.
 fn occupancy_probe(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> {
-    let device = profile_of(gpu)?;
+    let device = super::gpu_common::profile_for(&gpu.name)?;
     let rules = ArchRules::for_device(&device);
     let shapes = mkc_backend::gpu::occupancy_kernels(cubin)?;
     let seed = std::time::SystemTime::now()
@@ -348,7 +339,7 @@ fn pages(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), CommandErro
         .map_or(1, |d| d.subsec_nanos())
         | 1;
     let p = probe_page_math(gpu, &compiled.cubin, model, seed)?;
-    let profile = profile_of(gpu)?;
+    let profile = super::gpu_common::profile_for(&gpu.name)?;
     let modelled = profile.latencies.page_compute_ns;
     let worst = p.rows.iter().map(|r| r.err).fold(0.0, f64::max);
     if json {
