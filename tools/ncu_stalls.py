@@ -94,6 +94,7 @@ def attribute(kernel, header, rows, key, reasons, sass_path, cu_path):
     print(f"   source lines: generated line - {offset} = {cu_path} line")
     at = {o: (ins, tuple(l - offset for l in c)) for o, ins, c in dis}
     order = [o for o, _, _ in dis]
+    index = {o: k for k, o in enumerate(order)}
     base = int(rows[0][0], 16)
     src = header.index("Source")
     by_line, kinds, total = defaultdict(float), defaultdict(float), 0.0
@@ -115,7 +116,7 @@ def attribute(kernel, header, rows, key, reasons, sass_path, cu_path):
             kind = "release (membar)"
         elif op == "BRA" and ins.startswith("@"):
             pred = re.match(r"@!?(U?P\d)", ins).group(1)
-            k = order.index(off) if off in at else 0
+            k = index.get(off, 0)
             setter = next((order[j] for j in range(k - 1, max(k - 40, -1), -1)
                            if re.search(rf"\b{pred}\b", at[order[j]][0].split(",")[0])), None)
             kind = "branch on " + (opcode(at[setter][0]) if setter is not None else "?")

@@ -12,8 +12,9 @@
 //! wait it loads what its page ring holds (`prefetch_bytes`) of its tasks' weights and KV
 //! history; after it, the rest of its weights, each distinct input once, and every task's
 //! output. Both phases' bytes flow through the shared bandwidth pool; a CTA's first pages land
-//! the chain load latency (`Latencies::chain_load_latency`) after it issues them, and its activations, read after the release, land
-//! that latency after the release (the CTA exits after both).
+//! the chain load latency (`Latencies::chain_load_latency`) after it issues them, and its
+//! activations, read after the release, land that latency after the release (the CTA exits
+//! after both).
 
 use mkc_catalogue::Ablation;
 use mkc_ir::device::DeviceProfile;

@@ -149,12 +149,12 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     // The simulator's prediction of each schedule (and of each ablation rung), made before
     // anything runs, printed beside the measurement: at the bandwidth just measured, so that
     // one card's HBM against another's (3% between two H100s, docs/perf.md) is not its error.
+    // A reading outside the profiles' bandwidth range leaves the profile's.
+    let (lo, hi) = mkc_ir::device::BANDWIDTH_RANGE_GBPS;
+    let bw = Some(measured_gbs).filter(|b| (lo..=hi).contains(b));
     let predictions: Vec<Option<mkc_simulator::SimReport>> = schedules
         .iter()
-        .map(|sched| {
-            let bw = Some(measured_gbs).filter(|b| b.is_finite() && *b >= 1.0);
-            s.predict(sched, args.ablate, bw)
-        })
+        .map(|sched| s.predict(sched, args.ablate, bw))
         .collect();
     let graphs = schedules
         .iter()

@@ -220,7 +220,7 @@ impl Session {
             }
             return Ok(s.clone());
         }
-        let device = self.device_profile()?.with_sms(sms);
+        let device = profile_for(&self.gpu_name)?.with_sms(sms);
         let opts = CompileOptions {
             target,
             trigger: self.trigger,
@@ -228,11 +228,6 @@ impl Session {
             ..CompileOptions::default()
         };
         Ok(compile(&self.model, &device, &opts).schedule)
-    }
-
-    /// The profile of this session's GPU ([`profile_for`]).
-    pub fn device_profile(&self) -> Result<mkc_ir::device::DeviceProfile, CommandError> {
-        profile_for(&self.gpu_name)
     }
 
     /// The simulator's prediction of `sched` (this session's schedule of a target), with its
