@@ -729,3 +729,22 @@ fn a_persistent_ring_that_does_not_fit_is_refused_with_its_largest_size() {
         &["slots17.ron", "tuning.persistent_slots", "between 1 and 16"],
     );
 }
+
+/// A checkpoint MLP wider than the model's, or of width 0, is refused by field: the loader pads,
+/// never cuts.
+#[test]
+fn a_checkpoint_mlp_wider_than_the_model_is_refused_by_field() {
+    for (tag, stored) in [("wide", "136"), ("zero", "0")] {
+        let m = tiny_with(
+            &format!("ckpt_mlp_{tag}.ron"),
+            &[(
+                "intermediate: 128,",
+                &format!("intermediate: 128, checkpoint_intermediate: Some({stored}),"),
+            )],
+        );
+        refused(
+            &["simulate", &m],
+            &["geometry.checkpoint_intermediate", "Fix"],
+        );
+    }
+}

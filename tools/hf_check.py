@@ -5,14 +5,15 @@ the default, or llama3b; bf16, tied embeddings, rope_theta 5e5) or like a Llama-
 mkc has no file for (`--model tinyllama`: TinyLlama-1.1B's shape, untied embeddings, rope_theta
 1e4, vocabulary 32000; mkc then reads the checkpoint directory itself as its model, the one
 `mkc model` writes; `--model mistral`: a small Mistral, model_type "mistral", whose sliding
-window lies past the run), runs `mkc run MODEL --weights DIR --logits-out` for each target, and
+window lies past the run; `--model llama2`: four of Llama-2-7B's layers, saved in f16, its MLP
+width one mkc pads), runs `mkc run MODEL --weights DIR --logits-out` for each target, and
 teacher-forces
 transformers over mkc's own tokens, loaded from the same checkpoint in fp32 and in bf16 (loaded
 with from_pretrained, so RoPE's inv_freq stays f32). Passes when, per target, the median
 relative L2 of mkc's logits against fp32 is at most that of transformers' bf16 run, with no
 argmax disagreement on a step whose fp32 top-2 margin is clear.
 
-usage: python3 tools/hf_check.py MKC_BINARY OUT_DIR [--model llama1b|llama3b|tinyllama|mistral]
+usage: python3 tools/hf_check.py MKC_BINARY OUT_DIR [--model llama1b|llama3b|tinyllama|mistral|llama2]
        [TARGET ...]
 """
 import os
@@ -45,8 +46,15 @@ SHAPES = {
                     num_attention_heads=16, num_key_value_heads=8, head_dim=128,
                     vocab_size=32768, max_position_embeddings=32768, rope_theta=1000000.0,
                     tie_word_embeddings=False, sliding_window=4096),
+    # Llama-2-7B's layer (MLP 11008, which mkc zero-pads to 11264; 32 KV heads; f16 as Meta
+    # saved it, which mkc rounds to bf16), 4 of its 32 layers.
+    "llama2": dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=4,
+                   num_attention_heads=32, num_key_value_heads=32, head_dim=128,
+                   vocab_size=32000, max_position_embeddings=4096, rope_theta=10000.0,
+                   tie_word_embeddings=False),
 }
 ARCH = {"mistral": (MistralConfig, MistralForCausalLM)}
+SAVED_AS = {"llama2": torch.float16}
 EMBEDDED = {"llama1b", "llama3b"}
 
 
@@ -63,7 +71,7 @@ def main():
     torch.manual_seed(0)
     config_class, model_class = ARCH.get(model, (LlamaConfig, LlamaForCausalLM))
     cfg = config_class(rms_norm_eps=1e-5, **SHAPES[model])
-    model_class(cfg).to(torch.bfloat16).save_pretrained(ckpt)
+    model_class(cfg).to(SAVED_AS.get(model, torch.bfloat16)).save_pretrained(ckpt)
     rng = np.random.default_rng(1)
     prompt = [int(t) for t in rng.integers(0, cfg.vocab_size, PROMPT)]
     oracles = {}

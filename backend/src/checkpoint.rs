@@ -309,11 +309,12 @@ fn config_sizes(dir: &Path, c: &Value) -> Result<[(&'static str, Option<u64>); 7
     ])
 }
 
-/// A geometry's sizes in the order of [`config_sizes`].
+/// A geometry's sizes in the order of [`config_sizes`], as the checkpoint stores them (a
+/// padded MLP's stored width).
 fn geometry_sizes(g: &Geometry) -> [u32; 7] {
     [
         g.hidden,
-        g.intermediate,
+        g.checkpoint_intermediate.unwrap_or(g.intermediate),
         g.layers,
         g.heads,
         g.kv_heads,
@@ -404,6 +405,7 @@ pub fn parse_config_shape(dir: &Path, text: &str) -> Result<ConfigShape, Backend
     let geometry = Geometry {
         hidden: v[0],
         intermediate: v[1],
+        checkpoint_intermediate: None,
         layers: v[2],
         heads: v[3],
         kv_heads: v[4],
@@ -506,6 +508,23 @@ fn first_non_finite(data: &[u16]) -> Option<(usize, u16)> {
         .map(|i| (i, data[i]))
 }
 
+/// f16 bits -> bf16 bits, rounded to nearest even (every finite f16 is in bf16's range).
+fn f16_to_bf16(bits: u16) -> u16 {
+    crate::weights::f2bf(half::f16::from_bits(bits).to_f32())
+}
+
+/// `rows` of `from` columns each, widened to `to` columns with zeros (a padded MLP's down).
+fn pad_columns(rows: &[u16], from: usize, to: usize) -> Vec<u16> {
+    if from == to {
+        return rows.to_vec();
+    }
+    let mut out = vec![0u16; rows.len() / from * to];
+    for (dst, src) in out.chunks_exact_mut(to).zip(rows.chunks_exact(from)) {
+        dst[..from].copy_from_slice(src);
+    }
+    out
+}
+
 /// Permutes the rows of each head from rotate-half order (i, i + hd/2) to interleaved pairs.
 fn interleave_heads(rows: &[u16], n_heads: usize, hd: usize, cols: usize) -> Vec<u16> {
     let mut out = vec![0u16; rows.len()];
@@ -521,9 +540,9 @@ fn interleave_heads(rows: &[u16], n_heads: usize, hd: usize, cols: usize) -> Vec
     out
 }
 
-/// Loads `dir` into the layout of `model`: every tensor the model needs, each once, bf16,
-/// finite, of the right shape, and nothing else (an extra tensor is a bias or a layer mkc would
-/// silently drop).
+/// Loads `dir` into the layout of `model`: every tensor the model needs, each once, bf16 (f16
+/// rounded to it), finite, of the right shape (a narrower MLP zero-padded to the model's), and
+/// nothing else (an extra tensor is a bias or a layer mkc would silently drop).
 pub fn load(dir: &Path, model: &Model) -> Result<HostWeights, BackendError> {
     check_config(dir, model)?;
     let mut files: Vec<_> = std::fs::read_dir(dir)
@@ -592,17 +611,25 @@ pub fn load(dir: &Path, model: &Model) -> Result<HostWeights, BackendError> {
             ),
         ));
     }
+    let rounded_f16 = std::cell::Cell::new(false);
     let get = |name: &str, shape: &[usize]| -> Result<Vec<u16>, BackendError> {
         let t = owner
             .get(name)
             .and_then(|&i| parsed[i].tensor(name).ok())
             .ok_or_else(|| err(dir, format!("tensor `{name}` is missing")))?;
-        if t.dtype() != Dtype::BF16 {
-            return Err(err(
-                dir,
-                format!("tensor `{name}` is {:?}; mkc needs bf16", t.dtype()),
-            ));
-        }
+        let f16 = match t.dtype() {
+            Dtype::BF16 => false,
+            Dtype::F16 => true,
+            other => {
+                return Err(err(
+                    dir,
+                    format!(
+                        "tensor `{name}` is {other:?}; mkc reads bf16, or f16 rounded to bf16. \
+                         Fix: save the checkpoint in bf16"
+                    ),
+                ))
+            }
+        };
         if t.shape() != shape {
             return Err(err(
                 dir,
@@ -617,18 +644,31 @@ pub fn load(dir: &Path, model: &Model) -> Result<HostWeights, BackendError> {
             .chunks_exact(2)
             .map(|b| u16::from_le_bytes([b[0], b[1]]))
             .collect();
-        if let Some((i, bits)) = first_non_finite(&data) {
+        let non_finite = if f16 {
+            data.iter()
+                .position(|&b| !half::f16::from_bits(b).is_finite())
+                .map(|i| (i, data[i]))
+        } else {
+            first_non_finite(&data)
+        };
+        if let Some((i, bits)) = non_finite {
             return Err(err(
                 dir,
                 format!(
-                    "tensor `{name}` holds a NaN or infinity at element {i} (bf16 bits \
-                     0x{bits:04x}). Fix: repair or re-export the checkpoint"
+                    "tensor `{name}` holds a NaN or infinity at element {i} ({} bits \
+                     0x{bits:04x}). Fix: repair or re-export the checkpoint",
+                    if f16 { "f16" } else { "bf16" }
                 ),
             ));
+        }
+        if f16 {
+            rounded_f16.set(true);
+            return Ok(data.into_iter().map(f16_to_bf16).collect());
         }
         Ok(data)
     };
     let (h, i) = (g.hidden as usize, g.intermediate as usize);
+    let stored = g.checkpoint_intermediate.map_or(i, |w| w as usize);
     let (hd, heads, kvh) = (g.head_dim as usize, g.heads as usize, g.kv_heads as usize);
     let mut tensors = Vec::new();
     for l in 0..g.layers as usize {
@@ -644,9 +684,13 @@ pub fn load(dir: &Path, model: &Model) -> Result<HostWeights, BackendError> {
             &format!("{p}self_attn.o_proj.weight"),
             &[h, heads * hd],
         )?);
-        tensors.push(get(&format!("{p}mlp.gate_proj.weight"), &[i, h])?);
-        tensors.push(get(&format!("{p}mlp.up_proj.weight"), &[i, h])?);
-        tensors.push(get(&format!("{p}mlp.down_proj.weight"), &[h, i])?);
+        for t in ["gate_proj", "up_proj"] {
+            let mut rows = get(&format!("{p}mlp.{t}.weight"), &[stored, h])?;
+            rows.resize(i * h, 0);
+            tensors.push(rows);
+        }
+        let down = get(&format!("{p}mlp.down_proj.weight"), &[h, stored])?;
+        tensors.push(pad_columns(&down, stored, i));
         tensors.push(get(&format!("{p}input_layernorm.weight"), &[h])?);
         tensors.push(get(&format!("{p}post_attention_layernorm.weight"), &[h])?);
     }
@@ -669,6 +713,13 @@ pub fn load(dir: &Path, model: &Model) -> Result<HostWeights, BackendError> {
         tensors.push(get("lm_head.weight", &[g.vocab as usize, h])?);
     }
     tensors.push(get("model.norm.weight", &[h])?);
+    if rounded_f16.get() {
+        eprintln!(
+            "note: checkpoint {}: f16 weights rounded to bf16, the kernels' type (as \
+             transformers' torch_dtype=bfloat16 loads them)",
+            dir.display()
+        );
+    }
     Ok(HostWeights {
         layers: g.layers as usize,
         tied: g.tied_embeddings,

@@ -36,7 +36,7 @@ fn tensors(m: &Model) -> Vec<Tensor> {
     let g = &m.geometry;
     let (h, i, hd) = (
         g.hidden as usize,
-        g.intermediate as usize,
+        g.checkpoint_intermediate.unwrap_or(g.intermediate) as usize,
         g.head_dim as usize,
     );
     let (heads, kvh) = (g.heads as usize, g.kv_heads as usize);
@@ -74,7 +74,8 @@ fn config(m: &Model) -> Value {
     let g = &m.geometry;
     json!({
         "model_type": "llama", "hidden_act": "silu", "hidden_size": g.hidden,
-        "intermediate_size": g.intermediate, "num_hidden_layers": g.layers,
+        "intermediate_size": g.checkpoint_intermediate.unwrap_or(g.intermediate),
+        "num_hidden_layers": g.layers,
         "num_attention_heads": g.heads, "num_key_value_heads": g.kv_heads,
         "head_dim": g.head_dim, "vocab_size": g.vocab, "tie_word_embeddings": true,
         "rope_theta": g.rope_theta, "rms_norm_eps": g.norm_eps, "rope_scaling": null,
@@ -84,6 +85,11 @@ fn config(m: &Model) -> Value {
 
 /// Writes `shards` (one safetensors file each) and `config` into `dir`.
 fn write(dir: &Path, config: &Value, shards: &[Vec<Tensor>]) {
+    write_as(dir, config, shards, Dtype::BF16)
+}
+
+/// [`write`] with the tensors' bytes declared as `dtype`.
+fn write_as(dir: &Path, config: &Value, shards: &[Vec<Tensor>], dtype: Dtype) {
     std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
     for (n, shard) in shards.iter().enumerate() {
         let views: Vec<(String, TensorView)> = shard
@@ -91,7 +97,7 @@ fn write(dir: &Path, config: &Value, shards: &[Vec<Tensor>]) {
             .map(|(name, shape, data)| {
                 (
                     name.clone(),
-                    TensorView::new(Dtype::BF16, shape.clone(), data).unwrap(),
+                    TensorView::new(dtype, shape.clone(), data).unwrap(),
                 )
             })
             .collect();
@@ -132,6 +138,105 @@ fn a_valid_checkpoint_loads_with_q_and_k_rows_interleaved() {
     // k starts after q, with its own interleaving; v is copied as is.
     assert_eq!((row(heads * hd), row(heads * hd + 1)), (0, hd / 2));
     assert_eq!(row((heads + kvh) * hd + 3), 3);
+}
+
+/// A model whose MLP is wider than its checkpoint's (`geometry.checkpoint_intermediate`) loads
+/// the stored rows and columns in place and zeros after them; a checkpoint that stores another
+/// width is refused by tensor.
+#[test]
+fn a_narrower_checkpoint_mlp_loads_zero_padded() {
+    let mut m = resolve_model("tiny").unwrap();
+    let (h, i) = (m.geometry.hidden as usize, m.geometry.intermediate as usize);
+    let stored = i - 24;
+    m.geometry.checkpoint_intermediate = Some(stored as u32);
+    m.validate("test").unwrap();
+    let dir = Dir::new("padded");
+    write(&dir.0, &config(&m), &[tensors(&m)]);
+    let w = weights::load_checkpoint(&dir.0, &m).expect("loads");
+    for t in [LayerTensor::Gate, LayerTensor::Up] {
+        let rows = w.layer(1, t);
+        assert_eq!(rows.len(), i * h);
+        // Row r holds r (the helper's marker) up to the stored width, zeros after.
+        assert_eq!(bf2f(rows[(stored - 1) * h + 5]), (stored - 1) as f32);
+        assert!(rows[stored * h..].iter().all(|&b| b == 0));
+    }
+    let down = w.layer(1, LayerTensor::Down);
+    assert_eq!(down.len(), h * i);
+    for r in [0, 7, h - 1] {
+        let row = &down[r * i..(r + 1) * i];
+        assert!(row[..stored].iter().all(|&b| bf2f(b) == r as f32));
+        assert!(row[stored..].iter().all(|&b| b == 0));
+    }
+    // The padded model computes the checkpoint's logits: the CPU reference over the padded
+    // weights against the same checkpoint loaded at its own width, bit for bit.
+    let mut narrow = m.clone();
+    narrow.geometry.intermediate = stored as u32;
+    narrow.geometry.checkpoint_intermediate = None;
+    let wn = weights::load_checkpoint(&dir.0, &narrow).expect("loads at its own width");
+    let mut padded = mkc_backend::reference::Reference::new(&m, &w, true);
+    let mut own = mkc_backend::reference::Reference::new(&narrow, &wn, true);
+    for (pos, token) in [3u32, 17, 5].into_iter().enumerate() {
+        let logits = padded.step(token, pos as u32);
+        assert!(logits.iter().all(|x| x.is_finite()), "{logits:?}");
+        assert_eq!(logits, own.step(token, pos as u32));
+    }
+    // The same model file over a checkpoint of the full width: refused, config first.
+    let mut full = m.clone();
+    full.geometry.checkpoint_intermediate = None;
+    let dir = Dir::new("padded_full");
+    write(&dir.0, &config(&full), &[tensors(&full)]);
+    let e = weights::load_checkpoint(&dir.0, &m)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("intermediate_size"), "{e}");
+    // A config that matches but tensors of the full width: refused by tensor.
+    let dir = Dir::new("padded_tensors");
+    write(&dir.0, &config(&m), &[tensors(&full)]);
+    let e = weights::load_checkpoint(&dir.0, &m)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("mlp.gate_proj.weight") && e.contains("shape"),
+        "{e}"
+    );
+}
+
+/// An f16 checkpoint (Llama 2's) loads rounded to bf16 to nearest even; an f16 infinity is
+/// refused with its tensor, element and f16 bits.
+#[test]
+fn f16_checkpoints_load_rounded_to_bf16() {
+    let m = resolve_model("tiny").unwrap();
+    let c = config(&m);
+    // Each tensor's elements as f16: a value bf16 holds exactly, and one it rounds.
+    let as_f16 = |t: &Tensor, v: f32| -> Tensor {
+        let n = t.2.len() / 2;
+        let data = (0..n)
+            .flat_map(|_| half::f16::from_f32(v).to_bits().to_le_bytes())
+            .collect();
+        (t.0.clone(), t.1.clone(), data)
+    };
+    // 1 + 2^-8 + 2^-9 (f16 holds it; bf16's 7 fraction bits round it up to 1 + 2^-7).
+    let odd = 1.0 + 1.0 / 256.0 + 1.0 / 512.0;
+    let t: Vec<Tensor> = tensors(&m)
+        .iter()
+        .map(|t| as_f16(t, if t.0.contains("norm") { odd } else { 0.5 }))
+        .collect();
+    let dir = Dir::new("f16");
+    write_as(&dir.0, &c, &[t.clone()], Dtype::F16);
+    let w = weights::load_checkpoint(&dir.0, &m).expect("an f16 checkpoint loads");
+    assert_eq!(bf2f(w.layer(0, LayerTensor::Gate)[3]), 0.5);
+    assert_eq!(bf2f(w.layer(0, LayerTensor::Norm1)[1]), 1.0 + 1.0 / 128.0);
+    let mut bad = t;
+    let norm = bad.iter_mut().find(|x| x.0 == "model.norm.weight").unwrap();
+    norm.2[4..6].copy_from_slice(&0x7C00u16.to_le_bytes());
+    let dir = Dir::new("f16_inf");
+    write_as(&dir.0, &c, &[bad], Dtype::F16);
+    let e = weights::load_checkpoint(&dir.0, &m)
+        .unwrap_err()
+        .to_string();
+    for n in ["model.norm.weight", "element 2", "f16 bits 0x7c00"] {
+        assert!(e.contains(n), "`{n}` not in: {e}");
+    }
 }
 
 /// Llama 3's RoPE scaling is honoured when the model file declares the same parameters, and

@@ -264,7 +264,19 @@ fn checkpoint(text: &str) -> bool {
             // What `mkc model` writes is a model the kernels take, and reads back as itself.
             m.validate("fuzz").expect("the chosen lowering validates");
             mkc_catalogue::check_model(&m).expect("the chosen lowering fits the kernels");
-            assert_eq!(m.geometry, g);
+            // The geometry is the config's, its MLP perhaps zero-padded wider.
+            let stored = m.geometry.checkpoint_intermediate;
+            assert_eq!(stored.is_some(), m.geometry.intermediate != g.intermediate);
+            assert_eq!(stored.unwrap_or(g.intermediate), g.intermediate);
+            assert!(m.geometry.intermediate >= g.intermediate);
+            assert_eq!(
+                mkc_ir::model::Geometry {
+                    intermediate: g.intermediate,
+                    checkpoint_intermediate: None,
+                    ..m.geometry.clone()
+                },
+                g
+            );
             if mkc_ir::lower::task_count(&m) <= DEEP_TASKS {
                 deep(&m, &h200());
             }

@@ -25,6 +25,7 @@ pub fn model_range(field: &str) -> Option<(u64, u64)> {
     Some(match field {
         "geometry.hidden"
         | "geometry.intermediate"
+        | "geometry.checkpoint_intermediate"
         | "geometry.heads"
         | "geometry.kv_heads"
         | "geometry.head_dim"
@@ -190,6 +191,21 @@ fn check_geometry(m: &Model, file: &str) -> Result<(), InputError> {
         positive(file, field, value)?;
     }
     positive(file, "geometry.layers", g.layers)?;
+    if let Some(stored) = g.checkpoint_intermediate {
+        if stored == 0 || stored > g.intermediate {
+            return Err(InputError::invalid(
+                file,
+                "geometry.checkpoint_intermediate",
+                format!(
+                    "{stored} is not a width from 1 to intermediate ({}): the checkpoint's MLP \
+                     is zero-padded to intermediate, never cut",
+                    g.intermediate
+                ),
+                "give the checkpoint's intermediate_size, at most geometry.intermediate, or \
+                 remove the field",
+            ));
+        }
+    }
     divides(file, "geometry.heads", g.heads, "heads", g.hidden, "hidden")?;
     divides(
         file,

@@ -36,6 +36,15 @@ pub fn from_checkpoint(
 /// Runs `mkc model`.
 pub fn run(args: ModelArgs) -> Result<(), CommandError> {
     let model = from_checkpoint(&args.checkpoint, args.name.as_deref())?;
+    if let Some(stored) = model.geometry.checkpoint_intermediate {
+        eprintln!(
+            "note: no lowering tiles the checkpoint's MLP width {stored}; the model file pads it \
+             with zeros to {} (geometry.checkpoint_intermediate), which leaves the logits as \
+             they are and streams {:.1}% more MLP bytes",
+            model.geometry.intermediate,
+            100.0 * (model.geometry.intermediate - stored) as f64 / stored as f64
+        );
+    }
     let body =
         ron::ser::to_string_pretty(&model, ron::ser::PrettyConfig::default().struct_names(true))
             .map_err(|e| CommandError::Internal(format!("cannot write the model as RON: {e}")))?;

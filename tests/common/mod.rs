@@ -53,6 +53,7 @@ pub fn arb_model() -> impl Strategy<Value = Model> {
                     geometry: Geometry {
                         hidden,
                         intermediate,
+                        checkpoint_intermediate: None,
                         layers,
                         heads,
                         kv_heads,
