@@ -303,6 +303,10 @@ pub struct SimulateArgs {
     /// dependency wait.
     #[arg(long)]
     pub ablate: bool,
+    /// Also predict the step with each latency term of the device profile halved in turn
+    /// (largest saving first): which latency the schedule's time hangs on.
+    #[arg(long)]
+    pub sensitivity: bool,
     /// Where the pdl and graph grids' registers and static shared memory come from.
     #[arg(long, value_enum, default_value_t = ResourcesArg::Auto)]
     pub resources: ResourcesArg,
@@ -315,7 +319,7 @@ pub struct SimulateArgs {
     /// Run a what-if sweep from this RON spec instead (see the README); the spec's lists
     /// replace the target, trigger, policy and what-if flags.
     #[arg(long, conflicts_with_all = ["target", "trigger", "coresidency", "phase_release",
-        "policy", "json", "trace", "trajectory", "ablate"])]
+        "policy", "json", "trace", "trajectory", "ablate", "sensitivity"])]
     pub sweep: Option<PathBuf>,
     /// Where the sweep's CSV goes (default: stdout).
     #[arg(long, requires = "sweep")]

@@ -335,6 +335,84 @@ fn simulate_ablate_predicts_every_rung_of_the_ladder() {
     assert!(stderr(&sweep).contains("--ablate"), "{}", stderr(&sweep));
 }
 
+/// `simulate --sensitivity` predicts the step with each nonzero latency term halved, largest
+/// saving first; each figure is the step `--device` with that profile gives; a sweep does not
+/// take it.
+#[test]
+fn simulate_sensitivity_halves_each_latency_term() {
+    let o = mkc(&["simulate", "tiny", "--sensitivity", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let profile = std::fs::read_to_string("devices/h200.ron").unwrap();
+    for (name, r) in v["targets"].as_object().unwrap() {
+        let full = r["step_us"].as_f64().unwrap();
+        let terms = r["sensitivity"].as_array().unwrap();
+        let names: std::collections::BTreeSet<&str> =
+            terms.iter().map(|t| t["term"].as_str().unwrap()).collect();
+        assert_eq!(names.len(), terms.len(), "{name}: a term twice");
+        assert!(names.contains("load_latency_ns") && names.contains("release_ns"));
+        let saved: Vec<f64> = terms
+            .iter()
+            .map(|t| t["saved_us"].as_f64().unwrap())
+            .collect();
+        assert!(saved.windows(2).all(|w| w[0] >= w[1]), "{name}: {saved:?}");
+        for t in terms {
+            let step = t["step_us"].as_f64().unwrap();
+            assert!((t["saved_us"].as_f64().unwrap() - (full - step)).abs() < 1e-6);
+        }
+        // The release term, halved by hand in a profile file, gives the same step.
+        let release = terms.iter().find(|t| t["term"] == "release_ns").unwrap();
+        let ns = release["ns"].as_f64().unwrap();
+        let from = format!("release_ns: {ns:.1},");
+        assert!(profile.contains(&from), "h200.ron lacks `{from}`");
+        let file = scratch(&format!("half_release_{name}.ron"));
+        std::fs::write(
+            &file,
+            profile.replace(&from, &format!("release_ns: {},", ns / 2.0)),
+        )
+        .unwrap();
+        let o = mkc(&[
+            "simulate",
+            "tiny",
+            "--device",
+            file.to_str().unwrap(),
+            "--target",
+            name,
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let step = v["targets"][name]["step_us"].as_f64().unwrap();
+        assert!(
+            (step - release["step_us"].as_f64().unwrap()).abs() < 1e-6,
+            "{name}"
+        );
+    }
+    let table = mkc(&[
+        "simulate",
+        "tiny",
+        "--sensitivity",
+        "--target",
+        "persistent",
+    ]);
+    assert!(table.status.success(), "{}", stderr(&table));
+    assert!(stdout(&table).contains(" half load_latency_ns "));
+    assert!(!stdout(&mkc(&["simulate", "tiny", "--json"])).contains("\"sensitivity\""));
+    let sweep = mkc(&[
+        "simulate",
+        "tiny",
+        "--sensitivity",
+        "--sweep",
+        "sweeps/example.ron",
+    ]);
+    assert_eq!(sweep.status.code(), Some(2), "{}", stderr(&sweep));
+    assert!(
+        stderr(&sweep).contains("--sensitivity"),
+        "{}",
+        stderr(&sweep)
+    );
+}
+
 #[test]
 fn simulate_writes_a_perfetto_trace_and_a_sweep_csv() {
     let trace = scratch("trace.json");

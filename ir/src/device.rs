@@ -170,6 +170,28 @@ pub struct Latencies {
 }
 
 impl Latencies {
+    /// Every latency term by its field name, mutable: what `mkc simulate --sensitivity` halves
+    /// one at a time. `chain_load_latency_ns` is listed only where the profile sets it (absent,
+    /// the chain follows `load_latency_ns`).
+    pub fn terms_mut(&mut self) -> Vec<(&'static str, &mut f64)> {
+        let mut terms = vec![
+            ("launch_gap_ns", &mut self.launch_gap_ns),
+            ("pdl_wait_release_ns", &mut self.pdl_wait_release_ns),
+            ("cta_admission_ns", &mut self.cta_admission_ns),
+            ("signal_visible_ns", &mut self.signal_visible_ns),
+            ("instruction_overhead_ns", &mut self.instruction_overhead_ns),
+            ("load_latency_ns", &mut self.load_latency_ns),
+            ("release_ns", &mut self.release_ns),
+            ("attention_task_ns", &mut self.attention_task_ns),
+            ("attention_head_ns", &mut self.attention_head_ns),
+            ("page_compute_ns", &mut self.page_compute_ns),
+        ];
+        if let Some(v) = self.chain_load_latency_ns.as_mut() {
+            terms.push(("chain_load_latency_ns", v));
+        }
+        terms
+    }
+
     /// The load latency the chain model charges: `chain_load_latency_ns`, else
     /// `load_latency_ns`.
     pub fn chain_load_latency(&self) -> f64 {

@@ -23,3 +23,36 @@ fn a_gpu_without_a_profile_selects_none() {
     assert_eq!(profile("NVIDIA H1000"), None);
     assert_eq!(profile(""), None);
 }
+
+/// `Latencies::terms_mut` (what `mkc simulate --sensitivity` halves) names every latency field
+/// a profile serialises, each once, and hands out the field itself.
+#[test]
+fn latency_terms_are_every_field_of_the_profile() {
+    let mut l = mkc_ir::embedded::resolve_device("h100").unwrap().latencies;
+    assert!(l.chain_load_latency_ns.is_some(), "h100 sets every field");
+    let text = ron::to_string(&l).unwrap();
+    let fields: Vec<String> = text
+        .trim_start_matches('(')
+        .trim_end_matches(')')
+        .split(',')
+        .filter_map(|kv| kv.split(':').next())
+        .map(|k| k.trim().to_string())
+        .filter(|k| !k.is_empty())
+        .collect();
+    let mut names: Vec<String> = l.terms_mut().iter().map(|(n, _)| n.to_string()).collect();
+    assert_eq!(names.len(), fields.len(), "{names:?} against {fields:?}");
+    names.sort();
+    let mut sorted = fields.clone();
+    sorted.sort();
+    assert_eq!(names, sorted);
+    for (name, v) in l.terms_mut() {
+        *v = if name == "release_ns" { 7.0 } else { *v };
+    }
+    assert_eq!(l.release_ns, 7.0);
+    // Absent, the chain's own load latency is no term of its own.
+    l.chain_load_latency_ns = None;
+    assert!(l
+        .terms_mut()
+        .iter()
+        .all(|(n, _)| *n != "chain_load_latency_ns"));
+}

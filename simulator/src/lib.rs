@@ -83,6 +83,62 @@ pub struct SimReport {
     /// The step with dependent work removed, rung by rung ([`Ablation::LADDER`]), when asked for.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ablation: Vec<AblationRung>,
+    /// The step with each latency term of the device halved, largest saving first, when asked
+    /// for ([`sensitivity`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sensitivity: Vec<LatencySensitivity>,
+}
+
+/// The step with one latency term of the device profile halved.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LatencySensitivity {
+    /// The term, by its field name in the profile (`latencies.<term>`).
+    pub term: String,
+    /// Its value in the profile, ns.
+    pub ns: f64,
+    /// The step with it halved, µs.
+    pub step_us: f64,
+    /// The full step minus that one, µs: what halving the term would buy.
+    pub saved_us: f64,
+}
+
+/// The step of `s` (at its typical KV length) with each nonzero latency term of `device`
+/// halved in turn, beside `full_us`, largest saving first: which hardware latency the
+/// schedule's time hangs on, so that an experiment goes where the prediction says the time is.
+pub fn sensitivity(
+    s: &Schedule,
+    device: &DeviceProfile,
+    options: &SimOptions,
+    full_us: f64,
+) -> Vec<LatencySensitivity> {
+    let terms: Vec<(&'static str, f64)> = device
+        .clone()
+        .latencies
+        .terms_mut()
+        .into_iter()
+        .map(|(name, v)| (name, *v))
+        .filter(|(_, v)| *v > 0.0)
+        .collect();
+    let mut out: Vec<LatencySensitivity> = terms
+        .par_iter()
+        .map(|&(term, ns)| {
+            let mut halved = device.clone();
+            for (name, v) in halved.latencies.terms_mut() {
+                if name == term {
+                    *v = ns / 2.0;
+                }
+            }
+            let step_us = simulate_step(s, &halved, options, s.graph.typical_kv_len).step_ns / 1e3;
+            LatencySensitivity {
+                term: term.to_string(),
+                ns,
+                step_us,
+                saved_us: full_us - step_us,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| b.saved_us.total_cmp(&a.saved_us));
+    out
 }
 
 /// One rung of the predicted ablation ladder.
@@ -332,6 +388,7 @@ pub fn simulate(
             occupancy,
             trajectory,
             ablation: Vec::new(),
+            sensitivity: Vec::new(),
         },
         timeline,
     ))

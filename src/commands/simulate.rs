@@ -92,7 +92,7 @@ pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
             &device,
             &sim,
             workload,
-            args.ablate,
+            Ladders::of(&args),
         )?);
     }
     print_reports(&args, &model.name, &reports)
@@ -130,7 +130,17 @@ pub fn predict(
     if let Some(bw) = bandwidth_gbps {
         device.read_bandwidth_gbps = bw;
     }
-    simulate_one(None, &s, &device, &sim, None, ablate)
+    simulate_one(
+        None,
+        &s,
+        &device,
+        &sim,
+        None,
+        Ladders {
+            ablate,
+            sensitivity: false,
+        },
+    )
 }
 
 /// `mkc simulate FILE` where FILE is a compiled schedule: the schedule is timed as written,
@@ -172,8 +182,31 @@ fn run_schedule(args: &SimulateArgs, s: mkc_scheduler::Schedule) -> Result<(), C
         phase_release: args.phase_release,
         ..SimOptions::default()
     };
-    let report = simulate_one(args.trace.as_deref(), &s, &device, &sim, None, args.ablate)?;
+    let report = simulate_one(
+        args.trace.as_deref(),
+        &s,
+        &device,
+        &sim,
+        None,
+        Ladders::of(args),
+    )?;
     print_reports(args, &s.graph.model, &[report])
+}
+
+/// The what-if predictions beside a step: the ablation ladder, the latency sensitivity.
+#[derive(Clone, Copy, Default)]
+struct Ladders {
+    ablate: bool,
+    sensitivity: bool,
+}
+
+impl Ladders {
+    fn of(args: &SimulateArgs) -> Ladders {
+        Ladders {
+            ablate: args.ablate,
+            sensitivity: args.sensitivity,
+        }
+    }
 }
 
 /// Simulates one schedule, refuses impossible figures ([`check_sane`]) and, with `trace`,
@@ -184,13 +217,16 @@ fn simulate_one(
     device: &mkc_ir::device::DeviceProfile,
     sim: &SimOptions,
     workload: Option<(u32, u32)>,
-    ablate: bool,
+    ladders: Ladders,
 ) -> Result<SimReport, CommandError> {
     let (mut report, timeline) =
         simulate(s, device, sim, workload).map_err(|e| CommandError::Input(format!("{e}.")))?;
     check_sane(&report)?;
-    if ablate {
+    if ladders.ablate {
         report.ablation = mkc_simulator::ablation_ladder(s, device, sim, report.step.step_us);
+    }
+    if ladders.sensitivity {
+        report.sensitivity = mkc_simulator::sensitivity(s, device, sim, report.step.step_us);
     }
     if let Some(path) = trace_file {
         let json = trace::chrome_trace(s, &timeline).to_string();
@@ -351,6 +387,12 @@ fn table(model: &str, reports: &[SimReport]) -> String {
             s += &format!(
                 "  {:<11} without {:<37} {:>8.1} us (that work costs {:.1} us)\n",
                 "", rung.removed, rung.step_us, rung.saved_us
+            );
+        }
+        for t in &r.sensitivity {
+            s += &format!(
+                "  {:<11} half {:<40} {:>8.1} us (saves {:.1} us; now {:.0} ns)\n",
+                "", t.term, t.step_us, t.saved_us, t.ns
             );
         }
     }
