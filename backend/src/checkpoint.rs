@@ -443,6 +443,15 @@ fn check_config(dir: &Path, model: &Model) -> Result<(), BackendError> {
         .iter()
         .filter(|(_, got, want)| *got != Some(*want))
         .map(|(k, got, want)| match got {
+            // A narrower MLP is what the model file can pad.
+            Some(v)
+                if *k == "intermediate_size" && v < want && g.checkpoint_intermediate.is_none() =>
+            {
+                format!(
+                    "{k} = {v} (model file: {want}; to load it zero-padded, set \
+                     geometry.checkpoint_intermediate: Some({v}))"
+                )
+            }
             Some(v) => format!("{k} = {v} (model file: {want})"),
             None => format!("{k} is missing (model file: {want})"),
         })

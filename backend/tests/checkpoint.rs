@@ -180,6 +180,16 @@ fn a_narrower_checkpoint_mlp_loads_zero_padded() {
         assert!(logits.iter().all(|x| x.is_finite()), "{logits:?}");
         assert_eq!(logits, own.step(token, pos as u32));
     }
+    // A model file of the padded width that does not say so: refused, naming the field.
+    let mut unsaid = m.clone();
+    unsaid.geometry.checkpoint_intermediate = None;
+    let e = weights::load_checkpoint(&dir.0, &unsaid)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&format!("checkpoint_intermediate: Some({stored})")),
+        "{e}"
+    );
     // The same model file over a checkpoint of the full width: refused, config first.
     let mut full = m.clone();
     full.geometry.checkpoint_intermediate = None;
