@@ -232,7 +232,7 @@ fn f16_checkpoints_load_rounded_to_bf16() {
         .map(|t| as_f16(t, if t.0.contains("norm") { odd } else { 0.5 }))
         .collect();
     let dir = Dir::new("f16");
-    write_as(&dir.0, &c, &[t.clone()], Dtype::F16);
+    write_as(&dir.0, &c, std::slice::from_ref(&t), Dtype::F16);
     let w = weights::load_checkpoint(&dir.0, &m).expect("an f16 checkpoint loads");
     assert_eq!(bf2f(w.layer(0, LayerTensor::Gate)[3]), 0.5);
     assert_eq!(bf2f(w.layer(0, LayerTensor::Norm1)[1]), 1.0 + 1.0 / 128.0);
