@@ -4,7 +4,8 @@ backend/kernels/mkc.cu in which a persistent instruction's counter wait is polle
 the first P consumer warps instead of thread 0 alone, each starting `stagger` ns after the
 previous, so that a poll reaches L2 every round trip / P instead of every round trip: the
 signal is seen ~(1 - 1/P) / 2 of a loaded round trip sooner. The poller that sees the target
-raises a shared flag the others read between their polls; its acquire load and the barrier
+raises a shared flag (zeroed in the kernel's prologue, reset after each wait's barrier) the
+others read between their polls; its acquire load and the barrier
 after the wait order every consumer's later reads, as main's single poller does. The watchdog
 and the stall flag stay with thread 0. The chain kernels are main's.
 
@@ -20,7 +21,6 @@ old = """    __device__ void wait() const {
         if (threadIdx.x == 0) {"""
 new = f"""    __device__ void wait() const {{
 #ifndef MKC_ABLATE_WAITS
-        __shared__ int seen_s;  // waits seen so far by any poller (reset after the barrier)
         const int warp = (int)threadIdx.x / 32;
         if (threadIdx.x % 32 == 0 && warp > 0 && warp < {pollers}) {{
             __nanosleep((unsigned)(warp * {stagger}));
@@ -38,6 +38,22 @@ new = f"""    __device__ void wait() const {{
         }}
         if (threadIdx.x == 0) {{"""
 assert src.count(old) == 1, "CounterDeps::wait moved"
+src = src.replace(old, new)
+# The flag: waits seen so far by any poller of the current instruction, at file scope so that
+# the kernel's prologue zeroes it before the first wait (thread 0 resets it after each wait's
+# barrier).
+old = """struct CounterDeps {"""
+new = """__shared__ int seen_s;
+
+struct CounterDeps {"""
+assert src.count(old) == 1, "CounterDeps moved"
+src = src.replace(old, new)
+old = """        left_s = 0;
+        stop_s = 0;"""
+new = """        left_s = 0;
+        stop_s = 0;
+        seen_s = 0;"""
+assert src.count(old) == 1, "the kernel's prologue moved"
 src = src.replace(old, new)
 old = """                for (int n = 1; (int)((v = load_acquire(c)) - target) < 0; ++n) {
                     if (n % 16) continue;"""
