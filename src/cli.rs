@@ -71,8 +71,8 @@ pub enum Command {
     Bench(BenchArgs),
     /// Measure on the GPU (sm_90) a hardware fact the simulator assumes.
     Probe(ProbeArgs),
-    /// Write a model file for a Hugging Face Llama checkpoint: its config.json's geometry and
-    /// the first lowering the kernels accept.
+    /// Write a model file for a Hugging Face Llama checkpoint: its config.json's geometry (an
+    /// MLP width no lowering tiles zero-padded) and the first lowering the kernels accept.
     Model(ModelArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
     Completions(CompletionsArgs),
