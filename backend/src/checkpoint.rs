@@ -517,9 +517,48 @@ fn first_non_finite(data: &[u16]) -> Option<(usize, u16)> {
         .map(|i| (i, data[i]))
 }
 
-/// f16 bits -> bf16 bits, rounded to nearest even (every finite f16 is in bf16's range).
-fn f16_to_bf16(bits: u16) -> u16 {
-    crate::weights::f2bf(half::f16::from_bits(bits).to_f32())
+/// A tensor's little-endian elements of `dtype` (bf16, f16 or f32) as bf16 bits: bf16 as
+/// stored, f16 and f32 rounded to nearest even (every finite f16 is in bf16's range; an f32
+/// beyond it rounds to infinity and is refused). Else the first non-finite element: its index
+/// and its stored bits in hex.
+fn as_bf16(dtype: Dtype, bytes: &[u8]) -> Result<Vec<u16>, (usize, String)> {
+    let halves = || {
+        bytes
+            .chunks_exact(2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+    };
+    let data: Vec<u16> = match dtype {
+        Dtype::F16 => halves()
+            .map(|b| crate::weights::f2bf(half::f16::from_bits(b).to_f32()))
+            .collect(),
+        Dtype::F32 => bytes
+            .chunks_exact(4)
+            .map(|b| crate::weights::f2bf(f32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+            .collect(),
+        _ => halves().collect(),
+    };
+    match first_non_finite(&data) {
+        None => Ok(data),
+        Some((i, bits)) => Err((
+            i,
+            match dtype {
+                Dtype::F16 => format!(
+                    "{:04x}",
+                    u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]])
+                ),
+                Dtype::F32 => format!(
+                    "{:08x}",
+                    u32::from_le_bytes([
+                        bytes[4 * i],
+                        bytes[4 * i + 1],
+                        bytes[4 * i + 2],
+                        bytes[4 * i + 3]
+                    ])
+                ),
+                _ => format!("{bits:04x}"),
+            },
+        )),
+    }
 }
 
 /// `rows` of `from` columns each, widened to `to` columns with zeros (a padded MLP's down).
@@ -549,7 +588,7 @@ fn interleave_heads(rows: &[u16], n_heads: usize, hd: usize, cols: usize) -> Vec
     out
 }
 
-/// Loads `dir` into the layout of `model`: every tensor the model needs, each once, bf16 (f16
+/// Loads `dir` into the layout of `model`: every tensor the model needs, each once, bf16 (f16, f32
 /// rounded to it), finite, of the right shape (a narrower MLP zero-padded to the model's), and
 /// nothing else (an extra tensor is a bias or a layer mkc would silently drop).
 pub fn load(dir: &Path, model: &Model) -> Result<HostWeights, BackendError> {
@@ -620,62 +659,52 @@ pub fn load(dir: &Path, model: &Model) -> Result<HostWeights, BackendError> {
             ),
         ));
     }
-    let rounded_f16 = std::cell::Cell::new(false);
-    let get = |name: &str, shape: &[usize]| -> Result<Vec<u16>, BackendError> {
-        let t = owner
-            .get(name)
-            .and_then(|&i| parsed[i].tensor(name).ok())
-            .ok_or_else(|| err(dir, format!("tensor `{name}` is missing")))?;
-        let f16 = match t.dtype() {
-            Dtype::BF16 => false,
-            Dtype::F16 => true,
-            other => {
+    let rounded = std::cell::RefCell::new(std::collections::BTreeSet::new());
+    let get =
+        |name: &str, shape: &[usize]| -> Result<Vec<u16>, BackendError> {
+            let t = owner
+                .get(name)
+                .and_then(|&i| parsed[i].tensor(name).ok())
+                .ok_or_else(|| err(dir, format!("tensor `{name}` is missing")))?;
+            let stored = match t.dtype() {
+                Dtype::BF16 => "bf16",
+                Dtype::F16 => "f16",
+                Dtype::F32 => "f32",
+                other => {
+                    return Err(err(
+                        dir,
+                        format!(
+                            "tensor `{name}` is {other:?}; mkc reads bf16, or f16 and f32 rounded \
+                         to bf16. Fix: save the checkpoint in bf16"
+                        ),
+                    ))
+                }
+            };
+            if t.shape() != shape {
                 return Err(err(
                     dir,
                     format!(
-                        "tensor `{name}` is {other:?}; mkc reads bf16, or f16 rounded to bf16. \
-                         Fix: save the checkpoint in bf16"
+                        "tensor `{name}` has shape {:?}, expected {shape:?}",
+                        t.shape()
                     ),
-                ))
+                ));
             }
-        };
-        if t.shape() != shape {
-            return Err(err(
-                dir,
-                format!(
-                    "tensor `{name}` has shape {:?}, expected {shape:?}",
-                    t.shape()
+            let data =
+                as_bf16(t.dtype(), t.data()).map_err(|(i, bits)| {
+                    err(
+                        dir,
+                        format!(
+                    "tensor `{name}` holds a NaN or infinity{} at element {i} ({stored} bits \
+                     0x{bits}). Fix: repair or re-export the checkpoint",
+                    if stored == "f32" { " (or a value beyond bf16's range)" } else { "" }
                 ),
-            ));
-        }
-        let data: Vec<u16> = t
-            .data()
-            .chunks_exact(2)
-            .map(|b| u16::from_le_bytes([b[0], b[1]]))
-            .collect();
-        let non_finite = if f16 {
-            data.iter()
-                .position(|&b| !half::f16::from_bits(b).is_finite())
-                .map(|i| (i, data[i]))
-        } else {
-            first_non_finite(&data)
+                    )
+                })?;
+            if stored != "bf16" {
+                rounded.borrow_mut().insert(stored);
+            }
+            Ok(data)
         };
-        if let Some((i, bits)) = non_finite {
-            return Err(err(
-                dir,
-                format!(
-                    "tensor `{name}` holds a NaN or infinity at element {i} ({} bits \
-                     0x{bits:04x}). Fix: repair or re-export the checkpoint",
-                    if f16 { "f16" } else { "bf16" }
-                ),
-            ));
-        }
-        if f16 {
-            rounded_f16.set(true);
-            return Ok(data.into_iter().map(f16_to_bf16).collect());
-        }
-        Ok(data)
-    };
     let (h, i) = (g.hidden as usize, g.intermediate as usize);
     let stored = g.checkpoint_intermediate.map_or(i, |w| w as usize);
     let (hd, heads, kvh) = (g.head_dim as usize, g.heads as usize, g.kv_heads as usize);
@@ -722,11 +751,13 @@ pub fn load(dir: &Path, model: &Model) -> Result<HostWeights, BackendError> {
         tensors.push(get("lm_head.weight", &[g.vocab as usize, h])?);
     }
     tensors.push(get("model.norm.weight", &[h])?);
-    if rounded_f16.get() {
+    let rounded = rounded.into_inner();
+    if !rounded.is_empty() {
         eprintln!(
-            "note: checkpoint {}: f16 weights rounded to bf16, the kernels' type (as \
+            "note: checkpoint {}: {} weights rounded to bf16, the kernels' type (as \
              transformers' torch_dtype=bfloat16 loads them)",
-            dir.display()
+            dir.display(),
+            rounded.into_iter().collect::<Vec<_>>().join(" and ")
         );
     }
     Ok(HostWeights {

@@ -211,41 +211,71 @@ fn a_narrower_checkpoint_mlp_loads_zero_padded() {
     );
 }
 
-/// An f16 checkpoint (Llama 2's) loads rounded to bf16 to nearest even; an f16 infinity is
-/// refused with its tensor, element and f16 bits.
+/// f16 (Llama 2's) and f32 checkpoints load rounded to bf16 to nearest even; an infinity is
+/// refused with its tensor, element and bits in the stored type, and an f32 beyond bf16's range
+/// as well.
 #[test]
-fn f16_checkpoints_load_rounded_to_bf16() {
+fn f16_and_f32_checkpoints_load_rounded_to_bf16() {
     let m = resolve_model("tiny").unwrap();
     let c = config(&m);
-    // Each tensor's elements as f16: a value bf16 holds exactly, and one it rounds.
-    let as_f16 = |t: &Tensor, v: f32| -> Tensor {
-        let n = t.2.len() / 2;
-        let data = (0..n)
-            .flat_map(|_| half::f16::from_f32(v).to_bits().to_le_bytes())
+    // 1 + 2^-8 + 2^-9: f16 and f32 hold it; bf16's 7 fraction bits round it up to 1 + 2^-7.
+    let odd = 1.0f32 + 1.0 / 256.0 + 1.0 / 512.0;
+    for dtype in [Dtype::F16, Dtype::F32] {
+        let bytes = |v: f32| -> Vec<u8> {
+            match dtype {
+                Dtype::F16 => half::f16::from_f32(v).to_bits().to_le_bytes().to_vec(),
+                _ => v.to_le_bytes().to_vec(),
+            }
+        };
+        let t: Vec<Tensor> = tensors(&m)
+            .iter()
+            .map(|(name, shape, data)| {
+                let v = if name.contains("norm") { odd } else { 0.5 };
+                let n = data.len() / 2;
+                (
+                    name.clone(),
+                    shape.clone(),
+                    (0..n).flat_map(|_| bytes(v)).collect(),
+                )
+            })
             .collect();
-        (t.0.clone(), t.1.clone(), data)
-    };
-    // 1 + 2^-8 + 2^-9 (f16 holds it; bf16's 7 fraction bits round it up to 1 + 2^-7).
-    let odd = 1.0 + 1.0 / 256.0 + 1.0 / 512.0;
-    let t: Vec<Tensor> = tensors(&m)
-        .iter()
-        .map(|t| as_f16(t, if t.0.contains("norm") { odd } else { 0.5 }))
-        .collect();
-    let dir = Dir::new("f16");
-    write_as(&dir.0, &c, std::slice::from_ref(&t), Dtype::F16);
-    let w = weights::load_checkpoint(&dir.0, &m).expect("an f16 checkpoint loads");
-    assert_eq!(bf2f(w.layer(0, LayerTensor::Gate)[3]), 0.5);
-    assert_eq!(bf2f(w.layer(0, LayerTensor::Norm1)[1]), 1.0 + 1.0 / 128.0);
-    let mut bad = t;
-    let norm = bad.iter_mut().find(|x| x.0 == "model.norm.weight").unwrap();
-    norm.2[4..6].copy_from_slice(&0x7C00u16.to_le_bytes());
-    let dir = Dir::new("f16_inf");
-    write_as(&dir.0, &c, &[bad], Dtype::F16);
-    let e = weights::load_checkpoint(&dir.0, &m)
-        .unwrap_err()
-        .to_string();
-    for n in ["model.norm.weight", "element 2", "f16 bits 0x7c00"] {
-        assert!(e.contains(n), "`{n}` not in: {e}");
+        let dir = Dir::new(&format!("{dtype:?}"));
+        write_as(&dir.0, &c, std::slice::from_ref(&t), dtype);
+        let w = weights::load_checkpoint(&dir.0, &m).expect("loads rounded to bf16");
+        assert_eq!(bf2f(w.layer(0, LayerTensor::Gate)[3]), 0.5);
+        assert_eq!(bf2f(w.layer(0, LayerTensor::Norm1)[1]), 1.0 + 1.0 / 128.0);
+        let inf = bytes(f32::INFINITY);
+        let bits = match dtype {
+            Dtype::F16 => "f16 bits 0x7c00",
+            _ => "f32 bits 0x7f800000",
+        };
+        let mut bad = t.clone();
+        let norm = bad.iter_mut().find(|x| x.0 == "model.norm.weight").unwrap();
+        let at = 2 * inf.len();
+        norm.2[at..at + inf.len()].copy_from_slice(&inf);
+        let dir = Dir::new(&format!("{dtype:?}_inf"));
+        write_as(&dir.0, &c, &[bad], dtype);
+        let e = weights::load_checkpoint(&dir.0, &m)
+            .unwrap_err()
+            .to_string();
+        for n in ["model.norm.weight", "element 2", bits] {
+            assert!(e.contains(n), "`{n}` not in: {e}");
+        }
+        if dtype == Dtype::F32 {
+            // Finite in f32, beyond bf16: refused, not turned into an infinity.
+            let mut big = t;
+            let norm = big.iter_mut().find(|x| x.0 == "model.norm.weight").unwrap();
+            norm.2[4..8].copy_from_slice(&f32::MAX.to_le_bytes());
+            let dir = Dir::new("f32_big");
+            write_as(&dir.0, &c, &[big], dtype);
+            let e = weights::load_checkpoint(&dir.0, &m)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("beyond bf16's range") && e.contains("element 1"),
+                "{e}"
+            );
+        }
     }
 }
 
