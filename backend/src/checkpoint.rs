@@ -314,7 +314,7 @@ fn config_sizes(dir: &Path, c: &Value) -> Result<[(&'static str, Option<u64>); 7
 fn geometry_sizes(g: &Geometry) -> [u32; 7] {
     [
         g.hidden,
-        g.checkpoint_intermediate.unwrap_or(g.intermediate),
+        g.stored_intermediate(),
         g.layers,
         g.heads,
         g.kv_heads,
@@ -537,28 +537,13 @@ fn as_bf16(dtype: Dtype, bytes: &[u8]) -> Result<Vec<u16>, (usize, String)> {
             .collect(),
         _ => halves().collect(),
     };
-    match first_non_finite(&data) {
-        None => Ok(data),
-        Some((i, bits)) => Err((
-            i,
-            match dtype {
-                Dtype::F16 => format!(
-                    "{:04x}",
-                    u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]])
-                ),
-                Dtype::F32 => format!(
-                    "{:08x}",
-                    u32::from_le_bytes([
-                        bytes[4 * i],
-                        bytes[4 * i + 1],
-                        bytes[4 * i + 2],
-                        bytes[4 * i + 3]
-                    ])
-                ),
-                _ => format!("{bits:04x}"),
-            },
-        )),
-    }
+    let Some((i, _)) = first_non_finite(&data) else {
+        return Ok(data);
+    };
+    // The element as stored, most significant byte first.
+    let width = bytes.len() / data.len();
+    let stored = &bytes[i * width..(i + 1) * width];
+    Err((i, stored.iter().rev().map(|b| format!("{b:02x}")).collect()))
 }
 
 /// `rows` of `from` columns each, widened to `to` columns with zeros (a padded MLP's down).
@@ -660,53 +645,54 @@ pub fn load(dir: &Path, model: &Model) -> Result<HostWeights, BackendError> {
         ));
     }
     let rounded = std::cell::RefCell::new(std::collections::BTreeSet::new());
-    let get =
-        |name: &str, shape: &[usize]| -> Result<Vec<u16>, BackendError> {
-            let t = owner
-                .get(name)
-                .and_then(|&i| parsed[i].tensor(name).ok())
-                .ok_or_else(|| err(dir, format!("tensor `{name}` is missing")))?;
-            let stored = match t.dtype() {
-                Dtype::BF16 => "bf16",
-                Dtype::F16 => "f16",
-                Dtype::F32 => "f32",
-                other => {
-                    return Err(err(
-                        dir,
-                        format!(
-                            "tensor `{name}` is {other:?}; mkc reads bf16, or f16 and f32 rounded \
-                         to bf16. Fix: save the checkpoint in bf16"
-                        ),
-                    ))
-                }
-            };
-            if t.shape() != shape {
+    let get = |name: &str, shape: &[usize]| -> Result<Vec<u16>, BackendError> {
+        let t = owner
+            .get(name)
+            .and_then(|&i| parsed[i].tensor(name).ok())
+            .ok_or_else(|| err(dir, format!("tensor `{name}` is missing")))?;
+        let stored_as = match t.dtype() {
+            Dtype::BF16 => "bf16",
+            Dtype::F16 => "f16",
+            Dtype::F32 => "f32",
+            other => {
                 return Err(err(
                     dir,
                     format!(
-                        "tensor `{name}` has shape {:?}, expected {shape:?}",
-                        t.shape()
+                        "tensor `{name}` is {other:?}; mkc reads bf16, or f16 and f32 \
+                         rounded to bf16. Fix: save the checkpoint in bf16"
                     ),
-                ));
+                ))
             }
-            let data =
-                as_bf16(t.dtype(), t.data()).map_err(|(i, bits)| {
-                    err(
-                        dir,
-                        format!(
-                    "tensor `{name}` holds a NaN or infinity{} at element {i} ({stored} bits \
-                     0x{bits}). Fix: repair or re-export the checkpoint",
-                    if stored == "f32" { " (or a value beyond bf16's range)" } else { "" }
-                ),
-                    )
-                })?;
-            if stored != "bf16" {
-                rounded.borrow_mut().insert(stored);
-            }
-            Ok(data)
         };
+        if t.shape() != shape {
+            return Err(err(
+                dir,
+                format!(
+                    "tensor `{name}` has shape {:?}, expected {shape:?}",
+                    t.shape()
+                ),
+            ));
+        }
+        let range = if stored_as == "f32" {
+            " (or a value beyond bf16's range)"
+        } else {
+            ""
+        };
+        let data = as_bf16(t.dtype(), t.data()).map_err(|(i, bits)| {
+            let what =
+                format!("a NaN or infinity{range} at element {i} ({stored_as} bits 0x{bits})");
+            err(
+                dir,
+                format!("tensor `{name}` holds {what}. Fix: repair or re-export the checkpoint"),
+            )
+        })?;
+        if stored_as != "bf16" {
+            rounded.borrow_mut().insert(stored_as);
+        }
+        Ok(data)
+    };
     let (h, i) = (g.hidden as usize, g.intermediate as usize);
-    let stored = g.checkpoint_intermediate.map_or(i, |w| w as usize);
+    let stored = g.stored_intermediate() as usize;
     let (hd, heads, kvh) = (g.head_dim as usize, g.heads as usize, g.kv_heads as usize);
     let mut tensors = Vec::new();
     for l in 0..g.layers as usize {

@@ -36,7 +36,7 @@ fn tensors(m: &Model) -> Vec<Tensor> {
     let g = &m.geometry;
     let (h, i, hd) = (
         g.hidden as usize,
-        g.checkpoint_intermediate.unwrap_or(g.intermediate) as usize,
+        g.stored_intermediate() as usize,
         g.head_dim as usize,
     );
     let (heads, kvh) = (g.heads as usize, g.kv_heads as usize);
@@ -74,8 +74,7 @@ fn config(m: &Model) -> Value {
     let g = &m.geometry;
     json!({
         "model_type": "llama", "hidden_act": "silu", "hidden_size": g.hidden,
-        "intermediate_size": g.checkpoint_intermediate.unwrap_or(g.intermediate),
-        "num_hidden_layers": g.layers,
+        "intermediate_size": g.stored_intermediate(), "num_hidden_layers": g.layers,
         "num_attention_heads": g.heads, "num_key_value_heads": g.kv_heads,
         "head_dim": g.head_dim, "vocab_size": g.vocab, "tie_word_embeddings": true,
         "rope_theta": g.rope_theta, "rms_norm_eps": g.norm_eps, "rope_scaling": null,
@@ -105,12 +104,25 @@ fn write_as(dir: &Path, config: &Value, shards: &[Vec<Tensor>], dtype: Dtype) {
     }
 }
 
-/// The loader's error for `config` and `shards`, which must name every one of `needles`.
+/// The loader's error for `config` and `shards` (bf16) under the tiny model, which must name
+/// every one of `needles`.
 fn refused(tag: &str, config: &Value, shards: &[Vec<Tensor>], needles: &[&str]) {
     let m = resolve_model("tiny").unwrap();
+    refused_as(&m, tag, config, shards, Dtype::BF16, needles)
+}
+
+/// [`refused`] under model `m`, with the tensors' bytes declared as `dtype`.
+fn refused_as(
+    m: &Model,
+    tag: &str,
+    config: &Value,
+    shards: &[Vec<Tensor>],
+    dtype: Dtype,
+    needles: &[&str],
+) {
     let dir = Dir::new(tag);
-    write(&dir.0, config, shards);
-    let err = match weights::load_checkpoint(&dir.0, &m) {
+    write_as(&dir.0, config, shards, dtype);
+    let err = match weights::load_checkpoint(&dir.0, m) {
         Ok(_) => panic!("{tag}: the checkpoint was accepted"),
         Err(e) => e.to_string(),
     };
@@ -170,8 +182,7 @@ fn a_narrower_checkpoint_mlp_loads_zero_padded() {
     // The padded model computes the checkpoint's logits: the CPU reference over the padded
     // weights against the same checkpoint loaded at its own width, bit for bit.
     let mut narrow = m.clone();
-    narrow.geometry.intermediate = stored as u32;
-    narrow.geometry.checkpoint_intermediate = None;
+    narrow.geometry = m.geometry.as_stored();
     let wn = weights::load_checkpoint(&dir.0, &narrow).expect("loads at its own width");
     let mut padded = mkc_backend::reference::Reference::new(&m, &w, true);
     let mut own = mkc_backend::reference::Reference::new(&narrow, &wn, true);
@@ -183,32 +194,32 @@ fn a_narrower_checkpoint_mlp_loads_zero_padded() {
     // A model file of the padded width that does not say so: refused, naming the field.
     let mut unsaid = m.clone();
     unsaid.geometry.checkpoint_intermediate = None;
-    let e = weights::load_checkpoint(&dir.0, &unsaid)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains(&format!("checkpoint_intermediate: Some({stored})")),
-        "{e}"
+    let field = format!("checkpoint_intermediate: Some({stored})");
+    let c = config(&m);
+    refused_as(
+        &unsaid,
+        "padded_unsaid",
+        &c,
+        &[tensors(&m)],
+        Dtype::BF16,
+        &[&field],
     );
     // The same model file over a checkpoint of the full width: refused, config first.
     let mut full = m.clone();
     full.geometry.checkpoint_intermediate = None;
-    let dir = Dir::new("padded_full");
-    write(&dir.0, &config(&full), &[tensors(&full)]);
-    let e = weights::load_checkpoint(&dir.0, &m)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("intermediate_size"), "{e}");
-    // A config that matches but tensors of the full width: refused by tensor.
-    let dir = Dir::new("padded_tensors");
-    write(&dir.0, &config(&m), &[tensors(&full)]);
-    let e = weights::load_checkpoint(&dir.0, &m)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("mlp.gate_proj.weight") && e.contains("shape"),
-        "{e}"
+    let full_tensors = [tensors(&full)];
+    let bf16 = Dtype::BF16;
+    refused_as(
+        &m,
+        "padded_full",
+        &config(&full),
+        &full_tensors,
+        bf16,
+        &["intermediate_size"],
     );
+    // A config that matches but tensors of the full width: refused by tensor.
+    let needles = ["mlp.gate_proj.weight", "shape"];
+    refused_as(&m, "padded_tensors", &c, &full_tensors, bf16, &needles);
 }
 
 /// f16 (Llama 2's) and f32 checkpoints load rounded to bf16 to nearest even; an infinity is
@@ -249,32 +260,21 @@ fn f16_and_f32_checkpoints_load_rounded_to_bf16() {
             Dtype::F16 => "f16 bits 0x7c00",
             _ => "f32 bits 0x7f800000",
         };
-        let mut bad = t.clone();
-        let norm = bad.iter_mut().find(|x| x.0 == "model.norm.weight").unwrap();
-        let at = 2 * inf.len();
-        norm.2[at..at + inf.len()].copy_from_slice(&inf);
-        let dir = Dir::new(&format!("{dtype:?}_inf"));
-        write_as(&dir.0, &c, &[bad], dtype);
-        let e = weights::load_checkpoint(&dir.0, &m)
-            .unwrap_err()
-            .to_string();
-        for n in ["model.norm.weight", "element 2", bits] {
-            assert!(e.contains(n), "`{n}` not in: {e}");
-        }
+        // `t` with element `at` of the final norm's weights set to `value`'s bytes.
+        let with_norm = |at: usize, value: &[u8]| {
+            let mut bad = t.clone();
+            let norm = bad.iter_mut().find(|x| x.0 == "model.norm.weight").unwrap();
+            norm.2[at * value.len()..(at + 1) * value.len()].copy_from_slice(value);
+            [bad]
+        };
+        let tag = format!("{dtype:?}_inf");
+        let needles = ["model.norm.weight", "element 2", bits];
+        refused_as(&m, &tag, &c, &with_norm(2, &inf), dtype, &needles);
         if dtype == Dtype::F32 {
             // Finite in f32, beyond bf16: refused, not turned into an infinity.
-            let mut big = t;
-            let norm = big.iter_mut().find(|x| x.0 == "model.norm.weight").unwrap();
-            norm.2[4..8].copy_from_slice(&f32::MAX.to_le_bytes());
-            let dir = Dir::new("f32_big");
-            write_as(&dir.0, &c, &[big], dtype);
-            let e = weights::load_checkpoint(&dir.0, &m)
-                .unwrap_err()
-                .to_string();
-            assert!(
-                e.contains("beyond bf16's range") && e.contains("element 1"),
-                "{e}"
-            );
+            let big = with_norm(1, &f32::MAX.to_le_bytes());
+            let needles = ["beyond bf16's range", "element 1"];
+            refused_as(&m, "f32_big", &c, &big, dtype, &needles);
         }
     }
 }

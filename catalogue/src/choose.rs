@@ -164,14 +164,7 @@ mod tests {
         let m = choose_lowering("x", &g, &Workload::default()).unwrap();
         assert_eq!(m.geometry.intermediate, 11264);
         assert_eq!(m.geometry.checkpoint_intermediate, Some(11008));
-        assert_eq!(
-            Geometry {
-                intermediate: g.intermediate,
-                checkpoint_intermediate: None,
-                ..m.geometry.clone()
-            },
-            g
-        );
+        assert_eq!(m.geometry.as_stored(), g);
         assert!(check_model(&m).is_ok());
         // A width that fits as it is stays unpadded.
         let m = choose_lowering("x", &geometry("llama1b"), &Workload::default()).unwrap();

@@ -178,6 +178,22 @@ pub struct Geometry {
     pub dtype: Dtype,
 }
 
+impl Geometry {
+    /// The MLP width the checkpoint stores: `checkpoint_intermediate`, else `intermediate`.
+    pub fn stored_intermediate(&self) -> u32 {
+        self.checkpoint_intermediate.unwrap_or(self.intermediate)
+    }
+
+    /// The geometry as the checkpoint describes it: its stored MLP width, unpadded.
+    pub fn as_stored(&self) -> Geometry {
+        Geometry {
+            intermediate: self.stored_intermediate(),
+            checkpoint_intermediate: None,
+            ..self.clone()
+        }
+    }
+}
+
 /// Llama 3's RoPE scaling (`rope_type: "llama3"` in a checkpoint's config): frequencies whose
 /// wavelength exceeds `original_max_position_embeddings / low_freq_factor` are divided by
 /// `factor`, those shorter than `original_max_position_embeddings / high_freq_factor` kept,

@@ -111,23 +111,17 @@ pub fn sensitivity(
     options: &SimOptions,
     full_us: f64,
 ) -> Vec<LatencySensitivity> {
-    let terms: Vec<(&'static str, f64)> = device
-        .clone()
-        .latencies
-        .terms_mut()
-        .into_iter()
-        .map(|(name, v)| (name, *v))
-        .filter(|(_, v)| *v > 0.0)
-        .collect();
-    let mut out: Vec<LatencySensitivity> = terms
-        .par_iter()
-        .map(|&(term, ns)| {
+    let terms = device.latencies.clone().terms_mut().len();
+    let mut out: Vec<LatencySensitivity> = (0..terms)
+        .into_par_iter()
+        .filter_map(|k| {
             let mut halved = device.clone();
-            for (name, v) in halved.latencies.terms_mut() {
-                if name == term {
-                    *v = ns / 2.0;
-                }
-            }
+            let (term, value) = halved.latencies.terms_mut().swap_remove(k);
+            let ns = *value;
+            *value = ns / 2.0;
+            (ns > 0.0).then_some((term, ns, halved))
+        })
+        .map(|(term, ns, halved)| {
             let step_us = simulate_step(s, &halved, options, s.graph.typical_kv_len).step_ns / 1e3;
             LatencySensitivity {
                 term: term.to_string(),
