@@ -1,4 +1,5 @@
 #!/bin/bash
+# (Run 2026-12-06 on an H100, docs/perf.md "Lease G"; the variant scripts it names are in commit da187a1.)
 # Lease G: the release beside the next poll (tools/variants/late_release.py) and several
 # pollers per wait (tools/variants/poll_many.py P STAGGER), interleaved with main
 # (`mkc bench models/llama1b_tuned.ron --targets persistent --trials 2`), then the transformers
