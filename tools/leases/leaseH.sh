@@ -2,20 +2,11 @@
 # Lease H: fewer copies in flight while the persistent consumers wait (tools/variants/
 # throttle_wait.py K = 0, 2, 4) and the always-on cap (tools/variants/inflight.py K = 4, 3),
 # interleaved with main (`mkc bench models/llama1b_tuned.ron --targets persistent --trials 2`).
-# Starts no bench after 480 s, so that the archive comes back within the call.
 # Variants (built here by the scripts, carried in .device/):
 #   python3 tools/variants/throttle_wait.py K > .device/v_thrK.cu    (K = 0, 2, 4)
 #   python3 tools/variants/inflight.py K > .device/v_infK.cu          (K = 4, 3)
 #   (each with a .device/NAME.ron: Tuning(kernels_cu: Some(".device/v_NAME.cu")))
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$LD_LIBRARY_PATH
-M=.device/mkc; T=models/llama1b_tuned.ron; W=/tmp/w; mkdir -p $W
-nvidia-smi --query-gpu=name --format=csv,noheader | tee $W/gpu.txt
-b() {
-    local n=$1; shift
-    [ $SECONDS -gt 480 ] && { echo "$n skipped (time)"; return; }
-    timeout 80 $M bench $T --targets persistent --trials 2 "$@" > $W/$n.log 2>&1; echo "$n rc=$? t=$SECONDS"
-    grep -E "floor|^  persistent|FAIL|rror|stall" $W/$n.log | sed 's/.*read bandwidth/bw/'
-}
+source tools/leases/common.sh
 b main1
 b thr2a --tune .device/thr2.ron
 b thr0a --tune .device/thr0.ron
