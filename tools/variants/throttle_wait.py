@@ -7,12 +7,16 @@ as main does otherwise. Lease G showed that every request added near a dependent
 costs time; this removes requests there instead: when most SMs wait at an edge, fewer copies
 queue in front of the edge's release, poll and activation loads. The chain kernels are main's.
 
-usage: python3 tools/variants/throttle_wait.py K > v_throttle_K.cu
+With a second argument `release`, the window opens at the end of the previous instruction,
+before thread 0's release, so that the release's acknowledgement waits behind fewer copies too.
+
+usage: python3 tools/variants/throttle_wait.py K [release] > v_throttle_K.cu
 """
 import pathlib
 import sys
 
 k = int(sys.argv[1])
+from_release = sys.argv[2:] == ["release"]
 src = (pathlib.Path(__file__).resolve().parents[2] / "backend/kernels/mkc.cu").read_text()
 edits = [
     # The flag and its clearing point.
@@ -82,6 +86,13 @@ __device__ __forceinline__ void throttle_clear() {}
         stop_s = 0;
         throttle_s = 0;"""),
 ]
+if from_release:
+    edits.append((
+        """        if (threadIdx.x == 0) {
+            for (int k = 0; k < signals; ++k) {""",
+        """        if (threadIdx.x == 0) {
+            *(volatile int*)&throttle_s = 1;
+            for (int k = 0; k < signals; ++k) {"""))
 for old, new in edits:
     assert src.count(old) == 1, "mkc.cu moved: " + old[:70]
     src = src.replace(old, new)
