@@ -199,15 +199,20 @@ __device__ __forceinline__ void mbar_arrive(u64* bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
 }
 
-__device__ __forceinline__ void mbar_wait(u64* bar, unsigned parity) {
+// Whether phase `parity` of `bar` has completed (one try_wait: it may suspend the thread a
+// while before it answers no).
+__device__ __forceinline__ bool mbar_try(u64* bar, unsigned parity) {
     unsigned done;
-    do {
-        asm volatile(
-            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-            : "=r"(done)
-            : "r"(smem_addr(bar)), "r"(parity)
-            : "memory");
-    } while (!done);
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(smem_addr(bar)), "r"(parity)
+                 : "memory");
+    return done;
+}
+
+__device__ __forceinline__ void mbar_wait(u64* bar, unsigned parity) {
+    while (!mbar_try(bar, parity)) {
+    }
 }
 
 // Bulk copy of `bytes` (multiple of 16, both addresses 16-byte aligned) that completes on `bar`.
@@ -375,6 +380,8 @@ struct GridDeps {
     __device__ __forceinline__ void wait() const {
         if (pdl) pdl_wait();
     }
+    // The inputs are staged (nothing to tell a grid's producer).
+    __device__ __forceinline__ void prepared() const {}
 };
 
 // The first page and page count of this CTA: the pages of its tasks.
@@ -500,28 +507,44 @@ __device__ __forceinline__ bool mbar_wait_unless(u64* bar, unsigned parity, cons
         mbar_wait(bar, parity);
         return true;
     }
-    unsigned done;
     for (;;) {
-        asm volatile(
-            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-            : "=r"(done)
-            : "r"(smem_addr(bar)), "r"(parity)
-            : "memory");
-        if (done) return true;
+        if (mbar_try(bar, parity)) return true;
         if (*left) return false;
     }
 }
 
+// Waits, before the producer issues ring page q while `*boundary` is set, until page q - held
+// has landed (held 0: until the flag is cleared) or the flag is cleared; false if `left` was
+// set first. Page q - held's slot is not refilled before page q is issued, so its full
+// barrier's awaited phase is still that page's.
+__device__ __forceinline__ bool throttled_issue(const Stream& s, int q, int held, const volatile int* boundary,
+                                                const volatile int* left) {
+    int slot = -1, lap = 0;
+    if (held > 0) {
+        if (q < held) return true;  // fewer than `held` pages issued so far
+        ring_slot(s, q - held, slot, lap);
+    }
+    while (*boundary) {
+        if (left && *left) return false;
+        if (slot >= 0 && mbar_try(&s.full[slot], (unsigned)lap & 1)) return true;
+    }
+    return true;
+}
+
 // Producer (one lane): streams `count` pages from `first` through the ring, as its pages
 // s.page0 .. s.page0 + count - 1. Returns the pages issued: fewer if `left` was set while it
-// waited for a slot.
-__device__ int produce(const Stream& s, const Matvec& v, int first, int count, const volatile int* left = nullptr) {
+// waited for a slot. While `*boundary` is set (the persistent kernel's consumers are between
+// two instructions: null for a chain CTA) it keeps at most `held` pages in flight: page q is
+// issued once page q - held has landed, or once the flag is cleared.
+__device__ int produce(const Stream& s, const Matvec& v, int first, int count, const volatile int* left = nullptr,
+                       const volatile int* boundary = nullptr, int held = 0) {
     const unsigned bytes = (unsigned)(v.page_rows * v.k * 2);
     const u64 policy = evict_first_policy();
     for (int i = 0; i < count; ++i) {
         int slot, lap;
         ring_slot(s, s.page0 + i, slot, lap);
         if (lap > 0 && !mbar_wait_unless(&s.empty[slot], (lap - 1) & 1, left)) return i;
+        if (boundary && *boundary && !throttled_issue(s, s.page0 + i, held, boundary, left)) return i;
         int chunk, row0;
         page_coords(v, first + i, chunk, row0);
         bf16* dst = s.ring + (long)slot * (PAGE_BYTES / 2);
@@ -820,6 +843,7 @@ __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, 
 #endif
     consumers_sync();  // prepare's shared-memory writes before the dot products
     mark(MARK_PREPARED);
+    deps.prepared();
     // One page loop per operator: its K chunk's 256-column groups are the generated K_GROUPS_*
     // (v.k / 256). Where the input vector lives is each body's own (X_GLOBAL: x_global, read
     // from L2; else s.x, staged in shared memory), so that the one inlined copy knows it.
@@ -1226,7 +1250,10 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
         cp_async_wait_all();
         if (base == 0 && kv_bar) mbar_wait(kv_bar, kv_parity);
         body_sync<Work>();
-        if (base == 0) mark(MARK_PREPARED);
+        if (base == 0) {
+            mark(MARK_PREPARED);
+            deps.prepared();
+        }
         // One thread per (head, position): a warp shares the head (q reads broadcast) and
         // takes consecutive positions (padded K rows: conflict-free).
         int c = end - base;
@@ -1563,16 +1590,22 @@ struct CounterDeps {
     const Instr& ins;
     const CounterRef* refs;  // the instruction's waits then signals, staged in shared memory
     int* stop;               // set (shared) once a wait gave up: the consumers leave the loop
+    int* boundary;           // set (shared) while the consumers are between two instructions
     int index;               // the instruction's index in the plan (for the stall record)
     unsigned step;           // 1-based launch count: targets are signals per step x step
     // No warming: an O-projection copying up/gate pages into L2 while it waits for attention
     // delayed attention's loads and cost +70-90 µs per step (docs/perf.md).
     __device__ __forceinline__ bool overlapped() const { return false; }
     __device__ __forceinline__ void issued() const {}
+    // The inputs are staged: the producer may stream at full depth again (see k_persistent).
+    __device__ __forceinline__ void prepared() const {
+        if (threadIdx.x == 0) *(volatile int*)boundary = 0;
+    }
     // One thread spins on each counter with acquire loads, then releases the other consumers.
     __device__ void wait() const {
 #ifndef MKC_ABLATE_WAITS
         if (threadIdx.x == 0) {
+            *(volatile int*)boundary = 1;  // already set, except before the SM's first instruction
             for (int i = 0; i < ins.waits && !*stop; ++i) {
                 const CounterRef w = refs[i];
                 const unsigned target = (unsigned)w.amount * step;
@@ -1615,7 +1648,7 @@ struct CounterDeps {
 // the producer then stops and waits for the copies it has issued, so that none lands after
 // the CTA exits.
 __device__ void persistent_producer(const Model& m, const Globals& g, const Persistent& p, int begin, int end,
-                                    const volatile int* left) {
+                                    const volatile int* left, const volatile int* boundary) {
     int page0 = 0, norms = 0, kvs = 0;
     bool go = true;
     for (int i = begin; go && i < end; ++i) {
@@ -1653,7 +1686,7 @@ __device__ void persistent_producer(const Model& m, const Globals& g, const Pers
         const Matvec v = op_matvec(ins.op, m, g, L);
         int first, count;
         page_range(PersistentWork{ins.first, ins.count, page0, 0, -1}, v, first, count);
-        const int issued = produce(s, v, first, count, left);
+        const int issued = produce(s, v, first, count, left, boundary, PERSISTENT_BOUNDARY_INFLIGHT);
         page0 += issued;
         go = issued == count;
     }
@@ -1693,7 +1726,11 @@ __device__ __forceinline__ bool consumers_sync_or(bool pred) {
 // waited before the end barrier), so that no wait or signal loads from global memory; after
 // that barrier the consumers copy them into place while thread 0 signals (`red.release`: the
 // barrier orders every consumer's stores before it; no fence) and releases the instruction's
-// norm buffer to the producer. Nothing but the loop counter and the step stays in a register
+// norm buffer to the producer. From that barrier until the next instruction's inputs are
+// staged (`boundary_s`, cleared by CounterDeps::prepared) the producer keeps at most
+// PERSISTENT_BOUNDARY_INFLIGHT pages in flight (tuning.persistent_boundary_inflight): the
+// release's acknowledgement, the next poll and the activation loads then queue behind fewer
+// weight copies (-48 µs per step on an H100, docs/perf.md). Nothing but the loop counter and the step stays in a register
 // across a body: with 9 warps (tuning.persistent_warps 8) ptxas caps it at 168 registers (3
 // warps share a sub-partition's 16K), measured slower than the default 7 consumer warps
 // (176 registers; docs/perf.md).
@@ -1715,6 +1752,7 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
     __shared__ int norm_s;       // the norm copy it reads
     __shared__ int kv_s;         // the KV history copy the next attention instruction reads
     __shared__ int left_s;       // the consumers have left the loop
+    __shared__ int boundary_s;   // the consumers are between two instructions (CounterDeps)
     const int begin = p.stream_start[blockIdx.x], end = p.stream_start[blockIdx.x + 1];
     if (threadIdx.x == 0) {
         m = mp;
@@ -1725,6 +1763,7 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         kv_s = 0;
         left_s = 0;
         stop_s = 0;
+        boundary_s = 0;
         if (begin < end) {
             ins = p.instrs[begin];
             L = p.layers[ins.layer];
@@ -1748,7 +1787,9 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
     }
     __syncthreads();
     if (threadIdx.x >= CONSUMER_THREADS) {
-        if (threadIdx.x == CONSUMER_THREADS) persistent_producer(m, g, p, begin, end, &left_s);
+        if (threadIdx.x == CONSUMER_THREADS)
+            persistent_producer(m, g, p, begin, end, &left_s,
+                                PERSISTENT_BOUNDARY_INFLIGHT < PERSISTENT_SLOTS ? &boundary_s : nullptr);
         return;
     }
     const unsigned step = step_s;
@@ -1767,7 +1808,7 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         if (threadIdx.x == 0) trace_record(p.trace ? p.trace + (long)i * TRACE_SLOTS : nullptr);
 #endif
         const PersistentWork w{ins.first, ins.count, page0_s, norm_s, -1};
-        const CounterDeps d{p, ins, refs_s[i % 2], &stop_s, i, step};
+        const CounterDeps d{p, ins, refs_s[i % 2], &stop_s, &boundary_s, i, step};
         // The operators' bodies, inlined into this switch: as __noinline__ functions the
         // bodies spilled 384-768 B each and the step took 1477 µs against 1044 inlined
         // (docs/perf.md).
@@ -1814,6 +1855,7 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         if (op == OP_ATTENTION) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         const bool stop = consumers_sync_or(threadIdx.x == 0 && stop_s);
         if (threadIdx.x == 0) {
+            *(volatile int*)&boundary_s = 1;  // until the next instruction's inputs are staged
             for (int k = 0; k < signals; ++k) {
                 const CounterRef s = refs_s[i % 2][waits + k];
                 asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p.counters + s.counter), "r"((unsigned)s.amount)

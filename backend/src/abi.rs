@@ -316,6 +316,10 @@ pub fn model_header(model: &mkc_ir::Model) -> String {
             ("RING_OFFSET", l.ring_offset()),
             ("ATT_OFFSET", l.att_offset()),
             ("ATT_BYTES", l.att_bytes()),
+            (
+                "BOUNDARY_INFLIGHT",
+                mkc_catalogue::persistent_boundary_inflight(&model.tuning),
+            ),
         ] {
             s += &format!("#define PERSISTENT_{name} {v}\n");
         }

@@ -20,9 +20,9 @@ pub use layout::{
 };
 
 pub use persistent::{
-    persistent_dynamic_smem, persistent_layout, persistent_threads, persistent_tuning,
-    persistent_warps, PersistentLayout, PERSISTENT_MAX_REFS, PERSISTENT_STATIC_SMEM,
-    PERSISTENT_WARPS,
+    persistent_boundary_inflight, persistent_dynamic_smem, persistent_layout, persistent_threads,
+    persistent_tuning, persistent_warps, PersistentLayout, PERSISTENT_BOUNDARY_INFLIGHT,
+    PERSISTENT_MAX_REFS, PERSISTENT_STATIC_SMEM, PERSISTENT_WARPS,
 };
 
 use mkc_ir::OpKind;

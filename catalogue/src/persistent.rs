@@ -34,6 +34,18 @@ pub fn persistent_warps(t: &Tuning) -> u32 {
     t.persistent_warps.unwrap_or(PERSISTENT_WARPS)
 }
 
+/// Weight pages the persistent producer keeps in flight at most while its consumers are
+/// between two instructions, by default: 2 measured 968-969 us per step on an H100 against
+/// 1,016-1,018 with no limit; 0 starves the ring, 4 gains less (docs/perf.md, lease H).
+pub const PERSISTENT_BOUNDARY_INFLIGHT: u32 = 2;
+
+/// [`PERSISTENT_BOUNDARY_INFLIGHT`], or `tuning.persistent_boundary_inflight` (validated:
+/// 0-16; at least the ring's slots leaves the producer unlimited).
+pub fn persistent_boundary_inflight(t: &Tuning) -> u32 {
+    t.persistent_boundary_inflight
+        .unwrap_or(PERSISTENT_BOUNDARY_INFLIGHT)
+}
+
 /// The tuning the persistent kernel's build compiles with: `t` with the streaming bodies'
 /// warps (`consumer_warps`, the source's one `CONSUMER_WARPS`) set to the persistent kernel's,
 /// so that everything sized from the streaming warps agrees with the kernel as built.

@@ -51,6 +51,12 @@ pub struct Tuning {
     /// Page-ring slots of the persistent megakernel (1-16; default: as many as leave
     /// attention's KV chunk the middle step's history, at least one per consumer warp).
     pub persistent_slots: Option<u32>,
+    /// Weight pages the persistent producer keeps in flight at most while its SM's consumers
+    /// are between two instructions (from the end barrier, through the release, the next
+    /// counter wait and the staging of its inputs), so that the edge's round trips queue
+    /// behind fewer copies (0-16; default 2; at least the ring's slots: no limit). Measured
+    /// -48 us per step on an H100 (docs/perf.md, twenty-seventh session).
+    pub persistent_boundary_inflight: Option<u32>,
     /// Shared memory a streaming CTA budgets for its ring, bytes (default: the whole SM).
     pub stream_smem: Option<u32>,
     /// Threads per attention CTA (128-1024, a multiple of 128; default 512); another value
@@ -97,11 +103,15 @@ impl Tuning {
 
     /// Every numeric knob by its field name, with its value (`None`: the default): the one
     /// list that validation and reports read.
-    pub fn knobs(&self) -> [(&'static str, Option<u32>); 13] {
+    pub fn knobs(&self) -> [(&'static str, Option<u32>); 14] {
         [
             ("consumer_warps", self.consumer_warps),
             ("persistent_warps", self.persistent_warps),
             ("persistent_slots", self.persistent_slots),
+            (
+                "persistent_boundary_inflight",
+                self.persistent_boundary_inflight,
+            ),
             ("stream_smem", self.stream_smem),
             ("att_threads", self.att_threads),
             ("att_chunk", self.att_chunk),
