@@ -728,6 +728,22 @@ fn a_persistent_ring_that_does_not_fit_is_refused_with_its_largest_size() {
         &["compile", model, "--target", "persistent", "--tune", &range],
         &["slots17.ron", "tuning.persistent_slots", "between 1 and 16"],
     );
+    let inflight = file("inflight17.ron", "Tuning(persistent_boundary_inflight: 17)");
+    refused(
+        &[
+            "compile",
+            model,
+            "--target",
+            "persistent",
+            "--tune",
+            &inflight,
+        ],
+        &[
+            "inflight17.ron",
+            "tuning.persistent_boundary_inflight",
+            "between 0 and 16",
+        ],
+    );
 }
 
 /// A checkpoint MLP wider than the model's, or of width 0, is refused by field: the loader pads,
