@@ -11,4 +11,7 @@ b() {
     [ $SECONDS -gt ${LIMIT:-480} ] && { echo "$n skipped (time)"; return; }
     timeout 80 $M bench $T --targets ${TARGETS:-persistent} --trials 2 "$@" > $W/$n.log 2>&1; echo "$n rc=$? t=$SECONDS"
     grep -E "floor|^  persistent|^  pdl|FAIL|rror|stall" $W/$n.log | sed 's/.*read bandwidth/bw/'
+    keep
 }
+# With ARCHIVE set, the logs so far into $OUT/$ARCHIVE (a call cut short still brings them back).
+keep() { [ -n "$ARCHIVE" ] && tar czf "$OUT/$ARCHIVE" -C $W .; }
