@@ -1643,8 +1643,9 @@ struct CounterDeps {
 // The producer lane of the persistent kernel: walks the SM's instructions ahead of the
 // consumers, copying each streaming instruction's norm weights (a ring of two) and weight
 // pages (the page ring, in one sequence across instructions) as soon as a slot is free. It
-// never waits on a counter: across every boundary, counter wait and attention the ring stays
-// full. `left` is set once the consumers have left the loop (the step's end, or a stall):
+// never waits on a counter: across every boundary, counter wait and attention the ring fills,
+// only with fewer copies in flight while `*boundary` is set (null: unlimited; see
+// k_persistent). `left` is set once the consumers have left the loop (the step's end, or a stall):
 // the producer then stops and waits for the copies it has issued, so that none lands after
 // the CTA exits.
 __device__ void persistent_producer(const Model& m, const Globals& g, const Persistent& p, int begin, int end,
