@@ -1,4 +1,5 @@
 #!/bin/bash
+# (Run 2026-12-06 on an H100, docs/perf.md "Lease H"; the variant scripts it names are in commit ee2d040's tree.)
 # Lease H: fewer copies in flight while the persistent consumers wait (tools/variants/
 # throttle_wait.py K = 0, 2, 4) and the always-on cap (tools/variants/inflight.py K = 4, 3),
 # interleaved with main (`mkc bench models/llama1b_tuned.ron --targets persistent --trials 2`).

@@ -1,4 +1,5 @@
 #!/bin/bash
+# (Run 2026-12-06 on an H100, docs/perf.md "Lease I".)
 # Lease I: the boundary in-flight limit as main code (tuning.persistent_boundary_inflight,
 # default 2) against the unlimited producer (16) and its neighbours (1, 3), with pdl beside it
 # twice, and the backend's GPU tests on this build; the archive is refreshed after each step.
