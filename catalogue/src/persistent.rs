@@ -35,8 +35,9 @@ pub fn persistent_warps(t: &Tuning) -> u32 {
 }
 
 /// Weight pages the persistent producer keeps in flight at most while its consumers are
-/// between two instructions, by default: 2 measured 968-969 us per step on an H100 against
-/// 1,016-1,018 with no limit; 0 starves the ring, 4 gains less (docs/perf.md, lease H).
+/// between two instructions, by default: 2 measured 974 us per step on an H100 against 1,019
+/// with no limit (lease I; 968 against 1,017 as a variant in lease H); 0 starves the ring, 3
+/// and 4 gain less, 1 ran once at 963 with twice the spread (docs/perf.md).
 pub const PERSISTENT_BOUNDARY_INFLIGHT: u32 = 2;
 
 /// [`PERSISTENT_BOUNDARY_INFLIGHT`], or `tuning.persistent_boundary_inflight` (validated:

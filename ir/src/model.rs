@@ -55,7 +55,7 @@ pub struct Tuning {
     /// are between two instructions (from the end barrier, through the release, the next
     /// counter wait and the staging of its inputs), so that the edge's round trips queue
     /// behind fewer copies (0-16; default 2; at least the ring's slots: no limit). Measured
-    /// -48 us per step on an H100 (docs/perf.md, twenty-seventh session).
+    /// -45 us per step on an H100 (docs/perf.md, twenty-seventh session).
     pub persistent_boundary_inflight: Option<u32>,
     /// Shared memory a streaming CTA budgets for its ring, bytes (default: the whole SM).
     pub stream_smem: Option<u32>,
