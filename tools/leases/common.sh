@@ -1,5 +1,6 @@
 # Sourced by the lease scripts: the device's CUDA libraries, the carried binary, a log folder
-# ($W, archived into $OUT by the script's last line) and `b NAME [ARGS]`, one interleaved
+# ($W, archived into $OUT by the script's last line, or after every step with ARCHIVE set:
+# see `keep`) and `b NAME [ARGS]`, one interleaved
 # `mkc bench MODEL --targets $TARGETS --trials 2 ARGS` (TARGETS: persistent unless set) whose
 # log is $W/NAME.log and whose summary lines are printed. No bench starts after $LIMIT s
 # (480 unless set), so that the archive comes back within the call.
