@@ -156,6 +156,10 @@ pub struct KernelsArgs {
     /// Tuning knobs (a `Tuning(...)` RON file) replacing the model file's `tuning` section.
     #[arg(long, value_name = "FILE")]
     pub tune: Option<PathBuf>,
+    /// Device profile (an embedded name or a RON file) whose `tuning` fills the knobs the model
+    /// leaves unset, as `run` and `bench` do with the GPU's own profile.
+    #[arg(long, default_value = "h200")]
+    pub device: String,
     /// Build the persistent megakernel instead (`k_persistent`, a build of its own with
     /// `tuning.persistent_warps` consumer warps, holding no chain kernel).
     #[arg(long)]

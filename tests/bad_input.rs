@@ -386,6 +386,39 @@ fn every_field_of_a_device_profile_is_used_or_refused() {
         &["compile", "tiny", "--device", &clock],
         &["sm_clock_mhz", "Device profile format"],
     );
+    // A card's knob defaults are checked as a model's are, and cannot replace the kernels.
+    let card_knob = file(
+        "card_knob.ron",
+        &edited(
+            "devices/h100.ron",
+            &[(
+                "persistent_boundary_inflight: Some(2)",
+                "persistent_boundary_inflight: Some(17)",
+            )],
+        ),
+    );
+    refused(
+        &["compile", "tiny", "--device", &card_knob],
+        &[
+            "card_knob.ron",
+            "tuning.persistent_boundary_inflight",
+            "between 0 and 16",
+        ],
+    );
+    let card_cu = file(
+        "card_cu.ron",
+        &edited(
+            "devices/h100.ron",
+            &[(
+                "persistent_boundary_inflight: Some(2)",
+                "persistent_boundary_inflight: Some(2), kernels_cu: Some(\"v.cu\")",
+            )],
+        ),
+    );
+    refused(
+        &["compile", "tiny", "--device", &card_cu],
+        &["card_cu.ron", "tuning.kernels_cu", "Fix"],
+    );
     let slow = file(
         "slow.ron",
         &edited(

@@ -620,6 +620,37 @@ fn kernels_compile_or_say_nvrtc_is_missing() {
     );
 }
 
+/// `mkc kernels --device` builds with the card's knob defaults wherever the model leaves a knob
+/// unset, and a knob the model sets wins: the h100 profile's boundary limit changes
+/// k_persistent, and setting the h200's value (none) on the h100 gives the h200's machine code.
+#[test]
+fn a_card_profile_fills_the_knobs_the_model_leaves_unset() {
+    let unlimited = scratch("unlimited.ron");
+    std::fs::write(&unlimited, "Tuning(persistent_boundary_inflight: Some(16))").unwrap();
+    let hash = |device: &str, tune: Option<&std::path::Path>| {
+        let mut args = vec!["kernels", "--persistent", "--json", "--device", device];
+        if let Some(t) = tune {
+            args.extend(["--tune", t.to_str().unwrap()]);
+        }
+        let o = mkc(&args);
+        if !o.status.success() {
+            assert!(stderr(&o).contains("NVRTC"), "{}", stderr(&o));
+            return None;
+        }
+        let all: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let k = all["kernels"].as_array().unwrap().iter();
+        let found = k.clone().find(|k| k["name"] == "k_persistent");
+        Some(found.expect("k_persistent built")["code_hash"].clone())
+    };
+    let Some(h200) = hash("h200", None) else {
+        eprintln!("SKIPPED: no NVRTC");
+        return;
+    };
+    let h100 = hash("h100", None).unwrap();
+    assert_ne!(h100, h200, "the h100 profile's boundary limit is built in");
+    assert_eq!(hash("h100", Some(&unlimited)).unwrap(), h200);
+}
+
 #[test]
 fn a_trace_file_that_cannot_be_created_fails_before_any_gpu_work() {
     let o = mkc(&[

@@ -35,10 +35,11 @@ pub fn persistent_warps(t: &Tuning) -> u32 {
 }
 
 /// Weight pages the persistent producer keeps in flight at most while its consumers are
-/// between two instructions, by default: 2 measured 974 us per step on an H100 against 1,019
-/// with no limit (lease I; 968 against 1,017 as a variant in lease H); 0 starves the ring, 3
-/// and 4 gain less, 1 ran once at 963 with twice the spread (docs/perf.md).
-pub const PERSISTENT_BOUNDARY_INFLIGHT: u32 = 2;
+/// between two instructions, where neither the model nor the device profile sets it: no limit
+/// (16, at least any ring's slots). The limit is a card's measurement: 2 gained 45 us per step
+/// on an H100 (974 against 1,019, lease I) and lost 15 on an H200 (821 against 806, lease J),
+/// so the h100 profile sets 2 and the others leave it unset (docs/perf.md).
+pub const PERSISTENT_BOUNDARY_INFLIGHT: u32 = 16;
 
 /// [`PERSISTENT_BOUNDARY_INFLIGHT`], or `tuning.persistent_boundary_inflight` (validated:
 /// 0-16; at least the ring's slots leaves the producer unlimited).

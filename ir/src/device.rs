@@ -220,6 +220,12 @@ pub struct DeviceProfile {
     pub limits: Limits,
     /// Latencies.
     pub latencies: Latencies,
+    /// The kernels' knobs measured best on this card, used wherever a model's `tuning` leaves
+    /// them unset ([`crate::model::Tuning::or_card`]): one layout can want different knobs on
+    /// two cards (the persistent boundary limit gains 45 us per step on an H100 and loses 15 on
+    /// an H200, docs/perf.md). Numeric knobs only.
+    #[serde(default, skip_serializing_if = "crate::model::Tuning::is_default")]
+    pub tuning: crate::model::Tuning,
 }
 
 impl DeviceProfile {
@@ -317,6 +323,15 @@ impl DeviceProfile {
             65536,
             1,
         )?;
+        crate::validate::check_tuning(&self.tuning, file)?;
+        if self.tuning.kernels_cu.is_some() {
+            return Err(InputError::invalid(
+                file,
+                "tuning.kernels_cu",
+                "a device profile cannot replace the kernels' source",
+                "give the CUDA file in the model's tuning or with --tune instead",
+            ));
+        }
         let carveouts = self.arch.carveouts_kib();
         if !carveouts
             .iter()

@@ -54,8 +54,9 @@ pub struct Tuning {
     /// Weight pages the persistent producer keeps in flight at most while its SM's consumers
     /// are between two instructions (from the end barrier, through the release, the next
     /// counter wait and the staging of its inputs), so that the edge's round trips queue
-    /// behind fewer copies (0-16; default 2; at least the ring's slots: no limit). Measured
-    /// -45 us per step on an H100 (docs/perf.md, twenty-seventh session).
+    /// behind fewer copies (0-16; at least the ring's slots: no limit; default: the device
+    /// profile's, else no limit). Measured -45 us per step on an H100 at 2 and +15 on an H200
+    /// (docs/perf.md, twenty-seventh and twenty-eighth sessions), so the h100 profile sets 2.
     pub persistent_boundary_inflight: Option<u32>,
     /// Shared memory a streaming CTA budgets for its ring, bytes (default: the whole SM).
     pub stream_smem: Option<u32>,
@@ -123,6 +124,30 @@ impl Tuning {
             ("warm_qkv_skip", self.warm_qkv_skip),
             ("warm_o", self.warm_o),
         ]
+    }
+
+    /// This tuning with every knob it leaves unset taken from `card` (a device profile's
+    /// `tuning`, the knobs measured best on that card): the kernels built for a GPU use it.
+    pub fn or_card(&self, card: &Tuning) -> Tuning {
+        Tuning {
+            consumer_warps: self.consumer_warps.or(card.consumer_warps),
+            persistent_warps: self.persistent_warps.or(card.persistent_warps),
+            persistent_slots: self.persistent_slots.or(card.persistent_slots),
+            persistent_boundary_inflight: self
+                .persistent_boundary_inflight
+                .or(card.persistent_boundary_inflight),
+            stream_smem: self.stream_smem.or(card.stream_smem),
+            att_threads: self.att_threads.or(card.att_threads),
+            att_chunk: self.att_chunk.or(card.att_chunk),
+            o_ctas: self.o_ctas.or(card.o_ctas),
+            qkv_ctas: self.qkv_ctas.or(card.qkv_ctas),
+            warm_depth: self.warm_depth.or(card.warm_depth),
+            warm_skip: self.warm_skip.or(card.warm_skip),
+            warm_qkv: self.warm_qkv.or(card.warm_qkv),
+            warm_qkv_skip: self.warm_qkv_skip.or(card.warm_qkv_skip),
+            warm_o: self.warm_o.or(card.warm_o),
+            kernels_cu: self.kernels_cu.clone().or(card.kernels_cu.clone()),
+        }
     }
 
     /// The knobs that are set, as `name=value`, for reports.
@@ -437,7 +462,40 @@ impl Model {
 
 #[cfg(test)]
 mod tests {
-    use super::Workload;
+    use super::{Tuning, Workload};
+
+    /// Every knob a model leaves unset comes from the card, every knob it sets stays its own:
+    /// a card setting every knob fills an empty tuning completely, and a full tuning ignores it.
+    #[test]
+    fn a_card_fills_only_the_knobs_left_unset() {
+        let full = |v: u32| Tuning {
+            consumer_warps: Some(v),
+            persistent_warps: Some(v + 1),
+            persistent_slots: Some(v + 2),
+            persistent_boundary_inflight: Some(v + 3),
+            stream_smem: Some(v + 4),
+            att_threads: Some(v + 5),
+            att_chunk: Some(v + 6),
+            o_ctas: Some(v + 7),
+            qkv_ctas: Some(v + 8),
+            warm_depth: Some(v + 9),
+            warm_skip: Some(v + 10),
+            warm_qkv: Some(v + 11),
+            warm_qkv_skip: Some(v + 12),
+            warm_o: Some(v + 13),
+            kernels_cu: Some(format!("{v}.cu")),
+        };
+        let (card, own) = (full(100), full(1));
+        assert_eq!(Tuning::default().or_card(&card), card);
+        assert_eq!(own.or_card(&card), own);
+        let partial = Tuning {
+            warm_depth: Some(0),
+            ..Tuning::default()
+        };
+        let merged = partial.or_card(&card);
+        assert_eq!(merged.warm_depth, Some(0));
+        assert_eq!(merged.persistent_boundary_inflight, Some(103));
+    }
 
     #[test]
     fn a_workload_within_a_context_fits_it() {

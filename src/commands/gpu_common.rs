@@ -133,7 +133,7 @@ impl Session {
         targets: &[Target],
     ) -> Result<Session, CommandError> {
         let Source {
-            model,
+            mut model,
             schedule: loaded,
         } = source;
         if args.trigger.is_some() && !targets.contains(&Target::Pdl) {
@@ -168,6 +168,8 @@ impl Session {
         };
         let gpu = Gpu::open()?;
         let gpu_name = gpu.name.clone();
+        // The knobs the model leaves unset take this card's measured best (its profile's).
+        model.tuning = model.tuning.or_card(&profile_for(&gpu_name)?.tuning);
         let source = match (&seed, &host) {
             (Some(s), _) => WeightSource::Random(*s),
             (None, Some(h)) => WeightSource::Host(h),

@@ -1,4 +1,5 @@
 #!/bin/bash
+# (Run 2026-12-06 on an H200, docs/perf.md "Lease J (one H200...)"; measured on the binary before the per-card default.)
 # Lease J: the boundary in-flight limit on the H200 (issue 18's card): default 2 against the
 # unlimited producer (16) and K = 1, 3; the late-closing windows (tools/variants/late_close.py);
 # pdl beside main twice; the backend's GPU tests last. docs/perf.md "Lease J".
