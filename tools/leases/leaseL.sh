@@ -1,0 +1,15 @@
+#!/bin/bash
+# Lease L: K = 9 (a page is held back at a boundary only while nine are in flight, i.e. while
+# the page the consumers take next has not landed) against the unlimited producer (16) and
+# main's per-card default, on whichever card comes. docs/perf.md "Lease L".
+#   .device/biK.ron: Tuning(persistent_boundary_inflight: Some(K))   (K = 2, 6, 9, 16)
+LIMIT=300 ARCHIVE=l.tgz
+source tools/leases/common.sh
+TARGETS=persistent,pdl b main_pdl
+b k9a --tune .device/bi9.ron
+b k16a --tune .device/bi16.ron
+b k2a --tune .device/bi2.ron
+b k9b --tune .device/bi9.ron
+b k16b --tune .device/bi16.ron
+b k2b --tune .device/bi2.ron
+b k6 --tune .device/bi6.ron
