@@ -392,7 +392,7 @@ fn every_field_of_a_device_profile_is_used_or_refused() {
         &edited(
             "devices/h100.ron",
             &[(
-                "persistent_boundary_inflight: Some(2)",
+                "persistent_boundary_inflight: Some(1)",
                 "persistent_boundary_inflight: Some(17)",
             )],
         ),
@@ -410,8 +410,8 @@ fn every_field_of_a_device_profile_is_used_or_refused() {
         &edited(
             "devices/h100.ron",
             &[(
-                "persistent_boundary_inflight: Some(2)",
-                "persistent_boundary_inflight: Some(2), kernels_cu: Some(\"v.cu\")",
+                "persistent_boundary_inflight: Some(1)",
+                "persistent_boundary_inflight: Some(1), kernels_cu: Some(\"v.cu\")",
             )],
         ),
     );

@@ -222,8 +222,8 @@ pub struct DeviceProfile {
     pub latencies: Latencies,
     /// The kernels' knobs measured best on this card, used wherever a model's `tuning` leaves
     /// them unset ([`crate::model::Tuning::or_card`]): one layout can want different knobs on
-    /// two cards (the persistent boundary limit gains 45 us per step on an H100 and loses 15 on
-    /// an H200, docs/perf.md). Numeric knobs only.
+    /// two cards (the persistent boundary limit gains 58 us per step on an H100 and loses 15-20
+    /// on an H200, docs/perf.md). Numeric knobs only.
     #[serde(default, skip_serializing_if = "crate::model::Tuning::is_default")]
     pub tuning: crate::model::Tuning,
 }

@@ -55,8 +55,9 @@ pub struct Tuning {
     /// are between two instructions (from the end barrier, through the release, the next
     /// counter wait and the staging of its inputs), so that the edge's round trips queue
     /// behind fewer copies (0-16; at least the ring's slots: no limit; default: the device
-    /// profile's, else no limit). Measured -45 us per step on an H100 at 2 and +15 on an H200
-    /// (docs/perf.md, twenty-seventh and twenty-eighth sessions), so the h100 profile sets 2.
+    /// profile's, else no limit). Measured -58 us per step on an H100 at 1 and +15-20 on an
+    /// H200 at 1-3 (docs/perf.md, twenty-seventh and twenty-eighth sessions), so the h100
+    /// profile sets 1.
     pub persistent_boundary_inflight: Option<u32>,
     /// Shared memory a streaming CTA budgets for its ring, bytes (default: the whole SM).
     pub stream_smem: Option<u32>,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# (Run 2026-12-06 on an H100; docs/perf.md has its results.)
 # Lease K: main's per-card default on the H200 (its profile sets no boundary limit: the
 # unlimited producer) with pdl beside it twice; the limit at K = 6 and 9 (does its loss shrink
 # with K, or is it the mechanism's?); the backend's GPU tests and the transformers check on this

@@ -1,4 +1,5 @@
 #!/bin/bash
+# (Run 2026-12-06 on an H100; docs/perf.md has its results.)
 # Lease L: K = 9 (a page is held back at a boundary only while nine are in flight, i.e. while
 # the page the consumers take next has not landed) against the unlimited producer (16) and
 # main's per-card default, on whichever card comes. docs/perf.md "Lease L".

@@ -1,4 +1,5 @@
 #!/bin/bash
+# (Run 2026-12-06 on an H100; docs/perf.md has its results.)
 # Lease M: on an H200, K = 9 against the unlimited producer (main there) and K = 6; on an H100,
 # K = 1 against 2 (main there), which lease I ran once. docs/perf.md "Lease M".
 #   .device/biK.ron: Tuning(persistent_boundary_inflight: Some(K))   (K = 1, 2, 6, 9, 16)
