@@ -651,6 +651,44 @@ fn a_card_profile_fills_the_knobs_the_model_leaves_unset() {
     assert_eq!(hash("h100", Some(&unlimited)).unwrap(), h200);
 }
 
+/// A schedule compiled for a device carries that card's knob defaults in its model's tuning
+/// (what the kernels built for the card use), and a knob the tuning file sets stays its own.
+#[test]
+fn a_schedule_compiled_for_a_card_carries_its_knobs() {
+    let card = mkc_ir::embedded::resolve_device("h100").unwrap().tuning;
+    assert!(!card.is_default(), "the h100 profile sets a knob");
+    let compiled = |name: &str, tune: Option<&str>| {
+        let out = scratch(name);
+        let mut args = vec![
+            "compile",
+            "llama1b",
+            "--target",
+            "persistent",
+            "--device",
+            "h100",
+        ];
+        args.extend(["-o", out.to_str().unwrap()]);
+        if let Some(t) = tune {
+            args.extend(["--tune", t]);
+        }
+        let o = mkc(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let s = mkc_scheduler::Schedule::load(&out).unwrap();
+        s.model.expect("the schedule embeds its model").tuning
+    };
+    assert_eq!(compiled("card.ron", None), card);
+    let own = scratch("own_knob.ron");
+    std::fs::write(&own, "Tuning(persistent_boundary_inflight: Some(16))").unwrap();
+    let mine = mkc_ir::Tuning {
+        persistent_boundary_inflight: Some(16),
+        ..Default::default()
+    };
+    assert_eq!(
+        compiled("own.ron", Some(own.to_str().unwrap())),
+        mine.or_card(&card)
+    );
+}
+
 #[test]
 fn a_trace_file_that_cannot_be_created_fails_before_any_gpu_work() {
     let o = mkc(&[

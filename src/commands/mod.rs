@@ -64,9 +64,9 @@ impl From<mkc_ir::InputError> for CommandError {
 }
 
 impl crate::cli::SetupArgs {
-    /// The model and the device (with any `--sms` override) these arguments name, checked
-    /// together for `targets` by the one validation every command shares
-    /// ([`mkc_simulator::check_setup`]).
+    /// The model (its unset knobs filled from the device profile's `tuning`) and the device
+    /// (with any `--sms` override) these arguments name, checked together for `targets` by the
+    /// one validation every command shares ([`mkc_simulator::check_setup`]).
     fn resolve(
         &self,
         targets: &[mkc_scheduler::Target],
@@ -79,6 +79,9 @@ impl crate::cli::SetupArgs {
             // The range is enforced by the flag's parser.
             device = device.with_sms(n);
         }
+        // The knobs the model leaves unset are the card's, as the kernels built for it take
+        // them: the schedule and its prediction describe that build.
+        model.tuning = model.tuning.or_card(&device.tuning);
         mkc_simulator::check_setup(&model, &file, &device, targets)?;
         Ok((model, device))
     }
