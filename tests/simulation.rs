@@ -214,6 +214,31 @@ fn the_chain_load_latency_moves_the_chain_targets_only() {
     );
 }
 
+/// The boundary hold changes the persistent model through its release only: a limit below the
+/// ring's slots charges `release_held_ns` (shorter here) instead of `release_ns`, the chain
+/// targets do not move, and a profile with no held release predicts the same step either way.
+#[test]
+fn the_held_release_shortens_only_a_held_persistent_step() {
+    let with_limit = |k: u32| {
+        let mut m = mkc_ir::embedded::resolve_model("llama1b").unwrap();
+        m.tuning.persistent_boundary_inflight = Some(k);
+        m
+    };
+    let (held, unheld) = (with_limit(1), with_limit(16));
+    let mut dev = resolve_device("h200").unwrap();
+    assert_eq!(dev.latencies.release_held_ns, None);
+    assert_eq!(
+        target_steps(&held, &dev),
+        target_steps(&unheld, &dev),
+        "no held release: the limit does not move the model"
+    );
+    dev.latencies.release_held_ns = Some(dev.latencies.release_ns / 4.0);
+    let (p1, pdl1, g1) = target_steps(&held, &dev);
+    let (p16, pdl16, g16) = target_steps(&unheld, &dev);
+    assert!(p1 < p16, "held {p1} against unheld {p16}");
+    assert_eq!((pdl1, g1), (pdl16, g16), "the chains do not read the limit");
+}
+
 /// A chain load latency that is not a latency is refused by field.
 #[test]
 fn a_bad_chain_load_latency_is_refused() {

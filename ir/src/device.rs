@@ -167,12 +167,18 @@ pub struct Latencies {
     /// step, not probed (docs/perf.md says which); absent: `load_latency_ns`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chain_load_latency_ns: Option<f64>,
+    /// A persistent instruction's release when the producer holds its next weight pages back
+    /// at the boundary (`tuning.persistent_boundary_inflight` below the ring's slots): the
+    /// stores' acknowledgement with no fresh copies queued ahead of it. Absent: `release_ns`
+    /// (the hold does not shorten it on that card, or it was never measured there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_held_ns: Option<f64>,
 }
 
 impl Latencies {
     /// Every latency term by its field name, mutable: what `mkc simulate --sensitivity` halves
-    /// one at a time. `chain_load_latency_ns` is listed only where the profile sets it (absent,
-    /// the chain follows `load_latency_ns`).
+    /// one at a time. `chain_load_latency_ns` and `release_held_ns` are listed only where the
+    /// profile sets them (absent, they follow `load_latency_ns` and `release_ns`).
     pub fn terms_mut(&mut self) -> Vec<(&'static str, &mut f64)> {
         let mut terms = vec![
             ("launch_gap_ns", &mut self.launch_gap_ns),
@@ -189,7 +195,16 @@ impl Latencies {
         if let Some(v) = self.chain_load_latency_ns.as_mut() {
             terms.push(("chain_load_latency_ns", v));
         }
+        if let Some(v) = self.release_held_ns.as_mut() {
+            terms.push(("release_held_ns", v));
+        }
         terms
+    }
+
+    /// The release a persistent instruction pays when the producer holds its copies at the
+    /// boundary: `release_held_ns`, else `release_ns`.
+    pub fn held_release(&self) -> f64 {
+        self.release_held_ns.unwrap_or(self.release_ns)
     }
 
     /// The load latency the chain model charges: `chain_load_latency_ns`, else
@@ -278,6 +293,7 @@ impl DeviceProfile {
             ("latencies.attention_head_ns", l.attention_head_ns),
             ("latencies.page_compute_ns", l.page_compute_ns),
             ("latencies.chain_load_latency_ns", l.chain_load_latency()),
+            ("latencies.release_held_ns", l.held_release()),
         ] {
             check_latency(file, field, v)?;
         }
