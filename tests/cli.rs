@@ -673,6 +673,9 @@ fn a_schedule_compiled_for_a_card_carries_its_knobs() {
         }
         let o = mkc(&args);
         assert!(o.status.success(), "{}", stderr(&o));
+        // A knob the card fills is attributed to its profile, one it does not is not mentioned.
+        let said = stderr(&o).contains("the h100 device profile sets tuning.");
+        assert_eq!(said, tune.is_none(), "{}", stderr(&o));
         let s = mkc_scheduler::Schedule::load(&out).unwrap();
         s.model.expect("the schedule embeds its model").tuning
     };

@@ -83,7 +83,7 @@ pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
     let (mut model, _) = super::resolve_model(&args.model)?;
     super::apply_tune(&mut model, args.tune.as_deref())?;
     let card = mkc_ir::embedded::resolve_device(&args.device)?;
-    model.tuning = model.tuning.or_card(&card.tuning);
+    super::take_card_knobs(&mut model, &card);
     // The kernels use Hopper-only PTX (bulk copies, mbarriers, griddepcontrol): anything but
     // sm_90a would fail in ptxas, which is not the user's fault to read.
     let arch = match Arch::parse(&args.arch) {

@@ -81,7 +81,7 @@ impl crate::cli::SetupArgs {
         }
         // The knobs the model leaves unset are the card's, as the kernels built for it take
         // them: the schedule and its prediction describe that build.
-        model.tuning = model.tuning.or_card(&device.tuning);
+        take_card_knobs(&mut model, &device);
         mkc_simulator::check_setup(&model, &file, &device, targets)?;
         Ok((model, device))
     }
@@ -150,6 +150,37 @@ pub fn apply_tune(
         model.tuning = mkc_ir::Tuning::parse(&path.display().to_string(), &text)?;
     }
     Ok(())
+}
+
+/// Fills the knobs `model`'s tuning leaves unset from `card`'s (`Tuning::or_card`), and says on
+/// stderr which ones the card set, so that a knob a later check refuses is traced to the
+/// device profile rather than to the model file.
+pub fn take_card_knobs(model: &mut mkc_ir::Model, card: &mkc_ir::device::DeviceProfile) {
+    let merged = model.tuning.or_card(&card.tuning);
+    let own = model.tuning.knobs();
+    let filled: Vec<String> = merged
+        .knobs()
+        .iter()
+        .zip(own.iter())
+        .filter_map(|((name, v), (_, mine))| match (v, mine) {
+            (Some(v), None) => Some(format!("tuning.{name} = {v}")),
+            _ => None,
+        })
+        .collect();
+    if !filled.is_empty() {
+        let (them, it) = if filled.len() > 1 {
+            ("them", "them")
+        } else {
+            ("it", "it")
+        };
+        eprintln!(
+            "mkc: the {} device profile sets {} (the model leaves {them} unset; the model's \
+             tuning or --tune overrides {it})",
+            card.name,
+            filled.join(", ")
+        );
+    }
+    model.tuning = merged;
 }
 
 /// Runs the parsed command line.
