@@ -1,13 +1,15 @@
 #!/bin/bash
 # Lease Q: lease P's H200 branch alone (an H100 runs nothing): main (no limit) twice, the
-# release-only window at K = 1 twice, the full window at K = 9; then the H200's held release
+# release-only window at K = 1 twice, the same at the short instructions only (QKV and the
+# O-projection: `release_window.py short`, .device/rs1.ron) twice, the full window at K = 9; then the H200's held release
 # for the model: one traced step at K = 1 and at 16 (`finish` per instruction, as lease O on
 # the H100) and `mkc probe latency` (a release after a store beside 1 and 8 copies per SM).
 # docs/perf.md "Lease Q".
 LIMIT=300 ARCHIVE=q.tgz
 source tools/leases/common.sh
 grep -q H200 $W/gpu.txt || { echo "not an H200: nothing run"; exit 0; }
-b main_a; b rw1a --tune .device/rw1.ron; b k9 --tune .device/bi9.ron; b main_b; b rw1b --tune .device/rw1.ron
+b main_a; b rw1a --tune .device/rw1.ron; b rs1a --tune .device/rs1.ron; b k9 --tune .device/bi9.ron
+b main_b; b rw1b --tune .device/rw1.ron; b rs1b --tune .device/rs1.ron
 for k in 1 16; do
     timeout 60 $M run $T --target persistent --tokens 16 --timeline $W/trace$k.json --tune .device/bi$k.ron > $W/trace$k.log 2>&1
     echo "trace K=$k rc=$?"; grep -A9 'us per SM' $W/trace$k.log | head -10; keep
