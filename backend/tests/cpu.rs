@@ -708,6 +708,56 @@ proptest::proptest! {
     }
 }
 
+/// The profile latencies read off the latency probe come from their own cases, whatever their
+/// order or labels: `load_latency_ns` from the chase beside 8 bulk copies on the other SMs,
+/// `release_held_ns` from the release after a store beside 1 (never from an own-SM case); a
+/// probe without those cases gives neither.
+#[test]
+fn the_latency_probe_names_the_profile_terms_it_measures() {
+    use mkc_backend::gpu::{LatencyProbe, LoadedLatency, ReleaseCost, StreamKind};
+    let case = |stream, own_sm, ns: f64| LoadedLatency {
+        case: "any label",
+        stream,
+        own_sm,
+        ns,
+        release: ReleaseCost {
+            after_store_ns: ns + 1.0,
+            alone_ns: ns + 2.0,
+        },
+        stream_gbps: 0.0,
+        placed_as_intended: true,
+    };
+    let idle = ReleaseCost {
+        after_store_ns: 0.0,
+        alone_ns: 0.0,
+    };
+    let probe = LatencyProbe {
+        idle_ns: 190.0,
+        idle_release: idle,
+        loaded: vec![
+            case(StreamKind::Bulk(8), true, 2600.0),
+            case(StreamKind::Bulk(1), true, 500.0),
+            case(StreamKind::Bulk(1), false, 426.0),
+            case(StreamKind::Loads(8), false, 217.0),
+            case(StreamKind::Bulk(8), false, 2211.0),
+        ],
+    };
+    let terms: Vec<(&str, f64)> = probe
+        .profile_terms()
+        .iter()
+        .map(|t| (t.field, t.ns))
+        .collect();
+    assert_eq!(
+        terms,
+        vec![("load_latency_ns", 2211.0), ("release_held_ns", 427.0)]
+    );
+    let without = LatencyProbe {
+        loaded: vec![case(StreamKind::Bulk(4), false, 1319.0)],
+        ..probe
+    };
+    assert!(without.profile_terms().is_empty());
+}
+
 /// The latency probe's chase visits every line exactly once per lap, from line 0 back to it,
 /// through first words only, in an order that is not sequential (so no prefetcher follows it).
 #[test]

@@ -413,7 +413,25 @@ fn pages(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), CommandErro
 /// Prints the L2 latency of a dependent chain, idle and under concurrent HBM streams.
 fn latency(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> {
     let p = probe_latency(gpu, cubin)?;
+    let profile = super::gpu_common::profile_for(&gpu.name)?;
+    // Each profile latency the probe measures, beside the profile's own figure (None: unset).
+    let terms: Vec<_> = p
+        .profile_terms()
+        .into_iter()
+        .map(|t| {
+            let l = &profile.latencies;
+            let has = match t.field {
+                "load_latency_ns" => Some(l.load_latency_ns),
+                _ => l.release_held_ns,
+            };
+            (t, has)
+        })
+        .collect();
     if json {
+        let profile_terms: Vec<_> = terms
+            .iter()
+            .map(|(t, has)| serde_json::json!({"field": t.field, "ns": t.ns, "from": t.from, "profile_ns": has}))
+            .collect();
         let cases: Vec<_> = p
             .loaded
             .iter()
@@ -426,7 +444,8 @@ fn latency(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> {
             .collect();
         let v = serde_json::json!({"schema": super::schema("probe.latency"), "gpu": gpu.name, "idle_ns": p.idle_ns,
             "idle_release_after_store_ns": p.idle_release.after_store_ns,
-            "idle_release_alone_ns": p.idle_release.alone_ns, "loaded": cases});
+            "idle_release_alone_ns": p.idle_release.alone_ns, "loaded": cases,
+            "profile": profile.name, "profile_terms": profile_terms});
         outln!("{v}");
         return Ok(());
     }
@@ -462,6 +481,19 @@ fn latency(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> {
             } else {
                 "  (the chain or the releases ran elsewhere: read with care)"
             }
+        );
+    }
+    outln!(
+        "Device-profile latencies this measures (the {} profile's beside):",
+        profile.name
+    );
+    for (t, has) in &terms {
+        let has = has.map_or_else(|| "unset".to_string(), |v| format!("{v:.1}"));
+        outln!(
+            "  latencies.{:<18} {:>7.1}  ({}; profile {has})",
+            t.field,
+            t.ns,
+            t.from
         );
     }
     Ok(())

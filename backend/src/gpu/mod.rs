@@ -35,9 +35,10 @@ pub use probe::{
     chase_cycle, occupancy_kernels, probe_coresidency, probe_l2, probe_latency, probe_matvec,
     probe_occupancy, probe_page_math, probe_partition, Deal, KernelShape, L2Probe, L2Row, L2Warmed,
     LatencyProbe, LoadedLatency, MatvecRow, OccupancyQuery, PageMathProbe, PageMathRow, PairProbe,
-    PartitionProbe, PartitionRow, ProbeSide, ReleaseCost, L2_MIXED_MIB, L2_REPEATS, L2_WARMERS,
-    LOADED_CASES, MATVEC_REPEATS, MATVEC_SHAPES, OCCUPANCY_KERNELS, PAGE_MATH_CASES,
-    PAGE_MATH_REPEATS, PAGE_MATH_STREAM_CASES, PARTITION_REPEATS, PROBE_REGISTERS, RESIDENT_SMEM,
+    PartitionProbe, PartitionRow, ProbeSide, ProfileTerm, ReleaseCost, StreamKind, L2_MIXED_MIB,
+    L2_REPEATS, L2_WARMERS, LOADED_CASES, MATVEC_REPEATS, MATVEC_SHAPES, OCCUPANCY_KERNELS,
+    PAGE_MATH_CASES, PAGE_MATH_REPEATS, PAGE_MATH_STREAM_CASES, PARTITION_REPEATS, PROBE_REGISTERS,
+    RESIDENT_SMEM,
 };
 pub use run::{RunOptions, RunOutput};
 pub use setup::WeightSource;

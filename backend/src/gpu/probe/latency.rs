@@ -28,6 +28,10 @@ pub struct LatencyProbe {
 pub struct LoadedLatency {
     /// What streams, and where the chain runs.
     pub case: &'static str,
+    /// How the streaming grid kept HBM busy.
+    pub stream: StreamKind,
+    /// Whether the chain's own SM streamed too.
+    pub own_sm: bool,
     /// ns per link.
     pub ns: f64,
     /// The release's cost beside the same stream.
@@ -37,6 +41,48 @@ pub struct LoadedLatency {
     /// The chain and the releases ran where the case needs them (an SM of their own, or beside
     /// a streamer).
     pub placed_as_intended: bool,
+}
+
+/// A device-profile latency this probe measures: the field, its value, and the case it is read
+/// from, so that a profile's figure and the probe's are one fact.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProfileTerm {
+    /// The field of the profile's `latencies`.
+    pub field: &'static str,
+    /// What the probe measured for it, ns.
+    pub ns: f64,
+    /// Which measurement it is.
+    pub from: &'static str,
+}
+
+impl LatencyProbe {
+    /// The profile latencies read off this probe: `load_latency_ns` (an L2 hit while every
+    /// other SM keeps 8 bulk copies in flight, as the operators' rings do) and
+    /// `release_held_ns` (a release after a store beside 1 copy per SM, the queue a held
+    /// boundary leaves); a case the probe did not run gives none.
+    pub fn profile_terms(&self) -> Vec<ProfileTerm> {
+        let case = |copies| {
+            self.loaded
+                .iter()
+                .find(|c| c.stream == StreamKind::Bulk(copies) && !c.own_sm)
+        };
+        let mut terms = Vec::new();
+        if let Some(c) = case(8) {
+            terms.push(ProfileTerm {
+                field: "load_latency_ns",
+                ns: c.ns,
+                from: "an L2 hit beside 8 bulk copies per SM",
+            });
+        }
+        if let Some(c) = case(1) {
+            terms.push(ProfileTerm {
+                field: "release_held_ns",
+                ns: c.release.after_store_ns,
+                from: "a release after a store beside 1 bulk copy per SM",
+            });
+        }
+        terms
+    }
 }
 
 /// What a thread waits in `red.release.gpu` (the fence before the reduction), per release.
@@ -264,6 +310,8 @@ pub fn probe_latency(gpu: &Gpu, cubin: &[u8]) -> Result<LatencyProbe, BackendErr
         let span = cta.map(|c| c[2]).max().unwrap_or(1).max(1);
         loaded.push(LoadedLatency {
             case,
+            stream: kind,
+            own_sm: own,
             ns: ns(&o),
             release,
             stream_gbps: bytes as f64 / span as f64,

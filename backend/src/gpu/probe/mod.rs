@@ -26,7 +26,8 @@ use crate::error::{check, BackendError};
 pub use coresidency::{probe_coresidency, PairProbe, ProbeSide, PROBE_REGISTERS};
 pub use l2::{probe_l2, L2Probe, L2Row, L2Warmed, L2_MIXED_MIB, L2_REPEATS, L2_WARMERS};
 pub use latency::{
-    chase_cycle, probe_latency, LatencyProbe, LoadedLatency, ReleaseCost, LOADED_CASES,
+    chase_cycle, probe_latency, LatencyProbe, LoadedLatency, ProfileTerm, ReleaseCost, StreamKind,
+    LOADED_CASES,
 };
 pub use matvec::{probe_matvec, MatvecRow, MATVEC_REPEATS, MATVEC_SHAPES};
 pub use occupancy::{
