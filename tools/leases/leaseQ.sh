@@ -4,6 +4,7 @@
 # O-projection: `release_window.py short`, .device/rs1.ron) twice, the full window at K = 9; then the H200's held release
 # for the model: one traced step at K = 1 and at 16 (`finish` per instruction, as lease O on
 # the H100) and `mkc probe latency` (a release after a store beside 1 and 8 copies per SM).
+# Last, if time is left, the ablation ladder of main on this card (the anchors' breakdown).
 # docs/perf.md "Lease Q".
 LIMIT=300 ARCHIVE=q.tgz
 source tools/leases/common.sh
@@ -15,3 +16,4 @@ for k in 1 16; do
     echo "trace K=$k rc=$?"; grep -A9 'us per SM' $W/trace$k.log | head -10; keep
 done
 timeout 120 $M probe latency > $W/probe_latency.log 2>&1; echo "probe rc=$?"; tail -25 $W/probe_latency.log; keep
+[ $SECONDS -lt 330 ] && { timeout 240 $M bench $T --targets persistent,pdl --trials 2 --ablate > $W/ablate.log 2>&1; echo "ablate rc=$?"; tail -22 $W/ablate.log; keep; }
