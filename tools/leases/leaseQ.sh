@@ -6,6 +6,12 @@
 # the H100) and `mkc probe latency` (a release after a store beside 1 and 8 copies per SM).
 # Last, if time is left, the ablation ladder of main on this card (the anchors' breakdown).
 # docs/perf.md "Lease Q".
+# Files (.device is not versioned; build them first):
+#   python3 tools/variants/release_window.py > .device/v_release_window.cu
+#   python3 tools/variants/release_window.py short > .device/v_release_short.cu
+#   .device/rw1.ron: Tuning(persistent_boundary_inflight: Some(1), kernels_cu: Some(".device/v_release_window.cu"))
+#   .device/rs1.ron: Tuning(persistent_boundary_inflight: Some(1), kernels_cu: Some(".device/v_release_short.cu"))
+#   .device/biK.ron: Tuning(persistent_boundary_inflight: Some(K)), K = 1, 9, 16
 LIMIT=300 ARCHIVE=q.tgz
 source tools/leases/common.sh
 grep -q H200 $W/gpu.txt || { echo "not an H200: nothing run"; exit 0; }
