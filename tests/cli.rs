@@ -439,6 +439,27 @@ fn simulate_writes_a_perfetto_trace_and_a_sweep_csv() {
         events.iter().any(|e| e["ph"] == "s"),
         "flow arrows for waits"
     );
+    // With a trace, the step's operator boundaries: one line, and in the JSON one entry per
+    // kind of edge whose counts cover every pair of consecutive operators; none without.
+    assert!(
+        stdout(&o).contains("operator boundaries, median us (count): qkv_rope->attention"),
+        "{}",
+        stdout(&o)
+    );
+    let json = |extra: &[&str]| {
+        let mut args = vec!["simulate", "tiny", "--target", "pdl", "--json"];
+        args.extend(extra);
+        summary(&args)["targets"]["pdl"].clone()
+    };
+    let with = json(&["--trace", trace.to_str().unwrap()]);
+    let edges = with["edges"].as_array().expect("edges with --trace");
+    let ops = mkc_ir::lower::lower(&mkc_ir::embedded::resolve_model("tiny").unwrap())
+        .ops
+        .len();
+    let counted: u64 = edges.iter().map(|e| e["count"].as_u64().unwrap()).sum();
+    assert_eq!(counted as usize, ops - 1);
+    assert!(edges.iter().all(|e| e["median_us"].as_f64().unwrap() > 0.0));
+    assert!(json(&[]).get("edges").is_none());
 
     let spec = scratch("sweep.ron");
     std::fs::write(

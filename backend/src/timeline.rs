@@ -153,6 +153,19 @@ impl ClockFit {
     }
 }
 
+/// When each task of the traced step ended, ns, indexed by task id (NaN: not traced): a unit's
+/// exit is the end of every task it ran (the input of [`mkc_ir::edges::layer_edges`]).
+pub fn task_ends(spans: &[Span], tasks: usize) -> Vec<f64> {
+    let mut ends = vec![f64::NAN; tasks];
+    for s in spans {
+        let (first, end) = (s.tasks.0 as usize, (s.tasks.1 as usize).min(tasks));
+        for e in ends.iter_mut().take(end).skip(first) {
+            *e = if e.is_nan() { s.exit } else { e.max(s.exit) };
+        }
+    }
+    ends
+}
+
 /// The spans as a Chrome / Perfetto trace (`{"traceEvents": [...]}`, times in µs): the format
 /// of `mkc simulate --trace`, so that a simulated and a measured timeline open side by side.
 pub fn chrome_trace(spans: &[Span], what: &str) -> Value {
@@ -463,5 +476,31 @@ mod tests {
         assert_eq!(slices[0]["tid"], 5);
         assert!((slices[0]["dur"].as_f64().unwrap() - 2.0).abs() < 1e-3);
         assert!((slices[1]["ts"].as_f64().unwrap() - 2.0).abs() < 1e-3);
+    }
+
+    /// A unit's exit ends every task it ran; a task two units ran ends with the later; a task
+    /// no unit ran, or past the graph, stays untimed (NaN).
+    #[test]
+    fn task_ends_take_each_units_exit() {
+        let span = |tasks: (u32, u32), exit: f64| Span {
+            sm: 0,
+            label: "x".into(),
+            kind: OpKind::Down,
+            tasks,
+            entry: 0.0,
+            exit,
+            issued: None,
+            released: None,
+            prepared: None,
+            landed: None,
+            computed: None,
+        };
+        let ends = task_ends(
+            &[span((0, 2), 5.0), span((1, 3), 9.0), span((5, 9), 1.0)],
+            6,
+        );
+        assert_eq!(&ends[..3], &[5.0, 9.0, 9.0]);
+        assert!(ends[3].is_nan() && ends[4].is_nan());
+        assert_eq!(ends[5], 1.0);
     }
 }

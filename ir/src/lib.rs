@@ -5,6 +5,7 @@
 //! simulator, backend) consumes the task graph and nothing else from the model.
 
 pub mod device;
+pub mod edges;
 pub mod embedded;
 pub mod error;
 pub mod graph;

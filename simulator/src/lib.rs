@@ -87,6 +87,10 @@ pub struct SimReport {
     /// for ([`sensitivity`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sensitivity: Vec<LatencySensitivity>,
+    /// The step's operator boundaries, median per kind over the layers, when asked for (with
+    /// a trace): the terms a traced GPU step (`--timeline`) reports too.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub edges: Vec<mkc_ir::edges::LayerEdge>,
 }
 
 /// The step with one latency term of the device profile halved.
@@ -383,6 +387,7 @@ pub fn simulate(
             trajectory,
             ablation: Vec::new(),
             sensitivity: Vec::new(),
+            edges: Vec::new(),
         },
         timeline,
     ))

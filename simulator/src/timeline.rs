@@ -125,6 +125,12 @@ pub struct Span {
     pub end: f64,
 }
 
+/// When each task of the step ended, ns, indexed by task id (NaN: it did not run): the input
+/// of [`mkc_ir::edges::layer_edges`].
+pub fn task_ends(t: &StepTimeline) -> Vec<f64> {
+    t.spans.iter().map(|s| s.end).collect()
+}
+
 impl Span {
     /// A span not yet filled in (times NaN until the task runs).
     pub fn unset(n: usize) -> Vec<Span> {

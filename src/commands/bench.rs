@@ -111,6 +111,8 @@ struct TimelineRow {
     target: Target,
     file: std::path::PathBuf,
     breakdown: mkc_backend::timeline::Breakdown,
+    /// The traced step's operator boundaries (median per kind over the layers).
+    edges: Vec<mkc_ir::edges::LayerEdge>,
 }
 
 /// A target as its name (`pdl`), as the rows give it.
@@ -364,11 +366,13 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     let pos = s.timeline_position();
     if let Some(files) = timeline_files.as_mut() {
         for (&t, sched) in targets.iter().zip(&schedules) {
-            let (file, breakdown) = files.write(&mut s.runner, &s.model.name, pos, t, sched)?;
+            let (file, breakdown, edges) =
+                files.write(&mut s.runner, &s.model.name, pos, t, sched)?;
             timelines.push(TimelineRow {
                 target: t,
                 file,
                 breakdown,
+                edges,
             });
         }
     }
@@ -482,7 +486,7 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
             );
         }
         for t in &report.timelines {
-            print_breakdown(t.target, &t.file, &t.breakdown);
+            print_breakdown(t.target, &t.file, &t.breakdown, &t.edges);
         }
         if !report.ablation.is_empty() {
             outln!(

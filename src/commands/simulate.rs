@@ -229,6 +229,8 @@ fn simulate_one(
         report.sensitivity = mkc_simulator::sensitivity(s, device, sim, report.step.step_us);
     }
     if let Some(path) = trace_file {
+        report.edges =
+            mkc_ir::edges::layer_edges(&s.graph, &mkc_simulator::timeline::task_ends(&timeline));
         let json = trace::chrome_trace(s, &timeline).to_string();
         mkc_ir::input::write_output(path, json).map_err(|e| {
             CommandError::Input(format!(
@@ -394,6 +396,9 @@ fn table(model: &str, reports: &[SimReport]) -> String {
                 "  {:<11} half {:<40} {:>8.1} us (saves {:.1} us; now {:.0} ns)\n",
                 "", t.term, t.step_us, t.saved_us, t.ns
             );
+        }
+        if !r.edges.is_empty() {
+            s += &format!("  {:<11} {}\n", "", super::timeline::edges_line(&r.edges));
         }
     }
     s

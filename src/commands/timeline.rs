@@ -5,7 +5,8 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use mkc_backend::timeline::{breakdown, chrome_trace, spans, Breakdown};
+use mkc_backend::timeline::{breakdown, chrome_trace, spans, task_ends, Breakdown};
+use mkc_ir::edges::{layer_edges, LayerEdge};
 use mkc_scheduler::{Schedule, Target};
 
 use super::CommandError;
@@ -40,7 +41,8 @@ impl TimelineFiles {
     }
 
     /// Traces `schedule` (of `target`) at decode position `pos` (the model state must be
-    /// valid there), writes its file and returns where the step's time went.
+    /// valid there), writes its file and returns where the step's time went: per kind, and
+    /// at each kind of operator boundary.
     pub fn write(
         &mut self,
         runner: &mut Runner,
@@ -48,7 +50,7 @@ impl TimelineFiles {
         pos: u32,
         target: Target,
         schedule: &Schedule,
-    ) -> Result<(PathBuf, Breakdown), CommandError> {
+    ) -> Result<(PathBuf, Breakdown, Vec<LayerEdge>), CommandError> {
         let Some((_, path, file)) = self.files.iter_mut().find(|(t, ..)| *t == target) else {
             return Err(CommandError::Internal(format!(
                 "--timeline: no file was created for target {}",
@@ -63,7 +65,8 @@ impl TimelineFiles {
         file.write_all(json.as_bytes()).map_err(|e| {
             CommandError::Internal(format!("--timeline {}: write failed: {e}", path.display()))
         })?;
-        Ok((path.clone(), breakdown(&sp)))
+        let edges = layer_edges(&schedule.graph, &task_ends(&sp, schedule.graph.tasks.len()));
+        Ok((path.clone(), breakdown(&sp), edges))
     }
 }
 
@@ -80,8 +83,30 @@ fn per_target(path: &Path, t: Target) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// Prints a traced step's breakdown: µs per SM in each phase, per operator kind.
-pub fn print_breakdown(target: Target, path: &Path, b: &Breakdown) {
+/// One line of a step's operator boundaries (`mkc simulate --trace`, `--timeline`): the median
+/// per kind of edge over the layers, with how many there were.
+pub fn edges_line(edges: &[LayerEdge]) -> String {
+    let cells: Vec<String> = edges
+        .iter()
+        .map(|e| {
+            format!(
+                "{}->{} {:.2} ({})",
+                e.from.name(),
+                e.to.name(),
+                e.median_us,
+                e.count
+            )
+        })
+        .collect();
+    format!(
+        "operator boundaries, median us (count): {}",
+        cells.join(", ")
+    )
+}
+
+/// Prints a traced step's breakdown: µs per SM in each phase, per operator kind, and its
+/// operator boundaries.
+pub fn print_breakdown(target: Target, path: &Path, b: &Breakdown, edges: &[LayerEdge]) {
     outln!(
         "  timeline ({}): {} written; traced step {:.1} us over {} SMs (tracing slows the step); \
          us per SM:",
@@ -103,6 +128,9 @@ pub fn print_breakdown(target: Target, path: &Path, b: &Breakdown) {
             r.finish_us,
             r.total_us
         );
+    }
+    if !edges.is_empty() {
+        outln!("    {}", edges_line(edges));
     }
 }
 
