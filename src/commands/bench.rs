@@ -113,6 +113,8 @@ struct TimelineRow {
     breakdown: mkc_backend::timeline::Breakdown,
     /// The traced step's operator boundaries (median per kind over the layers).
     edges: Vec<mkc_ir::edges::LayerEdge>,
+    /// The simulator's, for the same schedule at the same KV length (the median step's).
+    predicted_edges: Vec<mkc_ir::edges::LayerEdge>,
 }
 
 /// A target as its name (`pdl`), as the rows give it.
@@ -368,11 +370,19 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
         for (&t, sched) in targets.iter().zip(&schedules) {
             let (file, breakdown, edges) =
                 files.write(&mut s.runner, &s.model.name, pos, t, sched)?;
+            let i = targets
+                .iter()
+                .position(|&x| x == t)
+                .expect("a bench target");
+            let predicted_edges = predictions[i]
+                .as_ref()
+                .map_or_else(Vec::new, |p| p.edges.clone());
             timelines.push(TimelineRow {
                 target: t,
                 file,
                 breakdown,
                 edges,
+                predicted_edges,
             });
         }
     }
@@ -486,7 +496,13 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
             );
         }
         for t in &report.timelines {
-            print_breakdown(t.target, &t.file, &t.breakdown, &t.edges);
+            print_breakdown(
+                t.target,
+                &t.file,
+                &t.breakdown,
+                &t.edges,
+                &t.predicted_edges,
+            );
         }
         if !report.ablation.is_empty() {
             outln!(

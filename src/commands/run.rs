@@ -95,7 +95,7 @@ pub fn run(args: RunArgs) -> Result<(), CommandError> {
     let pos = s.timeline_position();
     if let Some(files) = timeline.as_mut() {
         let (path, b, edges) = files.write(&mut s.runner, &s.model.name, pos, target, &schedule)?;
-        print_breakdown(target, &path, &b, &edges);
+        print_breakdown(target, &path, &b, &edges, &[]);
     }
     Ok(())
 }

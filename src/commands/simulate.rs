@@ -139,6 +139,7 @@ pub fn predict(
         Ladders {
             ablate,
             sensitivity: false,
+            edges: true,
         },
     )
 }
@@ -193,11 +194,13 @@ fn run_schedule(args: &SimulateArgs, s: mkc_scheduler::Schedule) -> Result<(), C
     print_reports(args, &s.graph.model, &[report])
 }
 
-/// The what-if predictions beside a step: the ablation ladder, the latency sensitivity.
+/// The what-if predictions beside a step: the ablation ladder, the latency sensitivity; and
+/// its operator boundaries (with a trace, and beside a traced GPU step).
 #[derive(Clone, Copy, Default)]
 struct Ladders {
     ablate: bool,
     sensitivity: bool,
+    edges: bool,
 }
 
 impl Ladders {
@@ -205,6 +208,7 @@ impl Ladders {
         Ladders {
             ablate: args.ablate,
             sensitivity: args.sensitivity,
+            edges: args.trace.is_some(),
         }
     }
 }
@@ -228,9 +232,11 @@ fn simulate_one(
     if ladders.sensitivity {
         report.sensitivity = mkc_simulator::sensitivity(s, device, sim, report.step.step_us);
     }
-    if let Some(path) = trace_file {
+    if ladders.edges {
         report.edges =
             mkc_ir::edges::layer_edges(&s.graph, &mkc_simulator::timeline::task_ends(&timeline));
+    }
+    if let Some(path) = trace_file {
         let json = trace::chrome_trace(s, &timeline).to_string();
         mkc_ir::input::write_output(path, json).map_err(|e| {
             CommandError::Input(format!(
@@ -398,7 +404,11 @@ fn table(model: &str, reports: &[SimReport]) -> String {
             );
         }
         if !r.edges.is_empty() {
-            s += &format!("  {:<11} {}\n", "", super::timeline::edges_line(&r.edges));
+            s += &format!(
+                "  {:<11} {}\n",
+                "",
+                super::timeline::edges_line(&r.edges, &[])
+            );
         }
     }
     s

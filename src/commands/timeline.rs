@@ -84,13 +84,18 @@ fn per_target(path: &Path, t: Target) -> PathBuf {
 }
 
 /// One line of a step's operator boundaries (`mkc simulate --trace`, `--timeline`): the median
-/// per kind of edge over the layers, with how many there were.
-pub fn edges_line(edges: &[LayerEdge]) -> String {
+/// per kind of edge over the layers, with how many there were, and the simulator's figure for
+/// the same kind of edge in brackets where `predicted` has one.
+pub fn edges_line(edges: &[LayerEdge], predicted: &[LayerEdge]) -> String {
     let cells: Vec<String> = edges
         .iter()
         .map(|e| {
+            let p = predicted
+                .iter()
+                .find(|p| (p.from, p.to) == (e.from, e.to))
+                .map_or_else(String::new, |p| format!(" [{:.2}]", p.median_us));
             format!(
-                "{}->{} {:.2} ({})",
+                "{}->{} {:.2}{p} ({})",
                 e.from.name(),
                 e.to.name(),
                 e.median_us,
@@ -98,15 +103,23 @@ pub fn edges_line(edges: &[LayerEdge]) -> String {
             )
         })
         .collect();
-    format!(
-        "operator boundaries, median us (count): {}",
-        cells.join(", ")
-    )
+    let what = if predicted.is_empty() {
+        "median us"
+    } else {
+        "median us [predicted]"
+    };
+    format!("operator boundaries, {what} (count): {}", cells.join(", "))
 }
 
 /// Prints a traced step's breakdown: µs per SM in each phase, per operator kind, and its
 /// operator boundaries.
-pub fn print_breakdown(target: Target, path: &Path, b: &Breakdown, edges: &[LayerEdge]) {
+pub fn print_breakdown(
+    target: Target,
+    path: &Path,
+    b: &Breakdown,
+    edges: &[LayerEdge],
+    predicted: &[LayerEdge],
+) {
     outln!(
         "  timeline ({}): {} written; traced step {:.1} us over {} SMs (tracing slows the step); \
          us per SM:",
@@ -130,13 +143,36 @@ pub fn print_breakdown(target: Target, path: &Path, b: &Breakdown, edges: &[Laye
         );
     }
     if !edges.is_empty() {
-        outln!("    {}", edges_line(edges));
+        outln!("    {}", edges_line(edges, predicted));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A traced boundary shows the simulator's figure for the same kind of edge in brackets, and
+    /// none where the prediction has no such edge; without a prediction the header says so.
+    #[test]
+    fn boundaries_show_the_prediction_beside_the_trace() {
+        use mkc_ir::OpKind::{Attention, Down, QkvRope};
+        let edge = |from, to, median_us| LayerEdge {
+            from,
+            to,
+            median_us,
+            count: 15,
+        };
+        let traced = [edge(Down, QkvRope, 7.17), edge(QkvRope, Attention, 4.61)];
+        let line = edges_line(&traced, &[edge(Down, QkvRope, 5.73)]);
+        assert!(line.contains("median us [predicted]"), "{line}");
+        assert!(line.contains("down->qkv_rope 7.17 [5.73] (15)"), "{line}");
+        assert!(line.contains("qkv_rope->attention 4.61 (15)"), "{line}");
+        let alone = edges_line(&traced, &[]);
+        assert!(
+            alone.contains("median us (count)") && !alone.contains('['),
+            "{alone}"
+        );
+    }
 
     #[test]
     fn several_targets_get_one_file_each() {
