@@ -18,8 +18,8 @@ grep -q H200 $W/gpu.txt || { echo "not an H200: nothing run"; exit 0; }
 b main_a; b rw1a --tune .device/rw1.ron; b rs1a --tune .device/rs1.ron; b k9 --tune .device/bi9.ron
 b main_b; b rw1b --tune .device/rw1.ron; b rs1b --tune .device/rs1.ron
 for k in 1 16; do
-    timeout 90 $M run $T --target persistent --timeline $W/trace$k.json --tune .device/bi$k.ron > $W/trace$k.log 2>&1
-    echo "trace K=$k rc=$?"; grep -A9 'us per SM' $W/trace$k.log | head -10; keep
+    timeout 90 $M bench $T --targets persistent --trials 1 --timeline $W/trace$k.json --tune .device/bi$k.ron > $W/trace$k.log 2>&1
+    echo "trace K=$k rc=$?"; grep -A10 'us per SM' $W/trace$k.log | head -11; keep
 done
 timeout 120 $M probe latency > $W/probe_latency.log 2>&1; echo "probe rc=$?"; tail -25 $W/probe_latency.log; keep
 [ $SECONDS -lt 330 ] && { timeout 240 $M bench $T --targets persistent,pdl --trials 2 --ablate > $W/ablate.log 2>&1; echo "ablate rc=$?"; tail -22 $W/ablate.log; keep; }
