@@ -15,7 +15,7 @@
 LIMIT=300 ARCHIVE=q.tgz
 source tools/leases/common.sh
 grep -q H200 $W/gpu.txt || { echo "not an H200: nothing run"; exit 0; }
-b main_a; b rw1a --tune .device/rw1.ron; b rs1a --tune .device/rs1.ron; b k9 --tune .device/bi9.ron
+TARGETS=persistent,pdl b main_a; b rw1a --tune .device/rw1.ron; b rs1a --tune .device/rs1.ron; b k9 --tune .device/bi9.ron
 b main_b; b rw1b --tune .device/rw1.ron; b rs1b --tune .device/rs1.ron
 for k in 1 16; do
     timeout 90 $M bench $T --targets persistent --trials 1 --timeline $W/trace$k.json --tune .device/bi$k.ron > $W/trace$k.log 2>&1
