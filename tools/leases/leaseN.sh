@@ -1,4 +1,5 @@
 #!/bin/bash
+# (Run 2026-12-06 on an H100; docs/perf.md has its results.)
 # Lease N: on an H200, K = 9 against main (no limit there) twice, and K = 6; on an H100, main
 # (K = 1 now) against K = 2 twice. docs/perf.md "Lease N".
 LIMIT=150 ARCHIVE=n.tgz

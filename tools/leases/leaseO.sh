@@ -1,4 +1,5 @@
 #!/bin/bash
+# (Run 2026-12-06 on an H100; docs/perf.md has its results.)
 # Lease O: where the boundary hold's time goes, from the device trace: one traced decode step
 # (`mkc run --timeline`, the persistent trace build) at main's limit (K = 1 on an H100, none on
 # an H200), at 16 (none) and at 9, twice each; the per-kind phase tables (issuing, awaiting,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# (Run 2026-12-06 on an H100; docs/perf.md has its results.)
 # Lease P: the hold around the release only (tools/variants/release_window.py) against main's
 # window and the unlimited producer. On an H200: main (no limit) twice, release-only K = 1 and
 # 2, the full window at K = 9. On an H100: main (K = 1, full window) twice, release-only K = 1

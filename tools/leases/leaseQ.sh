@@ -1,4 +1,5 @@
 #!/bin/bash
+# (Not yet run: the next session's first lease, on an H200; docs/perf.md "Lease Q" has its predictions.)
 # Lease Q: lease P's H200 branch alone (an H100 runs nothing): main (no limit) twice, the
 # release-only window at K = 1 twice, the same at the short instructions only (QKV and the
 # O-projection: `release_window.py short`, .device/rs1.ron) twice, the full window at K = 9; then the H200's held release
