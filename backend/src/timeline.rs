@@ -160,7 +160,7 @@ pub fn task_ends(spans: &[Span], tasks: usize) -> Vec<f64> {
     for s in spans {
         let (first, end) = (s.tasks.0 as usize, (s.tasks.1 as usize).min(tasks));
         for e in ends.iter_mut().take(end).skip(first) {
-            *e = if e.is_nan() { s.exit } else { e.max(s.exit) };
+            *e = e.max(s.exit); // f64::max takes the other side of a NaN
         }
     }
     ends

@@ -14,8 +14,8 @@ pub struct LayerEdge {
     pub from: OpKind,
     /// The operator that ends next.
     pub to: OpKind,
-    /// Median over the step's edges of this kind: the later operator's last task end minus the
-    /// earlier one's, µs.
+    /// Median ([`crate::stats::median`]) over the step's edges of this kind: the later
+    /// operator's last task end minus the earlier one's, µs.
     pub median_us: f64,
     /// Edges of this kind with both ends known (one per layer, one for the LM head).
     pub count: usize,
@@ -49,20 +49,11 @@ pub fn layer_edges(g: &TaskGraph, task_end_ns: &[f64]) -> Vec<LayerEdge> {
     }
     groups
         .into_iter()
-        .map(|((from, to), mut v)| {
-            v.sort_by(f64::total_cmp);
-            let n = v.len();
-            let median_us = if n % 2 == 1 {
-                v[n / 2]
-            } else {
-                (v[n / 2 - 1] + v[n / 2]) / 2.0
-            };
-            LayerEdge {
-                from,
-                to,
-                median_us,
-                count: n,
-            }
+        .map(|((from, to), v)| LayerEdge {
+            from,
+            to,
+            count: v.len(),
+            median_us: crate::stats::median(v),
         })
         .collect()
 }

@@ -14,6 +14,7 @@ pub mod input;
 pub mod lower;
 pub mod model;
 mod ron_error;
+pub mod stats;
 mod validate;
 pub mod work;
 

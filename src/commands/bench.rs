@@ -367,14 +367,10 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     let mut timelines = Vec::new();
     let pos = s.timeline_position();
     if let Some(files) = timeline_files.as_mut() {
-        for (&t, sched) in targets.iter().zip(&schedules) {
+        for ((&t, sched), predicted) in targets.iter().zip(&schedules).zip(&predictions) {
             let (file, breakdown, edges) =
                 files.write(&mut s.runner, &s.model.name, pos, t, sched)?;
-            let i = targets
-                .iter()
-                .position(|&x| x == t)
-                .expect("a bench target");
-            let predicted_edges = predictions[i]
+            let predicted_edges = predicted
                 .as_ref()
                 .map_or_else(Vec::new, |p| p.edges.clone());
             timelines.push(TimelineRow {

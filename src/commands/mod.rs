@@ -168,14 +168,10 @@ pub fn take_card_knobs(model: &mut mkc_ir::Model, card: &mkc_ir::device::DeviceP
         })
         .collect();
     if !filled.is_empty() {
-        let (them, it) = if filled.len() > 1 {
-            ("them", "them")
-        } else {
-            ("it", "it")
-        };
+        let them = if filled.len() > 1 { "them" } else { "it" };
         eprintln!(
             "mkc: the {} device profile sets {} (the model leaves {them} unset; the model's \
-             tuning or --tune overrides {it})",
+             tuning or --tune overrides {them})",
             card.name,
             filled.join(", ")
         );

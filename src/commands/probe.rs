@@ -414,16 +414,19 @@ fn pages(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), CommandErro
 fn latency(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> {
     let p = probe_latency(gpu, cubin)?;
     let profile = super::gpu_common::profile_for(&gpu.name)?;
-    // Each profile latency the probe measures, beside the profile's own figure (None: unset).
+    // Each profile latency the probe measures, beside the profile's own figure, found by name
+    // in the profile's one list of terms (None: the profile leaves it unset).
+    let mut latencies = profile.latencies.clone();
+    let set: Vec<(&str, f64)> = latencies
+        .terms_mut()
+        .into_iter()
+        .map(|(n, v)| (n, *v))
+        .collect();
     let terms: Vec<_> = p
         .profile_terms()
         .into_iter()
         .map(|t| {
-            let l = &profile.latencies;
-            let has = match t.field {
-                "load_latency_ns" => Some(l.load_latency_ns),
-                _ => l.release_held_ns,
-            };
+            let has = set.iter().find(|(n, _)| *n == t.field).map(|&(_, v)| v);
             (t, has)
         })
         .collect();

@@ -52,12 +52,8 @@ use device::{stalled, DevBuf};
 /// An operator's kernel: its kind and function.
 type OpFn = (mkc_ir::OpKind, sys::CUfunction);
 
-/// Median of a non-empty sample of timings (the upper middle of an even count): every GPU
-/// figure mkc reports is the median of repeated runs.
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
+/// The project's one median (the upper middle of an even count), for the probes.
+use mkc_ir::stats::median;
 
 /// The runner: module, buffers and launch logic for one model.
 pub struct Runner {
