@@ -566,7 +566,7 @@ __device__ int produce(const Stream& s, const Matvec& v, int first, int count, c
 
 // ---- activation words ----------------------------------------------------------------
 // An activation that one SM writes and another reads (qkv, attn, the split-K partials, h, the
-// residual shares x_in and x_mid) goes through act_store / act_fetch4 + act_take4 / act_load.
+// residual shares x_in and x_mid) goes through act_store / act_fetch4 + act_missing / act_spin / act_value4, or act_load.
 // In a chain build they are plain float accesses: the grid-dependency wait orders them. In the
 // persistent build each element is one 8-byte word, its value's bits beside the step that wrote
 // it (the kernel's 1-based launch count), stored and polled at gpu scope (relaxed: an aligned
@@ -608,7 +608,7 @@ __device__ __noinline__ ulonglong2 act_poll_pair(const u64* p) {
         }
         if (globaltimer() - start > act_watch.limit_ns) {
             u64* st = act_watch.stall;
-            if (atomicCAS(st, 0ull, 1ull) == 0ull) {
+            if (atomicCAS(st, 0ull, STALL_WORD) == 0ull) {
                 st[1] = blockIdx.x;
                 st[2] = (u64)act_watch.index;
                 st[3] = (u64)p;
@@ -642,22 +642,27 @@ __device__ __forceinline__ ActRaw4 act_fetch4(const float* buf, long i) {
     act_load_pair(p + 2, r.w[2], r.w[3]);
     return r;
 }
-// The values of a fetch, once every word carries this step (polled again until then).
-__device__ __forceinline__ float4 act_take4(ActRaw4 r, const float* buf, long i) {
+// The first pair of a fetch's words at buf[i..i + 4) that does not carry this step yet, or null.
+__device__ __forceinline__ const u64* act_missing(const ActRaw4& r, const float* buf, long i) {
 #ifndef MKC_ABLATE_WAITS
     const unsigned step = act_watch.step;
     const u64* p = (const u64*)buf + i;
-    if (act_flag_of(r.w[0]) != step || act_flag_of(r.w[1]) != step) {
-        const ulonglong2 q = act_poll_pair(p);
-        r.w[0] = q.x, r.w[1] = q.y;
-    }
-    if (act_flag_of(r.w[2]) != step || act_flag_of(r.w[3]) != step) {
-        const ulonglong2 q = act_poll_pair(p + 2);
-        r.w[2] = q.x, r.w[3] = q.y;
-    }
+    if (act_flag_of(r.w[0]) != step || act_flag_of(r.w[1]) != step) return p;
+    if (act_flag_of(r.w[2]) != step || act_flag_of(r.w[3]) != step) return p + 2;
 #else
-    (void)buf, (void)i;
+    (void)r, (void)buf, (void)i;
 #endif
+    return nullptr;
+}
+// Spins on the pair at `p` until it carries this step; false once the reads gave up (the
+// watchdog, or another SM's stall). A batch waits on its first missing pair only, then is
+// fetched again whole: one load per thread per poll, and the rest of the batch, written about
+// when that pair was, costs one more round trip instead of one per pair.
+__device__ __forceinline__ bool act_spin(const u64* p) {
+    act_poll_pair(p);
+    return !*(volatile int*)&act_watch.stop;
+}
+__device__ __forceinline__ float4 act_value4(const ActRaw4& r) {
     return make_float4(__uint_as_float((unsigned)r.w[0]), __uint_as_float((unsigned)r.w[1]),
                        __uint_as_float((unsigned)r.w[2]), __uint_as_float((unsigned)r.w[3]));
 }
@@ -681,7 +686,9 @@ typedef float4 ActRaw4;
 __device__ __forceinline__ void act_store(float* buf, long i, float v) { buf[i] = v; }
 __device__ __forceinline__ void act_store4(float* buf, long i, float4 v) { *reinterpret_cast<float4*>(buf + i) = v; }
 __device__ __forceinline__ ActRaw4 act_fetch4(const float* buf, long i) { return *reinterpret_cast<const float4*>(buf + i); }
-__device__ __forceinline__ float4 act_take4(ActRaw4 r, const float*, long) { return r; }
+__device__ __forceinline__ const u64* act_missing(const ActRaw4&, const float*, long) { return nullptr; }
+__device__ __forceinline__ bool act_spin(const u64*) { return false; }
+__device__ __forceinline__ float4 act_value4(const ActRaw4& r) { return r; }
 __device__ __forceinline__ float act_load(const float* buf, long i) { return buf[i]; }
 #endif
 
@@ -697,17 +704,25 @@ __device__ __forceinline__ void load_x_act(float (&xr)[NJ][8], const float* x, i
     return;
 #endif
     int lane = threadIdx.x % 32;
+    const long at0 = (long)chunk * k + lane * 8;
     ActRaw4 raw[NJ][2];
+    for (;;) {
 #pragma unroll
-    for (int j = 0; j < NJ; ++j) {
-        const long at = (long)chunk * k + (lane + 32 * j) * 8;
-        raw[j][0] = act_fetch4(x, at);
-        raw[j][1] = act_fetch4(x, at + 4);
+        for (int j = 0; j < NJ; ++j) {
+            raw[j][0] = act_fetch4(x, at0 + 256 * j);
+            raw[j][1] = act_fetch4(x, at0 + 256 * j + 4);
+        }
+        const u64* miss = nullptr;
+#pragma unroll
+        for (int j = 0; j < NJ; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                if (!miss) miss = act_missing(raw[j][h], x, at0 + 256 * j + 4 * h);
+        if (!miss || !act_spin(miss)) break;
     }
 #pragma unroll
     for (int j = 0; j < NJ; ++j) {
-        const long at = (long)chunk * k + (lane + 32 * j) * 8;
-        float4 a = act_take4(raw[j][0], x, at), b = act_take4(raw[j][1], x, at + 4);
+        float4 a = act_value4(raw[j][0]), b = act_value4(raw[j][1]);
         xr[j][0] = a.x; xr[j][1] = a.y; xr[j][2] = a.z; xr[j][3] = a.w;
         xr[j][4] = b.x; xr[j][5] = b.y; xr[j][6] = b.z; xr[j][7] = b.w;
     }
@@ -1043,34 +1058,45 @@ __device__ void stage_sum(float* dst, const float* base, const float* parts, int
     const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
     int at[G];
     float4 acc[G];
-    {
-        ActRaw4 raw[G];
 #pragma unroll
-        for (int q = 0; q < G; ++q) {
-            at[q] = (threadIdx.x + q * CONSUMER_THREADS) * 4;
-            if (at[q] < n) raw[q] = act_fetch4(base, at[q]);
+    for (int q = 0; q < G; ++q) at[q] = (threadIdx.x + q * CONSUMER_THREADS) * 4;
+    // The base with the first batch of partials, then batch by batch: each fetched whole,
+    // polled on its first missing word and fetched again until every word is this step's.
+    for (int c0 = 0; c0 == 0 || c0 < splits; c0 += SUM_BATCH) {
+        ActRaw4 rb[G], rp[G][SUM_BATCH];
+        for (;;) {
+#pragma unroll
+            for (int q = 0; q < G; ++q)
+                if (c0 == 0 && at[q] < n) rb[q] = act_fetch4(base, at[q]);
+#pragma unroll
+            for (int q = 0; q < G; ++q)
+#pragma unroll
+                for (int c = 0; c < SUM_BATCH; ++c)
+                    if (at[q] < n && c0 + c < splits) rp[q][c] = act_fetch4(parts, (long)(c0 + c) * n + at[q]);
+            const u64* miss = nullptr;
+#pragma unroll
+            for (int q = 0; q < G; ++q) {
+                if (!miss && c0 == 0 && at[q] < n) miss = act_missing(rb[q], base, at[q]);
+#pragma unroll
+                for (int c = 0; c < SUM_BATCH; ++c)
+                    if (!miss && at[q] < n && c0 + c < splits)
+                        miss = act_missing(rp[q][c], parts, (long)(c0 + c) * n + at[q]);
+            }
+            if (!miss || !act_spin(miss)) break;
         }
 #pragma unroll
-        for (int q = 0; q < G; ++q) acc[q] = at[q] < n ? act_take4(raw[q], base, at[q]) : zero;
-    }
-    for (int c0 = 0; c0 < splits; c0 += SUM_BATCH) {
-        ActRaw4 raw[G][SUM_BATCH];
-#pragma unroll
-        for (int q = 0; q < G; ++q)
-#pragma unroll
-            for (int c = 0; c < SUM_BATCH; ++c)
-                if (at[q] < n && c0 + c < splits) raw[q][c] = act_fetch4(parts, (long)(c0 + c) * n + at[q]);
-#pragma unroll
-        for (int q = 0; q < G; ++q)
+        for (int q = 0; q < G; ++q) {
+            if (c0 == 0) acc[q] = at[q] < n ? act_value4(rb[q]) : zero;
 #pragma unroll
             for (int c = 0; c < SUM_BATCH; ++c) {
                 if (at[q] >= n || c0 + c >= splits) continue;
-                const float4 p = act_take4(raw[q][c], parts, (long)(c0 + c) * n + at[q]);
+                const float4 p = act_value4(rp[q][c]);
                 acc[q].x += p.x;
                 acc[q].y += p.y;
                 acc[q].z += p.z;
                 acc[q].w += p.w;
             }
+        }
     }
     mark(MARK_SUB1);
 #pragma unroll
@@ -1198,8 +1224,12 @@ __device__ void stage_chunks(const Stream& s, const Work& work, const Matvec& v,
     page_coords(v, first, c0, row);
     page_coords(v, first + count - 1, c1, row);
     float4* dst = reinterpret_cast<float4*>(s.x + (long)c0 * v.k);
-    for (int i = threadIdx.x; i < (c1 - c0 + 1) * v.k / 4; i += CONSUMER_THREADS)
-        dst[i] = act_take4(act_fetch4(in, (long)c0 * v.k + 4l * i), in, (long)c0 * v.k + 4l * i);
+    for (int i = threadIdx.x; i < (c1 - c0 + 1) * v.k / 4; i += CONSUMER_THREADS) {
+        const long at = (long)c0 * v.k + 4l * i;
+        ActRaw4 r = act_fetch4(in, at);
+        for (const u64* miss; (miss = act_missing(r, in, at)) && act_spin(miss);) r = act_fetch4(in, at);
+        dst[i] = act_value4(r);
+    }
 }
 
 template <typename Work, typename Deps>
@@ -1694,9 +1724,9 @@ extern "C" __global__ void __launch_bounds__(256)
 #if defined(MKC_PERSISTENT)
 #define PERSISTENT_THREADS THREADS
 
-__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
+__device__ __forceinline__ unsigned load_relaxed(const unsigned* p) {
     unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
 
@@ -1778,10 +1808,44 @@ struct CounterDeps {
     __device__ __forceinline__ void prepared() const {
         if (threadIdx.x == 0) *(volatile int*)boundary = 0;
     }
-    // The bodies poll their inputs' activation words themselves (act_take4): nothing to wait
-    // for here but the boundary's start, for the producer's limit.
-    __device__ __forceinline__ void wait() const {
-        if (threadIdx.x == 0) *(volatile int*)boundary = 1;  // already set, except before the SM's first instruction
+    // One thread spins on each counter, then releases the other consumers. The counter says
+    // when the inputs are probably visible, not that they are: its signal is relaxed (no
+    // release: the writer does not wait for its stores' acknowledgement), so the reads that
+    // follow check each word's step and poll again in the rare case it is not yet this step's.
+    __device__ void wait() const {
+#ifndef MKC_ABLATE_WAITS
+        if (threadIdx.x == 0) {
+            *(volatile int*)boundary = 1;  // already set, except before the SM's first instruction
+            for (int i = 0; i < ins.waits && !*stop; ++i) {
+                const CounterRef w = refs[i];
+                const unsigned target = (unsigned)w.amount * step;
+                const unsigned* c = p.counters + w.counter;
+                u64 start = globaltimer();
+                unsigned v;
+                // The stall flag is read every 16th poll only: each read is one more L2 round
+                // trip between two polls of the counter.
+                for (int n = 1; (int)((v = load_relaxed(c)) - target) < 0; ++n) {
+                    if (n % 16) continue;
+                    if (*(volatile unsigned*)(p.stall + 5)) {
+                        *stop = 1;
+                        break;
+                    }
+                    if (globaltimer() - start > p.watchdog_ns) {
+                        if (atomicCAS(p.stall, 0ull, STALL_COUNTER) == 0ull) {
+                            p.stall[1] = blockIdx.x;
+                            p.stall[2] = index;
+                            p.stall[3] = w.counter;
+                            p.stall[4] = ((u64)v << 32) | target;
+                        }
+                        atomicExch((unsigned*)(p.stall + 5), 1u);
+                        *stop = 1;
+                        break;
+                    }
+                }
+            }
+        }
+#endif
+        consumers_sync();
     }
 };
 
@@ -1893,7 +1957,6 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
     // Instruction i's counter references (waits, then signals) in refs_s[i % 2]; thread 32
     // stages instruction i + 1's during instruction i, so no wait or signal loads one.
     __shared__ __align__(16) CounterRef refs_s[2][PERSISTENT_MAX_REFS];
-    __shared__ int stop_s;       // a wait gave up (the watchdog, or another SM's stall)
     __shared__ int page0_s;      // the ring's page index of the current instruction's first page
     __shared__ int norm_s;       // the norm copy it reads
     __shared__ int kv_s;         // the KV history copy the next attention instruction reads
@@ -1913,7 +1976,6 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         norm_s = 0;
         kv_s = 0;
         left_s = 0;
-        stop_s = 0;
         boundary_s = 0;
         if (begin < end) {
             ins = p.instrs[begin];
@@ -1960,7 +2022,7 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         if (threadIdx.x == 0) trace_record(p.trace ? p.trace + (long)i * TRACE_SLOTS : nullptr);
 #endif
         const PersistentWork w{ins.first, ins.count, page0_s, norm_s, -1};
-        const CounterDeps d{p, ins, refs_s[i % 2], &stop_s, &boundary_s, i, step};
+        const CounterDeps d{p, ins, refs_s[i % 2], &act_watch.stop, &boundary_s, i, step};
         // The operators' bodies, inlined into this switch: as __noinline__ functions the
         // bodies spilled 384-768 B each and the step took 1477 µs against 1044 inlined
         // (docs/perf.md).
@@ -1991,9 +2053,10 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         // Every store of the instruction is done, its shared memory free and the next
         // descriptors landed: signal. Thread 0 reads what it needs of the instruction first
         // (the others overwrite it after the barrier).
-        int pages = 0;
+        int waits = 0, signals = 0, pages = 0;
         bool normed = false;
         if (threadIdx.x == 0) {
+            waits = ins.waits, signals = ins.signals;
             if (op != OP_ATTENTION) {
                 int first;
                 page_range(w, op_matvec(op, m, g, L), first, pages);
@@ -2007,6 +2070,13 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         const bool stop = consumers_sync_or(*(volatile int*)&act_watch.stop != 0);
         if (threadIdx.x == 0) {
             *(volatile int*)&boundary_s = 1;  // until the next instruction's inputs are staged
+            // Relaxed: the barrier above issued every consumer's stores first, and a reader
+            // that sees the count before them polls their words again (act_spin).
+            for (int k = 0; k < signals; ++k) {
+                const CounterRef s = refs_s[i % 2][waits + k];
+                asm volatile("red.relaxed.gpu.global.add.u32 [%0], %1;" ::"l"(p.counters + s.counter), "r"((unsigned)s.amount)
+                             : "memory");
+            }
             // The producer may refill the norm buffer (or the KV history buffers).
             if (normed) mbar_arrive(persistent_norm_empty(norm_s++));
             if (op == OP_ATTENTION) {

@@ -98,11 +98,66 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
     }
 }
 
-/// A persistent plan missing the step's last up/gate instruction (the checker would refuse such
-/// a plan; the backend's API is handed it directly) leaves part of the last layer's h unwritten:
-/// the reads that wait for it are stopped by the kernel's own watchdog, and the host's error
-/// names the SM, the instruction and the activation word (the last layer's h, or the d_part
-/// that down, stalled on it, never wrote).
+/// A persistent plan whose last wait can never complete (its target raised past what its
+/// counter receives; the checker would refuse such a file, the backend's API is handed it
+/// directly) is stopped by the kernel's own watchdog, and the host's error names the SM, the
+/// instruction and the counter.
+#[test]
+fn a_persistent_wait_that_never_completes_is_stopped_by_the_device_watchdog() {
+    let Some(sms) = gpu_sms("watchdog test") else {
+        return;
+    };
+    let model = mkc_ir::embedded::resolve_model("llama1b").unwrap();
+    let device = mkc_ir::embedded::resolve_device("h200")
+        .unwrap()
+        .with_sms(sms);
+    let mut schedule = compile(
+        &model,
+        &device,
+        &CompileOptions {
+            target: Target::Persistent,
+            ..CompileOptions::default()
+        },
+    )
+    .schedule;
+    let mkc_scheduler::Plan::Persistent(plan) = &mut schedule.plan else {
+        panic!("a persistent plan")
+    };
+    // The last waiting instruction of the step: nothing else waits on it, so it is the only
+    // wait that stalls and the record names it.
+    let (sm, ins) = plan
+        .streams
+        .iter_mut()
+        .enumerate()
+        .flat_map(|(sm, st)| st.iter_mut().map(move |i| (sm, i)))
+        .filter(|(_, i)| !i.waits.is_empty())
+        .max_by_key(|(_, i)| i.seq)
+        .expect("a waiting instruction");
+    ins.waits[0].target_per_step += 1;
+    let counter = ins.waits[0].counter.0;
+    let runner = Runner::new(Gpu::open().unwrap(), &model, WeightSource::Random(1)).unwrap();
+    let graph = runner.capture(&schedule).unwrap();
+    let opts = mkc_backend::gpu::RunOptions {
+        capture_logits: Vec::new(),
+        watchdog: Duration::from_secs(20),
+    };
+    let err = runner
+        .run(&graph, &[1, 2, 3], 2, &opts)
+        .expect_err("the stalled wait must stop the run")
+        .to_string();
+    eprintln!("{err}");
+    assert!(err.contains("stalled"), "{err}");
+    assert!(err.contains(&format!("SM {sm} ")), "{err}");
+    assert!(err.contains(&format!("counter {counter} ")), "{err}");
+}
+
+/// A persistent plan missing the step's last up/gate instruction, with every wait on its
+/// counter lowered by what it signalled (the checker would refuse such a plan; the backend's
+/// API is handed it directly), leaves part of the last layer's h unwritten while the counter
+/// says it is done: the reads of the missing words are stopped by the kernel's own watchdog,
+/// and the host's error names the SM, the instruction and the activation word (the last
+/// layer's h, or the d_part or x_mid that the stalled down and the missing up/gate never
+/// wrote).
 #[test]
 fn a_persistent_read_that_never_completes_is_stopped_by_the_device_watchdog() {
     let Some(sms) = gpu_sms("watchdog test") else {
@@ -134,7 +189,14 @@ fn a_persistent_read_that_never_completes_is_stopped_by_the_device_watchdog() {
         .max_by_key(|(.., i)| i.seq)
         .map(|(sm, k, _)| (sm, k))
         .expect("an up/gate instruction");
-    plan.streams[sm].remove(at);
+    let removed = plan.streams[sm].remove(at);
+    for ins in plan.streams.iter_mut().flatten() {
+        for w in ins.waits.iter_mut() {
+            if let Some(s) = removed.signals.iter().find(|s| s.counter == w.counter) {
+                w.target_per_step -= s.count;
+            }
+        }
+    }
     let last = model.geometry.layers - 1;
     let runner = Runner::new(Gpu::open().unwrap(), &model, WeightSource::Random(1)).unwrap();
     let graph = runner.capture(&schedule).unwrap();
@@ -150,8 +212,9 @@ fn a_persistent_read_that_never_completes_is_stopped_by_the_device_watchdog() {
     assert!(err.contains("stalled"), "{err}");
     assert!(err.contains(" SM "), "{err}");
     assert!(
-        err.contains(&format!("layer {last}'s h["))
-            || err.contains(&format!("layer {last}'s d_part[")),
+        ["h", "d_part", "x_mid"]
+            .iter()
+            .any(|b| err.contains(&format!("layer {last}'s {b}["))),
         "{err}"
     );
 }

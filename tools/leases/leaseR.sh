@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run.)
+# (Run 2026-12-06 on an H100; docs/perf.md has its results.)
 # Lease R: activation words (the consumer polls the data, no counter, no release) against the
 # previous commit's counters, in alternating processes on one card, pdl beside each; the GPU
 # tests (the watchdog now names a word), the transformers check, a traced step and the

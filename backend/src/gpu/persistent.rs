@@ -236,15 +236,26 @@ impl Runner {
         super::device::STALLED.store(true, std::sync::atomic::Ordering::SeqCst);
         let i = rec[2] as usize;
         let label = state.label(i);
+        let what = if rec[0] == crate::abi::STALL_WORD {
+            format!(
+                "{}, which carried step {} where this launch is step {}",
+                state.word(rec[3]),
+                rec[4] >> 32,
+                rec[4] & 0xFFFF_FFFF
+            )
+        } else {
+            format!(
+                "counter {} at {} of {}",
+                rec[3],
+                rec[4] >> 32,
+                rec[4] & 0xFFFF_FFFF
+            )
+        };
         Err(BackendError::Unsupported(format!(
             "the persistent kernel stalled at position {pos}: SM {} instruction {i} ({label}) \
-             waited {:.1} s for {}, which carried step {} where this launch is step {}; every \
-             CTA stopped",
+             waited {:.1} s on {what}; every CTA stopped",
             rec[1],
             WAIT_LIMIT_NS as f64 / 1e9,
-            state.word(rec[3]),
-            rec[4] >> 32,
-            rec[4] & 0xFFFF_FFFF
         )))
     }
 }
