@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run.)
+# (Run 2026-12-06 on an H100; docs/perf.md has its results.)
 # Lease R3: activation words behind relaxed counters (the counter says when to read, the words
 # check it; no release). Against the counters' binary of 6e99db2, alternating processes,
 # pdl beside each; a traced step, the GPU tests, the ablation ladder and the transformers check
