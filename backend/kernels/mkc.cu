@@ -564,170 +564,6 @@ __device__ int produce(const Stream& s, const Matvec& v, int first, int count, c
     return count;
 }
 
-// ---- activation words ----------------------------------------------------------------
-// An activation that one SM writes and another reads (qkv, attn, the split-K partials, h, the
-// residual shares x_in and x_mid) goes through act_store / act_fetch4 + act_missing / act_spin / act_value4, or act_load.
-// In a chain build they are plain float accesses: the grid-dependency wait orders them. In the
-// persistent build each element is one 8-byte word, its value's bits beside the step that wrote
-// it (the kernel's 1-based launch count), stored and polled at gpu scope (relaxed: an aligned
-// 8-byte access is single-copy atomic, so a reader sees a word whole). The reader's poll is its
-// load: no counter, no release fence, no acquire round trip before the data's own. The words
-// are the persistent state's own buffers (twice a float's size), zeroed at capture, so a word
-// matches the step only once this step has written it. A read that spins past the watchdog's
-// bound records the SM, instruction and word in the stall record and stops every CTA.
-#if defined(MKC_PERSISTENT)
-struct ActWatch {
-    u64* stall;          // the stall record (Persistent::stall)
-    u64 limit_ns;        // the watchdog's bound
-    unsigned step;       // the flag this step's words carry
-    int index;           // the instruction being run (for the stall record)
-    int stop;            // set once a read gave up: the consumers leave the loop
-};
-__shared__ ActWatch act_watch;
-// Four consecutive activation words (i % 4 == 0), as loaded, flags not yet checked.
-struct ActRaw4 {
-    u64 w[4];
-};
-__device__ __forceinline__ unsigned act_flag_of(u64 w) { return (unsigned)(w >> 32); }
-__device__ __forceinline__ void act_load_pair(const u64* p, u64& a, u64& b) {
-    asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
-}
-// The cold path of a read whose words were not yet this step's: polls the pair at `p` until
-// both are, the watchdog fires, or another SM stalled.
-__device__ __noinline__ ulonglong2 act_poll_pair(const u64* p) {
-    u64 a, b;
-    const unsigned step = act_watch.step;
-    const u64 start = globaltimer();
-    for (int n = 1;; ++n) {
-        act_load_pair(p, a, b);
-        if ((act_flag_of(a) == step && act_flag_of(b) == step) || *(volatile int*)&act_watch.stop) break;
-        if (n % 16) continue;
-        if (*(volatile unsigned*)(act_watch.stall + 5)) {
-            act_watch.stop = 1;
-            break;
-        }
-        if (globaltimer() - start > act_watch.limit_ns) {
-            u64* st = act_watch.stall;
-            if (atomicCAS(st, 0ull, STALL_WORD) == 0ull) {
-                st[1] = blockIdx.x;
-                st[2] = (u64)act_watch.index;
-                st[3] = (u64)p;
-                st[4] = ((u64)(act_flag_of(a) == step ? act_flag_of(b) : act_flag_of(a)) << 32) | step;
-            }
-            atomicExch((unsigned*)(st + 5), 1u);
-            act_watch.stop = 1;
-            break;
-        }
-    }
-    return make_ulonglong2(a, b);
-}
-__device__ __forceinline__ void act_store(float* buf, long i, float v) {
-    const u64 w = ((u64)act_watch.step << 32) | __float_as_uint(v);
-    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"((u64*)buf + i), "l"(w) : "memory");
-}
-__device__ __forceinline__ void act_store4(float* buf, long i, float4 v) {
-    const u64 f = (u64)act_watch.step << 32;
-    u64* p = (u64*)buf + i;
-    asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(f | __float_as_uint(v.x)),
-                 "l"(f | __float_as_uint(v.y))
-                 : "memory");
-    asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};" ::"l"(p + 2), "l"(f | __float_as_uint(v.z)),
-                 "l"(f | __float_as_uint(v.w))
-                 : "memory");
-}
-__device__ __forceinline__ ActRaw4 act_fetch4(const float* buf, long i) {
-    ActRaw4 r;
-    const u64* p = (const u64*)buf + i;
-    act_load_pair(p, r.w[0], r.w[1]);
-    act_load_pair(p + 2, r.w[2], r.w[3]);
-    return r;
-}
-// The first pair of a fetch's words at buf[i..i + 4) that does not carry this step yet, or null.
-__device__ __forceinline__ const u64* act_missing(const ActRaw4& r, const float* buf, long i) {
-#ifndef MKC_ABLATE_WAITS
-    const unsigned step = act_watch.step;
-    const u64* p = (const u64*)buf + i;
-    if (act_flag_of(r.w[0]) != step || act_flag_of(r.w[1]) != step) return p;
-    if (act_flag_of(r.w[2]) != step || act_flag_of(r.w[3]) != step) return p + 2;
-#else
-    (void)r, (void)buf, (void)i;
-#endif
-    return nullptr;
-}
-// Spins on the pair at `p` until it carries this step; false once the reads gave up (the
-// watchdog, or another SM's stall). A batch waits on its first missing pair only, then is
-// fetched again whole: one load per thread per poll, and the rest of the batch, written about
-// when that pair was, costs one more round trip instead of one per pair.
-__device__ __forceinline__ bool act_spin(const u64* p) {
-    act_poll_pair(p);
-    return !*(volatile int*)&act_watch.stop;
-}
-__device__ __forceinline__ float4 act_value4(const ActRaw4& r) {
-    return make_float4(__uint_as_float((unsigned)r.w[0]), __uint_as_float((unsigned)r.w[1]),
-                       __uint_as_float((unsigned)r.w[2]), __uint_as_float((unsigned)r.w[3]));
-}
-__device__ __forceinline__ float act_load(const float* buf, long i) {
-    const u64* p = (const u64*)buf + (i & ~1l);
-    u64 a, b;
-    act_load_pair(p, a, b);
-#ifndef MKC_ABLATE_WAITS
-    const unsigned step = act_watch.step;
-    if (act_flag_of(a) != step || act_flag_of(b) != step) {
-        const ulonglong2 q = act_poll_pair(p);
-        a = q.x, b = q.y;
-    }
-#endif
-    return __uint_as_float((unsigned)((i & 1) ? b : a));
-}
-#define ACT_WORDS 1
-#else
-#define ACT_WORDS 0
-typedef float4 ActRaw4;
-__device__ __forceinline__ void act_store(float* buf, long i, float v) { buf[i] = v; }
-__device__ __forceinline__ void act_store4(float* buf, long i, float4 v) { *reinterpret_cast<float4*>(buf + i) = v; }
-__device__ __forceinline__ ActRaw4 act_fetch4(const float* buf, long i) { return *reinterpret_cast<const float4*>(buf + i); }
-__device__ __forceinline__ const u64* act_missing(const ActRaw4&, const float*, long) { return nullptr; }
-__device__ __forceinline__ bool act_spin(const u64*) { return false; }
-__device__ __forceinline__ float4 act_value4(const ActRaw4& r) { return r; }
-__device__ __forceinline__ float act_load(const float* buf, long i) { return buf[i]; }
-#endif
-
-// load_x for an input vector that another SM wrote (an activation: see act_fetch4).
-template <int NJ>
-__device__ __forceinline__ void load_x_act(float (&xr)[NJ][8], const float* x, int k, int chunk) {
-#ifdef MKC_ABLATE_LOADS
-    (void)x, (void)k, (void)chunk;
-#pragma unroll
-    for (int j = 0; j < NJ; ++j)
-#pragma unroll
-        for (int i = 0; i < 8; ++i) xr[j][i] = 1.0f / 64;
-    return;
-#endif
-    int lane = threadIdx.x % 32;
-    const long at0 = (long)chunk * k + lane * 8;
-    ActRaw4 raw[NJ][2];
-    for (;;) {
-#pragma unroll
-        for (int j = 0; j < NJ; ++j) {
-            raw[j][0] = act_fetch4(x, at0 + 256 * j);
-            raw[j][1] = act_fetch4(x, at0 + 256 * j + 4);
-        }
-        const u64* miss = nullptr;
-#pragma unroll
-        for (int j = 0; j < NJ; ++j)
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-                if (!miss) miss = act_missing(raw[j][h], x, at0 + 256 * j + 4 * h);
-        if (!miss || !act_spin(miss)) break;
-    }
-#pragma unroll
-    for (int j = 0; j < NJ; ++j) {
-        float4 a = act_value4(raw[j][0]), b = act_value4(raw[j][1]);
-        xr[j][0] = a.x; xr[j][1] = a.y; xr[j][2] = a.z; xr[j][3] = a.w;
-        xr[j][4] = b.x; xr[j][5] = b.y; xr[j][6] = b.z; xr[j][7] = b.w;
-    }
-}
-
 // Loads this lane's slice of input-vector chunk `chunk` (columns (lane + 32 j) * 8 .. + 8).
 template <int NJ>
 __device__ __forceinline__ void load_x(float (&xr)[NJ][8], const float* x, int k, int chunk) {
@@ -827,7 +663,7 @@ __device__ __forceinline__ void page_dots_blocked(const bf16* page, const float*
 // Consumer warp: computes its pages (every CONSUMER_WARPS-th of the CTA's range) with the input
 // vector `x` (shared or global memory; shared where NJ > 8) and hands each page's row sums to
 // `epilogue(chunk, row0, sums)`.
-template <int NJ, bool X_ACT, typename Epilogue>
+template <int NJ, typename Epilogue>
 __device__ void consume(const Stream& s, const Matvec& v, const float* x, int first, int count, Epilogue& epilogue) {
     constexpr int R = PAGE_BYTES / (2 * 256 * NJ);
     constexpr bool BLOCKED = NJ > 8;
@@ -844,8 +680,7 @@ __device__ void consume(const Stream& s, const Matvec& v, const float* x, int fi
         int chunk, row0;
         page_coords(v, first + i, chunk, row0);
         if (!BLOCKED && chunk != loaded) {
-            if (X_ACT) load_x_act<NX>(xr, x, v.k, chunk);
-            else load_x<NX>(xr, x, v.k, chunk);
+            load_x<NX>(xr, x, v.k, chunk);
             loaded = chunk;
         }
         int slot, lap;
@@ -1014,8 +849,8 @@ __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, 
     // from L2; else s.x, staged in shared memory), so that the one inlined copy knows it.
     static_assert(NJ == 2 || NJ == 4 || NJ == 8 || (NJ > 8 && !X_GLOBAL),
                   "a page row is 512, 1024 or 2048 columns, or longer and staged in shared memory");
-    if (X_GLOBAL) consume<NJ, true>(s, v, x_global, first, count, epilogue);
-    else consume<NJ, false>(s, v, s.x, first, count, epilogue);
+    if (X_GLOBAL) consume<NJ>(s, v, x_global, first, count, epilogue);
+    else consume<NJ>(s, v, s.x, first, count, epilogue);
     mark(MARK_COMPUTED);
     finish(s);
 }
@@ -1059,49 +894,34 @@ __device__ void stage_sum(float* dst, const float* base, const float* parts, int
     int at[G];
     float4 acc[G];
 #pragma unroll
-    for (int q = 0; q < G; ++q) at[q] = (threadIdx.x + q * CONSUMER_THREADS) * 4;
-    // The base with the first batch of partials, then batch by batch: each fetched whole,
-    // polled on its first missing word and fetched again until every word is this step's.
-    for (int c0 = 0; c0 == 0 || c0 < splits; c0 += SUM_BATCH) {
-        ActRaw4 rb[G], rp[G][SUM_BATCH];
-        for (;;) {
+    for (int q = 0; q < G; ++q) {
+        at[q] = (threadIdx.x + q * CONSUMER_THREADS) * 4;
+        acc[q] = at[q] < n ? *reinterpret_cast<const float4*>(base + at[q]) : zero;
+    }
+    for (int c0 = 0; c0 < splits; c0 += SUM_BATCH) {
+        float4 p[G][SUM_BATCH];
 #pragma unroll
-            for (int q = 0; q < G; ++q)
-                if (c0 == 0 && at[q] < n) rb[q] = act_fetch4(base, at[q]);
+        for (int q = 0; q < G; ++q)
 #pragma unroll
-            for (int q = 0; q < G; ++q)
+            for (int c = 0; c < SUM_BATCH; ++c)
+                p[q][c] = at[q] < n && c0 + c < splits
+                              ? *reinterpret_cast<const float4*>(parts + (long)(c0 + c) * n + at[q])
+                              : zero;
 #pragma unroll
-                for (int c = 0; c < SUM_BATCH; ++c)
-                    if (at[q] < n && c0 + c < splits) rp[q][c] = act_fetch4(parts, (long)(c0 + c) * n + at[q]);
-            const u64* miss = nullptr;
-#pragma unroll
-            for (int q = 0; q < G; ++q) {
-                if (!miss && c0 == 0 && at[q] < n) miss = act_missing(rb[q], base, at[q]);
-#pragma unroll
-                for (int c = 0; c < SUM_BATCH; ++c)
-                    if (!miss && at[q] < n && c0 + c < splits)
-                        miss = act_missing(rp[q][c], parts, (long)(c0 + c) * n + at[q]);
-            }
-            if (!miss || !act_spin(miss)) break;
-        }
-#pragma unroll
-        for (int q = 0; q < G; ++q) {
-            if (c0 == 0) acc[q] = at[q] < n ? act_value4(rb[q]) : zero;
+        for (int q = 0; q < G; ++q)
 #pragma unroll
             for (int c = 0; c < SUM_BATCH; ++c) {
-                if (at[q] >= n || c0 + c >= splits) continue;
-                const float4 p = act_value4(rp[q][c]);
-                acc[q].x += p.x;
-                acc[q].y += p.y;
-                acc[q].z += p.z;
-                acc[q].w += p.w;
+                if (c0 + c >= splits) continue;
+                acc[q].x += p[q][c].x;
+                acc[q].y += p[q][c].y;
+                acc[q].z += p[q][c].z;
+                acc[q].w += p[q][c].w;
             }
-        }
     }
     mark(MARK_SUB1);
 #pragma unroll
     for (int q = 0; q < G; ++q)
-        if (out && at[q] >= lo && at[q] < hi) act_store4(out, at[q], acc[q]);
+        if (out && at[q] >= lo && at[q] < hi) *reinterpret_cast<float4*>(out + at[q]) = acc[q];
     if (norm) {
         float ss = 0.f;
 #pragma unroll
@@ -1135,7 +955,7 @@ __device__ void stage_layer_input(const Stream& s, const Model& m, const Globals
     const bf16* row = g.embed + (long)tok * m.hidden;
     for (int i = threadIdx.x; i < m.hidden; i += CONSUMER_THREADS) {
         s.x[i] = bf2f(row[i]);
-        if (i >= lo && i < hi) act_store(L.x_in, i, s.x[i]);
+        if (i >= lo && i < hi) L.x_in[i] = s.x[i];
     }
     consumers_sync();
     rmsnorm_consumers(s, m.hidden, m.eps);
@@ -1174,7 +994,7 @@ struct QkvEpilogue {
             sincospif((float)p * freq * 0.31830988618379067f, &sn, &cs);
             val = (lane & 1) ? a * sn + b * cs : a * cs - b * sn;
         }
-        act_store(L.qkv, r, val);
+        L.qkv[r] = val;
         if (r >= m.q_dim) {
             int kr = r - m.q_dim;
             bool is_v = kr >= m.kv_dim;
@@ -1209,7 +1029,7 @@ struct PartialEpilogue {
     template <int R>
     __device__ void operator()(int chunk, int row0, const float (&v)[R]) {
         int lane = threadIdx.x % 32;
-        if (lane < R) act_store(part, (long)chunk * n + row0 + lane, v[lane]);
+        if (lane < R) part[(long)chunk * n + row0 + lane] = v[lane];
     }
 };
 
@@ -1223,13 +1043,9 @@ __device__ void stage_chunks(const Stream& s, const Work& work, const Matvec& v,
     page_range(work, v, first, count);
     page_coords(v, first, c0, row);
     page_coords(v, first + count - 1, c1, row);
+    const float4* src = reinterpret_cast<const float4*>(in + (long)c0 * v.k);
     float4* dst = reinterpret_cast<float4*>(s.x + (long)c0 * v.k);
-    for (int i = threadIdx.x; i < (c1 - c0 + 1) * v.k / 4; i += CONSUMER_THREADS) {
-        const long at = (long)c0 * v.k + 4l * i;
-        ActRaw4 r = act_fetch4(in, at);
-        for (const u64* miss; (miss = act_missing(r, in, at)) && act_spin(miss);) r = act_fetch4(in, at);
-        dst[i] = act_value4(r);
-    }
+    for (int i = threadIdx.x; i < (c1 - c0 + 1) * v.k / 4; i += CONSUMER_THREADS) dst[i] = src[i];
 }
 
 template <typename Work, typename Deps>
@@ -1268,7 +1084,7 @@ struct UpGateEpilogue {
         int lane = threadIdx.x % 32;
         if (lane < R / 2) {
             float gt = v[lane], up = v[R / 2 + lane];
-            act_store(L.h, row0 + lane, gt / (1.f + __expf(-gt)) * up);
+            L.h[row0 + lane] = gt / (1.f + __expf(-gt)) * up;
         }
     }
 };
@@ -1372,28 +1188,6 @@ __device__ __forceinline__ void softmax_rows(float* scores, int heads, int len, 
 // two never share an SM (kernels::attention_chunk).
 // NT: the threads that run it (a chain CTA's ATT_THREADS; the persistent kernel's consumer
 // warps, whose barriers leave the producer warp streaming). Its shared memory is the work's.
-// Row `row` of a K or V chunk from this step's qkv at `at` (head_dim values, rounded to bf16 as
-// the cache holds them): with activation words, the current position's K and V are read from
-// qkv, since a plain read of the cache row another SM wrote this step is not ordered after it.
-template <int NT>
-__device__ __forceinline__ void current_kv_row(bf16* dst, const float* qkv, long at, int hd) {
-    for (int d = threadIdx.x; d < hd; d += NT) dst[d] = f2bf(act_load(qkv, at + d));
-}
-
-// Rows [from, to) of a K or V chunk whose first row is `base`: from the cache, but the current
-// position (`cur`) from qkv at `at` in a build with activation words.
-template <int NT>
-__device__ __forceinline__ void load_chunk_rows(bf16* dst, const bf16* cache, int from, int to, int hd, int base,
-                                                int stride, int cur, const float* qkv, long at) {
-    if (ACT_WORDS && cur >= from && cur < to) {
-        load_kv_rows<NT>(dst, cache, from, cur, hd, base, stride);
-        current_kv_row<NT>(dst + (long)(cur - base) * stride, qkv, at, hd);
-        load_kv_rows<NT>(dst, cache, cur + 1, to, hd, base, stride);
-    } else {
-        load_kv_rows<NT>(dst, cache, from, to, hd, base, stride);
-    }
-}
-
 template <typename Work, typename Deps, int NT = ATT_THREADS>
 __device__ void attention_body(const Model& m, const Globals& g, const Layer& L, const Work& work, const Deps& deps) {
     const int t = work.task();
@@ -1405,7 +1199,7 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
 #ifdef MKC_ABLATE_ATTENTION
     deps.issued();
     deps.wait();
-    for (int i = threadIdx.x; i < hp * hd; i += NT) act_store(L.attn, qh0 * hd + i, 0.f);
+    for (int i = threadIdx.x; i < hp * hd; i += NT) L.attn[qh0 * hd + i] = 0.f;
     unsigned parity_ablated;
     if (u64* bar = work.kv_history(parity_ablated)) mbar_wait(bar, parity_ablated);  // lands before reuse
     return;
@@ -1441,18 +1235,17 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     deps.issued();
     deps.wait();
     mark(MARK_RELEASED);
-    const long k_at = m.q_dim + (long)kvh * hd, v_at = k_at + m.kv_dim;  // the current row in qkv
-    if (hist < first) {  // the current position, written by this step's QKV
-        load_chunk_rows<NT>(kbuf, kc, hist, first, hd, 0, ks, p, L.qkv, k_at);
-        load_chunk_rows<NT>(vbuf, vc, hist, first, hd, 0, hd, p, L.qkv, v_at);
+    if (hist < first) {  // the current position, written by this step's QKV grid
+        load_kv_rows<NT>(kbuf, kc, hist, first, hd, 0, ks);
+        load_kv_rows<NT>(vbuf, vc, hist, first, hd, 0, hd);
     }
-    for (int i = tid; i < hp * hd; i += NT) q[i] = act_load(L.qkv, qh0 * hd + i);
+    for (int i = tid; i < hp * hd; i += NT) q[i] = L.qkv[qh0 * hd + i];
     float scale = rsqrtf((float)hd);
     for (int base = 0; base < len; base += C) {
         int end = base + C < len ? base + C : len;
         if (base > 0) {
             body_sync<Work>();
-            load_chunk_rows<NT>(kbuf, kc, base, end, hd, base, ks, p, L.qkv, k_at);
+            load_kv_rows<NT>(kbuf, kc, base, end, hd, base, ks);
         }
         cp_async_wait_all();
         if (base == 0 && kv_bar) mbar_wait(kv_bar, kv_parity);
@@ -1488,7 +1281,7 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
         int end = base + C < len ? base + C : len;
         if (base > 0) {
             body_sync<Work>();
-            load_chunk_rows<NT>(vbuf, vc, base, end, hd, base, hd, p, L.qkv, v_at);
+            load_kv_rows<NT>(vbuf, vc, base, end, hd, base, hd);
         }
         cp_async_wait_all();
         body_sync<Work>();
@@ -1523,7 +1316,7 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     for (int idx = tid; idx < outs; idx += NT) {
         float sum = 0.f;
         for (int sl = 0; sl < slices; ++sl) sum += red[sl * outs + idx];
-        act_store(L.attn, qh0 * hd + idx, sum);
+        L.attn[qh0 * hd + idx] = sum;
     }
 }
 
@@ -1724,9 +1517,9 @@ extern "C" __global__ void __launch_bounds__(256)
 #if defined(MKC_PERSISTENT)
 #define PERSISTENT_THREADS THREADS
 
-__device__ __forceinline__ unsigned load_relaxed(const unsigned* p) {
+__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
     unsigned v;
-    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
 
@@ -1808,10 +1601,7 @@ struct CounterDeps {
     __device__ __forceinline__ void prepared() const {
         if (threadIdx.x == 0) *(volatile int*)boundary = 0;
     }
-    // One thread spins on each counter, then releases the other consumers. The counter says
-    // when the inputs are probably visible, not that they are: its signal is relaxed (no
-    // release: the writer does not wait for its stores' acknowledgement), so the reads that
-    // follow check each word's step and poll again in the rare case it is not yet this step's.
+    // One thread spins on each counter with acquire loads, then releases the other consumers.
     __device__ void wait() const {
 #ifndef MKC_ABLATE_WAITS
         if (threadIdx.x == 0) {
@@ -1824,14 +1614,14 @@ struct CounterDeps {
                 unsigned v;
                 // The stall flag is read every 16th poll only: each read is one more L2 round
                 // trip between two polls of the counter.
-                for (int n = 1; (int)((v = load_relaxed(c)) - target) < 0; ++n) {
+                for (int n = 1; (int)((v = load_acquire(c)) - target) < 0; ++n) {
                     if (n % 16) continue;
                     if (*(volatile unsigned*)(p.stall + 5)) {
                         *stop = 1;
                         break;
                     }
                     if (globaltimer() - start > p.watchdog_ns) {
-                        if (atomicCAS(p.stall, 0ull, STALL_COUNTER) == 0ull) {
+                        if (atomicCAS(p.stall, 0ull, 1ull) == 0ull) {
                             p.stall[1] = blockIdx.x;
                             p.stall[2] = index;
                             p.stall[3] = w.counter;
@@ -1845,6 +1635,7 @@ struct CounterDeps {
             }
         }
 #endif
+        // The acquire loads order this thread's later reads; the barrier orders the others'.
         consumers_sync();
     }
 };
@@ -1957,6 +1748,7 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
     // Instruction i's counter references (waits, then signals) in refs_s[i % 2]; thread 32
     // stages instruction i + 1's during instruction i, so no wait or signal loads one.
     __shared__ __align__(16) CounterRef refs_s[2][PERSISTENT_MAX_REFS];
+    __shared__ int stop_s;       // a wait gave up (the watchdog, or another SM's stall)
     __shared__ int page0_s;      // the ring's page index of the current instruction's first page
     __shared__ int norm_s;       // the norm copy it reads
     __shared__ int kv_s;         // the KV history copy the next attention instruction reads
@@ -1967,15 +1759,11 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         m = mp;
         g = gp;
         step_s = *(volatile unsigned*)p.epoch + 1;
-        act_watch.stall = p.stall;
-        act_watch.limit_ns = p.watchdog_ns;
-        act_watch.step = step_s;
-        act_watch.index = begin;
-        act_watch.stop = 0;
         page0_s = 0;
         norm_s = 0;
         kv_s = 0;
         left_s = 0;
+        stop_s = 0;
         boundary_s = 0;
         if (begin < end) {
             ins = p.instrs[begin];
@@ -2017,12 +1805,11 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
             }
             cp_async_commit();
         }
-        if (threadIdx.x == 0) act_watch.index = i;
 #ifdef MKC_TRACE
         if (threadIdx.x == 0) trace_record(p.trace ? p.trace + (long)i * TRACE_SLOTS : nullptr);
 #endif
         const PersistentWork w{ins.first, ins.count, page0_s, norm_s, -1};
-        const CounterDeps d{p, ins, refs_s[i % 2], &act_watch.stop, &boundary_s, i, step};
+        const CounterDeps d{p, ins, refs_s[i % 2], &stop_s, &boundary_s, i, step};
         // The operators' bodies, inlined into this switch: as __noinline__ functions the
         // bodies spilled 384-768 B each and the step took 1477 µs against 1044 inlined
         // (docs/perf.md).
@@ -2067,14 +1854,12 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         // Attention wrote its region through the generic proxy; the producer's next KV copy
         // into it goes through the async proxy.
         if (op == OP_ATTENTION) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        const bool stop = consumers_sync_or(*(volatile int*)&act_watch.stop != 0);
+        const bool stop = consumers_sync_or(threadIdx.x == 0 && stop_s);
         if (threadIdx.x == 0) {
             *(volatile int*)&boundary_s = 1;  // until the next instruction's inputs are staged
-            // Relaxed: the barrier above issued every consumer's stores first, and a reader
-            // that sees the count before them polls their words again (act_spin).
             for (int k = 0; k < signals; ++k) {
                 const CounterRef s = refs_s[i % 2][waits + k];
-                asm volatile("red.relaxed.gpu.global.add.u32 [%0], %1;" ::"l"(p.counters + s.counter), "r"((unsigned)s.amount)
+                asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p.counters + s.counter), "r"((unsigned)s.amount)
                              : "memory");
             }
             // The producer may refill the norm buffer (or the KV history buffers).

@@ -216,13 +216,6 @@ impl Mark {
     }
 }
 
-/// What stalled, in the persistent kernel's stall record's first word (the kernel's
-/// `STALL_COUNTER`): a counter wait; the record then holds the counter and its value.
-pub const STALL_COUNTER: u64 = 1;
-/// The stall record's first word when a read of an activation word stalled (`STALL_WORD`):
-/// the record then holds the word's address and the step it carried.
-pub const STALL_WORD: u64 = 2;
-
 /// Slots per CTA in a phase trace (the kernels' `TRACE_SLOTS`).
 pub const TRACE_SLOTS: usize = Mark::ALL.len();
 
@@ -359,7 +352,6 @@ pub fn header(page_bytes: u32) -> String {
     );
     s += &format!("#ifndef CONSUMER_WARPS\n#define CONSUMER_WARPS {CONSUMER_WARPS}\n#endif\n");
     s += &format!("#ifndef ATT_THREADS\n#define ATT_THREADS {ATT_THREADS}\n#endif\n");
-    s += &format!("#define STALL_COUNTER {STALL_COUNTER}ull\n#define STALL_WORD {STALL_WORD}ull\n");
     s += &format!("#define TRACE_SLOTS {TRACE_SLOTS}\nenum {{");
     let marks: Vec<String> = Mark::ALL
         .iter()

@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run.)
+# (Run 2026-12-06 on an H100; docs/perf.md has its results.)
 # Lease R4: where the words' time goes. Against the counters' binary of 6e99db2: main's words
 # (relaxed counters, strong word loads), and tools/variants/words.py l1 (weak fetches that L1
 # may cache), release (red.release + ld.acquire counters again), release_l1 (both) and nocheck

@@ -1,9 +1,8 @@
-//! The persistent target on the GPU: the plan encoded and uploaded once, its own activation
-//! buffers (8-byte words: value and step, see mkc.cu's act_store) poisoned once, the co-residency of one CTA per SM proven by the driver's occupancy figure
+//! The persistent target on the GPU: the plan encoded and uploaded once, the monotonic counters
+//! zeroed once, the co-residency of one CTA per SM proven by the driver's occupancy figure
 //! before anything launches, and one launch of `k_persistent` per step captured as the step's
 //! graph. After each step the host reads the kernel's stall record: a wait that spun past the
-//! watchdog stopped every CTA and is reported naming the SM, instruction and the activation
-//! word it waited for.
+//! watchdog stopped every CTA and is reported naming the SM, instruction and counter.
 
 use std::ffi::c_void;
 
@@ -20,7 +19,7 @@ use crate::abi::{KCounterRef, KInstr, KPersistent};
 use crate::error::{check, BackendError};
 use crate::timeline::TracedWork;
 
-/// How long one read of an activation word may spin before the kernel stops, ns.
+/// How long one counter wait may spin before the kernel stops, ns.
 const WAIT_LIMIT_NS: u64 = 2_000_000_000;
 
 /// What a persistent step graph reads: its module, plan, counters and stall record. Built as
@@ -33,8 +32,6 @@ pub(crate) struct PersistentState {
     /// name a stalled or traced instruction.
     instrs: Vec<KInstr>,
     ops: Vec<(i32, Option<u32>, String, OpKind)>,
-    /// The activation buffers' addresses, each with its layer and name, to name a stalled read.
-    words: Vec<(u64, usize, &'static str)>,
 }
 
 impl Drop for PersistentState {
@@ -68,18 +65,6 @@ impl PersistentState {
             .op_of(ins)
             .map_or_else(|| format!("op {}", ins.op), |(label, _)| label.to_string());
         format!("{op} tasks {}..{}", ins.first, ins.first + ins.count)
-    }
-
-    /// The activation element at device address `at`: its layer, buffer and index.
-    fn word(&self, at: u64) -> String {
-        self.words
-            .iter()
-            .filter(|(p, ..)| *p <= at)
-            .max_by_key(|(p, ..)| *p)
-            .map_or_else(
-                || format!("address {at:#x}"),
-                |(p, l, name)| format!("layer {l}'s {name}[{}]", (at - p) / 8),
-            )
     }
 
     /// The label and kind of the operator `ins` runs.
@@ -124,33 +109,7 @@ impl Runner {
                 .iter()
                 .map(|o| (crate::abi::op_id(o.kind), o.layer, o.label(), o.kind))
                 .collect(),
-            words: Vec::new(),
         };
-        // The kernel's activation words: buffers of its own, so that no other target's floats
-        // and no earlier plan's steps are ever read as this step's words.
-        let mut layers = self.layers.clone();
-        let mut globals = self.globals;
-        let bufs = &mut state.bufs;
-        (globals.final_mid, globals.final_part) =
-            super::setup::allocate_activations(m, &mut layers, 8, |bytes, what| {
-                let b = DevBuf::new(bytes, what)?;
-                let p = b.ptr;
-                bufs.push(b);
-                Ok(p)
-            })?;
-        for (l, layer) in layers.iter().enumerate() {
-            for (p, name) in [
-                (layer.x_in, "x_in"),
-                (layer.qkv, "qkv"),
-                (layer.attn, "attn"),
-                (layer.o_part, "o_part"),
-                (layer.x_mid, "x_mid"),
-                (layer.h, "h"),
-                (layer.d_part, "d_part"),
-            ] {
-                state.words.push((p, l, name));
-            }
-        }
         let f = func(state.module, mkc_catalogue::PERSISTENT_ENTRY)?;
         let threads = mkc_catalogue::persistent_threads(&m.tuning);
         let smem = mkc_catalogue::persistent_dynamic_smem(m);
@@ -186,7 +145,7 @@ impl Runner {
         }
         let counters = vec![0u32; plan.counters.max(1)];
         let kp = KPersistent {
-            layers: state.upload(&layers, "persistent layers")?,
+            layers: state.upload(&self.layers, "persistent layers")?,
             instrs: state.upload(&plan.instrs, "persistent instructions")?,
             refs: state.upload::<KCounterRef>(&plan.refs, "persistent counter refs")?,
             stream_start: state.upload(&plan.stream_start, "persistent streams")?,
@@ -199,7 +158,7 @@ impl Runner {
         };
         state.stall = kp.stall;
         state.instrs = plan.instrs;
-        let (mut km, mut kp_arg) = (self.km, kp);
+        let (mut km, mut globals, mut kp_arg) = (self.km, self.globals, kp);
         let mut args: Vec<*mut c_void> = vec![arg(&mut km), arg(&mut globals), arg(&mut kp_arg)];
         self.capture_launches(Target::Persistent, "persistent", Some(state), || {
             // SAFETY: the arguments match k_persistent(Model, Globals, Persistent) and outlive
@@ -236,26 +195,14 @@ impl Runner {
         super::device::STALLED.store(true, std::sync::atomic::Ordering::SeqCst);
         let i = rec[2] as usize;
         let label = state.label(i);
-        let what = if rec[0] == crate::abi::STALL_WORD {
-            format!(
-                "{}, which carried step {} where this launch is step {}",
-                state.word(rec[3]),
-                rec[4] >> 32,
-                rec[4] & 0xFFFF_FFFF
-            )
-        } else {
-            format!(
-                "counter {} at {} of {}",
-                rec[3],
-                rec[4] >> 32,
-                rec[4] & 0xFFFF_FFFF
-            )
-        };
         Err(BackendError::Unsupported(format!(
             "the persistent kernel stalled at position {pos}: SM {} instruction {i} ({label}) \
-             waited {:.1} s on {what}; every CTA stopped",
+             waited {:.1} s on counter {} at {} of {}; every CTA stopped",
             rec[1],
             WAIT_LIMIT_NS as f64 / 1e9,
+            rec[3],
+            rec[4] >> 32,
+            rec[4] & 0xFFFF_FFFF
         )))
     }
 }

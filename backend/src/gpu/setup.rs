@@ -173,9 +173,14 @@ impl Runner {
             }
             ptrs.push(p);
         }
+        let (hidden, inter) = (g.hidden as usize, g.intermediate as usize);
+        let qkv_rows = m.qkv_rows() as usize;
         let kv_bytes =
             g.kv_heads as usize * m.workload.max_seq_len as usize * g.head_dim as usize * 2;
+        let s_attn = m.lowering.vtp_shards.attention_o_proj as usize;
+        let s_down = m.lowering.vtp_shards.up_gate_down as usize;
         // The residual stream leaving the previous layer: its x_mid plus its down partials.
+        let (mut prev_mid, mut prev_part) = (0u64, 0u64);
         for l in 0..g.layers as usize {
             let w = |t: usize| ptrs[l * PER_LAYER + t];
             let layer = KLayer {
@@ -188,22 +193,19 @@ impl Runner {
                 norm2: w(6),
                 k_cache: self.alloc(kv_bytes, "k_cache")?,
                 v_cache: self.alloc(kv_bytes, "v_cache")?,
-                prev_mid: 0,
-                prev_part: 0,
-                x_in: 0,
-                qkv: 0,
-                attn: 0,
-                o_part: 0,
-                x_mid: 0,
-                h: 0,
-                d_part: 0,
+                prev_mid,
+                prev_part,
+                x_in: self.alloc(hidden * 4, "x_in")?,
+                qkv: self.alloc(qkv_rows * 4, "qkv")?,
+                attn: self.alloc(m.q_dim() as usize * 4, "attn")?,
+                o_part: self.alloc(s_attn * hidden * 4, "o_part")?,
+                x_mid: self.alloc(hidden * 4, "x_mid")?,
+                h: self.alloc(inter * 4, "h")?,
+                d_part: self.alloc(s_down * hidden * 4, "d_part")?,
             };
+            (prev_mid, prev_part) = (layer.x_mid, layer.d_part);
             self.layers.push(layer);
         }
-        let mut layers = std::mem::take(&mut self.layers);
-        let (prev_mid, prev_part) =
-            allocate_activations(&m, &mut layers, 4, |bytes, what| self.alloc(bytes, what))?;
-        self.layers = layers;
         let base = g.layers as usize * PER_LAYER;
         let embed = ptrs[base];
         let lm_head = if g.tied_embeddings {
@@ -257,52 +259,4 @@ impl Runner {
             name,
         )
     }
-}
-
-/// Allocates every layer's activation buffers at `word` bytes per element (4: floats; the
-/// persistent kernel's activation words are 8) into `layers`, each layer's `prev_*`
-/// pointing at the layer before's, and returns the last layer's x_mid and d_part (the LM
-/// head's input). One list of the buffers and their lengths for both.
-pub(super) fn allocate_activations(
-    m: &Model,
-    layers: &mut [KLayer],
-    word: usize,
-    mut alloc: impl FnMut(usize, &str) -> Result<u64, BackendError>,
-) -> Result<(u64, u64), BackendError> {
-    let g = &m.geometry;
-    let hidden = g.hidden as usize;
-    let lens = [
-        ("x_in", hidden),
-        ("qkv", m.qkv_rows() as usize),
-        ("attn", m.q_dim() as usize),
-        (
-            "o_part",
-            m.lowering.vtp_shards.attention_o_proj as usize * hidden,
-        ),
-        ("x_mid", hidden),
-        ("h", g.intermediate as usize),
-        (
-            "d_part",
-            m.lowering.vtp_shards.up_gate_down as usize * hidden,
-        ),
-    ];
-    let (mut prev_mid, mut prev_part) = (0u64, 0u64);
-    for layer in layers.iter_mut() {
-        let mut ptr = [0u64; 7];
-        for (p, (name, len)) in ptr.iter_mut().zip(lens) {
-            *p = alloc(len * word, name)?;
-        }
-        [
-            layer.x_in,
-            layer.qkv,
-            layer.attn,
-            layer.o_part,
-            layer.x_mid,
-            layer.h,
-            layer.d_part,
-        ] = ptr;
-        (layer.prev_mid, layer.prev_part) = (prev_mid, prev_part);
-        (prev_mid, prev_part) = (layer.x_mid, layer.d_part);
-    }
-    Ok((prev_mid, prev_part))
 }
