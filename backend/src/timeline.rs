@@ -10,7 +10,9 @@
 //! fine marks onto the common clock: the slope is the SM's real clock rate over the step, the
 //! offset averages the timer's coarse ticks.
 
-use mkc_ir::OpKind;
+use std::collections::HashMap;
+
+use mkc_ir::{OpKind, Operator, TaskGraph};
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -153,12 +155,20 @@ impl ClockFit {
     }
 }
 
-/// When each task of the traced step ended, ns, indexed by task id (NaN: not traced): a unit's
-/// exit is the end of every task it ran (the input of [`mkc_ir::edges::layer_edges`]).
-pub fn task_ends(spans: &[Span], tasks: usize) -> Vec<f64> {
-    let mut ends = vec![f64::NAN; tasks];
+/// When each task of `g`'s traced step ended, ns, indexed by task id (NaN: not traced): a
+/// unit's exit is the end of every task it ran (the input of [`mkc_ir::edges::layer_edges`]).
+/// A span's tasks count within its operator (found by its label), so they are offset by the
+/// operator's first task; a span whose label names no operator, or tasks past its operator's,
+/// times nothing.
+pub fn task_ends(spans: &[Span], g: &TaskGraph) -> Vec<f64> {
+    let ops: HashMap<String, &Operator> = g.ops.iter().map(|o| (o.label(), o)).collect();
+    let mut ends = vec![f64::NAN; g.tasks.len()];
     for s in spans {
-        let (first, end) = (s.tasks.0 as usize, (s.tasks.1 as usize).min(tasks));
+        let Some(op) = ops.get(&s.label) else {
+            continue;
+        };
+        let first = (op.first_task.0 + s.tasks.0) as usize;
+        let end = (op.first_task.0 + s.tasks.1.min(op.tasks)) as usize;
         for e in ends.iter_mut().take(end).skip(first) {
             *e = e.max(s.exit); // f64::max takes the other side of a NaN
         }
@@ -478,13 +488,18 @@ mod tests {
         assert!((slices[1]["ts"].as_f64().unwrap() - 2.0).abs() < 1e-3);
     }
 
-    /// A unit's exit ends every task it ran; a task two units ran ends with the later; a task
-    /// no unit ran, or past the graph, stays untimed (NaN).
+    /// A unit's exit ends every task it ran, counted from its operator's first task (the
+    /// units' task runs are within their operator); a task two units ran ends with the later;
+    /// a task no unit ran, a run past its operator's tasks, or a label that names no operator
+    /// times nothing (NaN).
     #[test]
     fn task_ends_take_each_units_exit() {
-        let span = |tasks: (u32, u32), exit: f64| Span {
+        let g = mkc_ir::lower::lower(&mkc_ir::embedded::resolve_model("tiny").unwrap());
+        let down = g.ops.iter().find(|o| o.kind == OpKind::Down).unwrap();
+        assert!(down.first_task.0 > 0 && down.tasks >= 3, "a down with tasks after others");
+        let span = |label: &str, tasks: (u32, u32), exit: f64| Span {
             sm: 0,
-            label: "x".into(),
+            label: label.into(),
             kind: OpKind::Down,
             tasks,
             entry: 0.0,
@@ -495,12 +510,22 @@ mod tests {
             landed: None,
             computed: None,
         };
+        let l = down.label();
+        let last = down.tasks;
         let ends = task_ends(
-            &[span((0, 2), 5.0), span((1, 3), 9.0), span((5, 9), 1.0)],
-            6,
+            &[
+                span(&l, (0, 2), 5.0),
+                span(&l, (1, 3), 9.0),
+                span(&l, (last - 1, last + 4), 1.0),
+                span("no such operator", (0, 1), 7.0),
+            ],
+            &g,
         );
-        assert_eq!(&ends[..3], &[5.0, 9.0, 9.0]);
-        assert!(ends[3].is_nan() && ends[4].is_nan());
-        assert_eq!(ends[5], 1.0);
+        let at = |i: u32| ends[(down.first_task.0 + i) as usize];
+        assert_eq!([at(0), at(1), at(2)], [5.0, 9.0, 9.0]);
+        assert_eq!(at(last - 1), 1.0);
+        let timed: Vec<usize> = (0..ends.len()).filter(|&i| !ends[i].is_nan()).collect();
+        let first = down.first_task.0 as usize;
+        assert_eq!(timed, [first, first + 1, first + 2, first + last as usize - 1]);
     }
 }

@@ -65,7 +65,7 @@ impl TimelineFiles {
         file.write_all(json.as_bytes()).map_err(|e| {
             CommandError::Internal(format!("--timeline {}: write failed: {e}", path.display()))
         })?;
-        let edges = layer_edges(&schedule.graph, &task_ends(&sp, schedule.graph.tasks.len()));
+        let edges = layer_edges(&schedule.graph, &task_ends(&sp, &schedule.graph));
         Ok((path.clone(), breakdown(&sp), edges))
     }
 }
