@@ -1,6 +1,6 @@
 #!/bin/bash
-# (Not yet run: the next session's first lease, on an H200; docs/perf.md "Lease Q" has its predictions.)
-# Lease Q: lease P's H200 branch alone (an H100 runs main's ablation ladder only): main (no limit) twice, the
+# (Its first call landed on an H100 and ran main's ladder, 2026-12-06; run again as below.)
+# Lease Q: lease P's H200 branch alone (an H100 runs main against rs1 only): main (no limit) twice, the
 # release-only window at K = 1 twice, the same at the short instructions only (QKV and the
 # O-projection: `release_window.py short`, .device/rs1.ron) twice, the full window at K = 9; then the H200's held release
 # for the model: one traced step at K = 1 and at 16 (`finish` per instruction, as lease O on
@@ -16,8 +16,9 @@
 LIMIT=300 ARCHIVE=q.tgz
 source tools/leases/common.sh
 if ! grep -q H200 $W/gpu.txt; then
-    # An H100: main's ablation ladder beside pdl's (the anchors' breakdown on this card).
-    timeout 240 $M bench $T --targets persistent,pdl --trials 1 --ablate > $W/ablate_h100.log 2>&1; echo "ablate rc=$?"; tail -22 $W/ablate_h100.log; keep
+    # An H100 (its ladder ran in lease Q's first call and lease S): main against the
+    # release-only window at the short instructions (rs1), twice each.
+    b main_a; b rs1a --tune .device/rs1.ron; b main_b; b rs1b --tune .device/rs1.ron
     exit 0
 fi
 TARGETS=persistent,pdl b main_a; b rw1a --tune .device/rw1.ron; b rs1a --tune .device/rs1.ron; b k9 --tune .device/bi9.ron
