@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Its first call landed on an H100 and ran main's ladder, 2026-12-06; run again as below.)
+# (Run twice on H100s 2026-12-06, its H100 branches; the H200 branch is still unrun.)
 # Lease Q: lease P's H200 branch alone (an H100 runs main against rs1 only): main (no limit) twice, the
 # release-only window at K = 1 twice, the same at the short instructions only (QKV and the
 # O-projection: `release_window.py short`, .device/rs1.ron) twice, the full window at K = 9; then the H200's held release
