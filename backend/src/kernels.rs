@@ -408,6 +408,13 @@ pub fn parse_ptxas_log(log: &str, tuning: &Tuning) -> Vec<KernelInfo> {
             current = Some(out.len() - 1);
             continue;
         }
+        // A device function the kernel calls (`__noinline__`) has a properties block of its
+        // own after the kernel's: its frame and spills are not the kernel's.
+        if let Some(rest) = line.split("Function properties for ").nth(1) {
+            let name = rest.trim();
+            current = current.filter(|&i| out[i].name == name);
+            continue;
+        }
         let Some(i) = current else { continue };
         let k = &mut out[i];
         if let Some(n) = number_before(line, "bytes stack frame") {

@@ -496,7 +496,10 @@ mod tests {
     fn task_ends_take_each_units_exit() {
         let g = mkc_ir::lower::lower(&mkc_ir::embedded::resolve_model("tiny").unwrap());
         let down = g.ops.iter().find(|o| o.kind == OpKind::Down).unwrap();
-        assert!(down.first_task.0 > 0 && down.tasks >= 3, "a down with tasks after others");
+        assert!(
+            down.first_task.0 > 0 && down.tasks >= 3,
+            "a down with tasks after others"
+        );
         let span = |label: &str, tasks: (u32, u32), exit: f64| Span {
             sm: 0,
             label: label.into(),
@@ -526,6 +529,9 @@ mod tests {
         assert_eq!(at(last - 1), 1.0);
         let timed: Vec<usize> = (0..ends.len()).filter(|&i| !ends[i].is_nan()).collect();
         let first = down.first_task.0 as usize;
-        assert_eq!(timed, [first, first + 1, first + 2, first + last as usize - 1]);
+        assert_eq!(
+            timed,
+            [first, first + 1, first + 2, first + last as usize - 1]
+        );
     }
 }

@@ -106,6 +106,40 @@ fn ptxas_log_is_parsed_per_kernel() {
     assert_eq!((k[1].registers, k[1].static_smem), (40, 0));
 }
 
+/// A kernel that calls a `__noinline__` device function keeps its own frame and spills: ptxas
+/// prints the callee's properties block after the kernel's (as it did for k_persistent with
+/// a poll loop of its own, whose zeros hid 1,204 bytes of spill stores; docs/perf.md).
+#[test]
+fn ptxas_log_keeps_a_kernels_spills_past_a_callees_block() {
+    let log = "ptxas info    : Compiling entry function 'k_persistent' for 'sm_90a'\n\
+        ptxas info    : Function properties for k_persistent\n\
+        ptxas         .     272 bytes stack frame, 1204 bytes spill stores, 1520 bytes spill loads\n\
+        ptxas info    : Used 255 registers, used 2 barriers, 272 bytes cumulative stack size, 896 bytes smem\n\
+        ptxas info    : Compile time = 1579.096 ms\n\
+        ptxas info    : Function properties for _Z13act_poll_pairPKy\n\
+        ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n\
+        ptxas info    : Compiling entry function 'k_read_bw' for 'sm_90a'\n\
+        ptxas info    : Function properties for k_read_bw\n\
+        ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n\
+        ptxas info    : Used 26 registers, used 0 barriers\n";
+    let k = kernels::parse_ptxas_log(log, &Tuning::default());
+    assert_eq!(k.len(), 2);
+    assert_eq!(
+        (
+            k[0].name.as_str(),
+            k[0].registers,
+            k[0].stack_bytes,
+            k[0].spill_store_bytes,
+            k[0].spill_load_bytes
+        ),
+        ("k_persistent", 255, 272, 1204, 1520)
+    );
+    assert_eq!(
+        (k[1].name.as_str(), k[1].registers, k[1].stack_bytes),
+        ("k_read_bw", 26, 0)
+    );
+}
+
 /// The co-residency probe's kernels hold exactly the registers their names say (the probe's
 /// verdicts are only as good as these counts), twice in a row.
 #[test]
