@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run.)
+# (Run 2026-12-06 on an H100; docs/perf.md has its results.)
 # Lease T: activation words without spills (5c065f7's host, its kernel with the `l1` reads,
 # load_x's words fetched in halves and the staging's partials one at a time: 250 registers,
 # no spill) against the counters (6e99db2), alternating. docs/perf.md "Words without spills".
