@@ -28,7 +28,8 @@ TARGETS=persistent,pdl b main_a; b rw1a --tune .device/rw1.ron; b rs1a --tune .d
 b main_b; b rw1b --tune .device/rw1.ron; b rs1b --tune .device/rs1.ron; b ec1b --tune .device/ec1.ron
 for k in 1 16; do
     timeout 90 $M bench $T --targets persistent --trials 1 --timeline $W/trace$k.json --tune .device/bi$k.ron > $W/trace$k.log 2>&1
-    echo "trace K=$k rc=$?"; grep -A10 'us per SM' $W/trace$k.log | head -11; keep
+    echo "trace K=$k rc=$?"; grep -A10 'us per SM' $W/trace$k.log | head -11
+    for kind in lm_head up_gate; do python3 tools/sm_speeds.py $W/trace$k.json $kind; done; keep
 done
 timeout 120 $M probe latency > $W/probe_latency.log 2>&1; echo "probe rc=$?"; tail -25 $W/probe_latency.log; keep
 [ $SECONDS -lt 330 ] && { timeout 240 $M bench $T --targets persistent,pdl --trials 2 --ablate > $W/ablate.log 2>&1; echo "ablate rc=$?"; tail -22 $W/ablate.log; keep; }
