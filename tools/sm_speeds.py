@@ -4,7 +4,7 @@ persistent target): each SM's compute phase of one operator kind (default the LM
 every SM starts within a few µs of the others with an equal share of pages), summed over the
 step, and its speed against the median SM's (median time / its time). Prints the spread, the
 fastest and slowest SMs, and what a placement in proportion to speed would save on that
-operator (docs/perf.md "Some SMs stream 21% faster").
+operator (docs/perf.md "Some SMs stream 24% faster").
 
 usage: python3 tools/sm_speeds.py TRACE.json [KIND]   (KIND: lm_head, up_gate, down, ...)
 """
