@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run as written: two earlier calls landed on H100s and ran other H100 branches, 2026-12-06.)
+# (Run three times, 2026-12-06: every call landed on an H100 and ran an H100 branch; its last H100 branch measured main against ec1, whose variant has since left tools/variants.)
 # Lease Q: lease P's H200 branch alone (an H100 runs main against ec1 only): main (no limit) twice, the
 # release-only window at K = 1 twice, the same at the short instructions only (QKV and the
 # O-projection: `release_window.py short`, .device/rs1.ron) twice, the window closed at the
