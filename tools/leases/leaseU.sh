@@ -1,0 +1,12 @@
+#!/bin/bash
+# Lease U: the eleventh ring slot (norm weights read from L2; docs/perf.md "An eleventh ring
+# slot"). Alternating processes, `mkc bench models/llama1b_tuned.ron --targets persistent,pdl
+# --trials 2`: the binary of edd8958 (.device/mkc_base, 10 slots) against this commit's
+# (.device/mkc, 11 slots), and the new binary held at 10 slots (.device/s10.ron:
+# Tuning(persistent_slots: Some(10))), three rounds; the GPU tests first (.device/gpu_test).
+LIMIT=300 ARCHIVE=u.tgz TARGETS=persistent,pdl
+source tools/leases/common.sh
+timeout 150 .device/gpu_test --test-threads 1 > $W/gpu_test.log 2>&1; echo "gpu_test rc=$?"; grep -E "test result|FAILED|panicked" $W/gpu_test.log | head -5; keep
+for r in 1 2 3; do
+    M=.device/mkc_base b base$r; b new$r; b s10_$r --tune .device/s10.ron
+done
