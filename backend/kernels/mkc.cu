@@ -344,7 +344,7 @@ struct ChainWork {
     // page 0, and its barriers are the CTA's.
     static constexpr bool WHOLE_CTA = true;
     // The CTA's streaming layout (carve_stream) and attention's shared memory: all of it.
-    __device__ __forceinline__ Stream stream(int x_len, int norm_len, int slots) const;
+    __device__ __forceinline__ Stream stream(int x_len, const bf16* norm, int slots) const;
     __device__ __forceinline__ unsigned char* att_smem(unsigned& bytes) const {
         bytes = dynamic_smem_bytes();
         return smem_raw;
@@ -418,49 +418,44 @@ __device__ __forceinline__ void page_coords(const Matvec& v, int p, int& chunk, 
     row0 = (p % per_chunk) * v.page_out;
 }
 
-// Shared memory of a streaming kernel: [full mbarriers | empty mbarriers | norm mbarrier (16 B) |
-// input vector (x_len floats) | RMSNorm weights (norm_len bf16) | scratch | page ring].
+// Shared memory of a streaming kernel: [full mbarriers | empty mbarriers | input vector (x_len
+// floats) | scratch | page ring]. The RMSNorm weights are read from global memory (L2): the
+// consumers load them in the batch of the residual's loads, so they cost no round trip of
+// their own, no producer copy (which in the persistent kernel queued behind the previous
+// instruction's pages) and no shared memory (docs/perf.md, leases U and U2).
 struct Stream {
     u64* full;
     u64* empty;
-    u64* norm_bar;   // completes when the norm weights have landed
     float* x;
-    bf16* norm;
-    float* scratch;  // 64 floats
+    const bf16* norm;  // the RMSNorm weights in global memory (null: none)
+    float* scratch;    // 64 floats
     bf16* ring;
-    int slots;             // ring slots (any number: slot j belongs to consumer warp j % CONSUMER_WARPS)
-    int page0;             // the ring's page index of this operator's first page (0 in a chain)
-    unsigned norm_parity;  // the norm mbarrier's phase parity this operator waits for
+    int slots;  // ring slots (any number: slot j belongs to consumer warp j % CONSUMER_WARPS)
+    int page0;  // the ring's page index of this operator's first page (0 in a chain)
 };
 
 // Byte offsets of the stream's parts: the catalogue's `Stream::*_offset` (checked by the
 // generated static_asserts at the end of this file).
 __host__ __device__ constexpr int empty_offset() { return MAX_SLOTS * 8; }
-__host__ __device__ constexpr int norm_bar_offset() { return 2 * MAX_SLOTS * 8; }
-__host__ __device__ constexpr int x_offset() { return 2 * MAX_SLOTS * 8 + 16; }
-__host__ __device__ constexpr int norm_offset(int x_len) { return x_offset() + x_len * 4; }
-__host__ __device__ constexpr int scratch_offset(int x_len, int norm_len) { return norm_offset(x_len) + norm_len * 2; }
-__host__ __device__ constexpr int ring_offset(int x_len, int norm_len) {
-    return (scratch_offset(x_len, norm_len) + 64 * 4 + 127) / 128 * 128;
-}
+__host__ __device__ constexpr int x_offset() { return 2 * MAX_SLOTS * 8; }
+__host__ __device__ constexpr int scratch_offset(int x_len) { return x_offset() + x_len * 4; }
+__host__ __device__ constexpr int ring_offset(int x_len) { return (scratch_offset(x_len) + 64 * 4 + 127) / 128 * 128; }
 
-__device__ Stream carve_stream(int x_len, int norm_len, int slots) {
+__device__ Stream carve_stream(int x_len, const bf16* norm, int slots) {
     Stream s;
     s.full = (u64*)smem_raw;
     s.empty = (u64*)(smem_raw + empty_offset());
-    s.norm_bar = (u64*)(smem_raw + norm_bar_offset());
     s.x = (float*)(smem_raw + x_offset());
-    s.norm = (bf16*)(smem_raw + norm_offset(x_len));
-    s.scratch = (float*)(smem_raw + scratch_offset(x_len, norm_len));
-    s.ring = (bf16*)(smem_raw + ring_offset(x_len, norm_len));
+    s.norm = norm;
+    s.scratch = (float*)(smem_raw + scratch_offset(x_len));
+    s.ring = (bf16*)(smem_raw + ring_offset(x_len));
     s.slots = slots;
     s.page0 = 0;
-    s.norm_parity = 0;
     return s;
 }
 
-__device__ __forceinline__ Stream ChainWork::stream(int x_len, int norm_len, int slots) const {
-    return carve_stream(x_len, norm_len, slots);
+__device__ __forceinline__ Stream ChainWork::stream(int x_len, const bf16* norm, int slots) const {
+    return carve_stream(x_len, norm, slots);
 }
 
 // Initialises the ring's barriers (the producer lane, before any thread uses them).
@@ -469,7 +464,6 @@ __device__ void ring_init(const Stream& s) {
         mbar_init(&s.full[i], 1);
         mbar_init(&s.empty[i], 1);
     }
-    mbar_init(s.norm_bar, 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 
@@ -708,19 +702,13 @@ __device__ void consume(const Stream& s, const Matvec& v, const float* x, int fi
     }
 }
 
-// The producer warp's start: its first lane initialises the ring's barriers and requests the
-// RMSNorm weights (`norm`, null for none) ahead of any page; then the warp arrives, without
-// waiting, on named barrier 2, where the consumers synchronise before their first use of the
-// ring, and its lane goes on to issue pages at once. A CTA-wide barrier here would hold the
-// first weight request until every warp of the CTA had started (~0.7 µs per grid, measured).
-__device__ __forceinline__ void start_producer(const Stream& s, const bf16* norm, int norm_len) {
-    if (threadIdx.x == CONSUMER_THREADS) {
-        ring_init(s);
-        if (norm) {
-            mbar_expect_tx(s.norm_bar, (unsigned)(norm_len * 2));
-            bulk_copy(s.norm, norm, (unsigned)(norm_len * 2), s.norm_bar);
-        }
-    }
+// The producer warp's start: its first lane initialises the ring's barriers; then the warp
+// arrives, without waiting, on named barrier 2, where the consumers synchronise before their
+// first use of the ring, and its lane goes on to issue pages at once. A CTA-wide barrier here
+// would hold the first weight request until every warp of the CTA had started (~0.7 µs per
+// grid, measured).
+__device__ __forceinline__ void start_producer(const Stream& s) {
+    if (threadIdx.x == CONSUMER_THREADS) ring_init(s);
     __syncwarp();
     ring_ready_arrive();
 }
@@ -803,27 +791,25 @@ constexpr bool WARMS_L2 = true, NO_WARMING = false;         // WARMS
 // Runs a streaming operator: barriers, producer, the grid-dependency wait, `prepare` (stages the
 // input vector in s.x; consumers only), the consumers (reading x_global instead of s.x with
 // X_GLOBAL), then `finish` (consumers only); its page loop is consume<NJ> (NJ: the operator's
-// K_GROUPS_*). The
-// producer's first request is the operator's RMSNorm weights (`norm`, norm_len bf16; null for
-// none), ahead of its pages: loaded after the wait instead, they queued behind every CTA's ring
-// fill and held the normalisation ~2-3 µs (docs/perf.md). `warm`: gate/up pages to warm L2 with
+// K_GROUPS_*). `norm`: the operator's RMSNorm weights in global memory (null for none), which
+// `prepare` loads with the residual (stage_sum). `warm`: gate/up pages to warm L2 with
 // (null w0: none), until released or, with `warm_limit`, that many after the own pages landed.
 template <int NJ, bool X_GLOBAL, bool WARMS, typename Work, typename Deps, typename Prepare, typename Epilogue,
           typename Finish>
 __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, int x_len, const float* x_global,
-                           const bf16* norm, int norm_len, int slots, Prepare prepare, Epilogue& epilogue,
+                           const bf16* norm, int slots, Prepare prepare, Epilogue& epilogue,
                            Finish finish, Matvec warm = Matvec{}, int warm_limit = 0) {
     // WARMS: the body passes pages to warm (QKV, the O-projection); the others' code does not
     // depend on the warming knobs at all.
     const bool warming = WARMS && WARM_DEPTH > 0 && deps.overlapped() && warm.w0, flagged = warming && !warm_limit;
-    Stream s = work.stream(x_len, norm ? norm_len : 0, slots);
+    Stream s = work.stream(x_len, norm, slots);
     int first, count;
     page_range(work, v, first, count);
     deps.issued();
     if (Work::WHOLE_CTA && threadIdx.x >= CONSUMER_THREADS) {
         // The stop flag, cleared before the ring barrier orders it before the consumers' use.
         if (flagged && threadIdx.x == CONSUMER_THREADS) *warm_stop_flag(s) = 0;
-        start_producer(s, norm, norm_len);
+        start_producer(s);
         if (threadIdx.x == CONSUMER_THREADS) produce(s, v, first, count);
         if (warming && threadIdx.x == CONSUMER_THREADS)
             warm_l2(work, s, warm, count, flagged ? WARM_SKIP : WARM_QKV_SKIP, flagged ? 1 << 30 : warm_limit,
@@ -837,7 +823,6 @@ __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, 
     if (flagged && threadIdx.x == 0) *warm_stop_flag(s) = 1;
 #ifdef MKC_ABLATE_LOADS
     (void)prepare;
-    if (norm) mbar_wait(s.norm_bar, s.norm_parity);  // the norm weights' copy lands before the CTA may exit
 #else
     prepare(s);
 #endif
@@ -856,26 +841,35 @@ __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, 
 }
 
 // rsqrt(mean(x^2) + eps) of a vector of n floats, from each consumer thread's partial sum of
-// squares `ss`; returns once the producer's norm weights (s.norm) have landed too.
+// squares `ss`.
 __device__ __forceinline__ float rms_inverse(const Stream& s, float ss, int n, float eps) {
     ss = warp_sum(ss);
     if (threadIdx.x % 32 == 0) s.scratch[threadIdx.x / 32] = ss;
     consumers_sync();
     float total = 0.f;
     for (int i = 0; i < CONSUMER_WARPS; ++i) total += s.scratch[i];
-    float inv = rsqrtf(total / n + eps);
-    mbar_wait(s.norm_bar, s.norm_parity);
-    return inv;
+    return rsqrtf(total / n + eps);
 }
 
 // s.x (length n) <- x * rsqrt(mean(x^2) + eps) * w over the consumer threads, with w the norm
-// weights the producer copies into s.norm.
+// weights at s.norm (global memory), loaded before the reduction so that none waits after it.
 __device__ void rmsnorm_consumers(const Stream& s, int n, float eps) {
+    constexpr int E = (HIDDEN + CONSUMER_THREADS - 1) / CONSUMER_THREADS;  // elements per thread
     float* x = s.x;
+    float w[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+        int i = threadIdx.x + e * CONSUMER_THREADS;
+        w[e] = i < n ? bf2f(s.norm[i]) : 0.f;
+    }
     float ss = 0.f;
     for (int i = threadIdx.x; i < n; i += CONSUMER_THREADS) ss += x[i] * x[i];
     float inv = rms_inverse(s, ss, n, eps);
-    for (int i = threadIdx.x; i < n; i += CONSUMER_THREADS) x[i] = x[i] * inv * bf2f(s.norm[i]);
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+        int i = threadIdx.x + e * CONSUMER_THREADS;
+        if (i < n) x[i] = x[i] * inv * w[e];
+    }
 }
 
 // dst <- base + parts[0] + ... + parts[splits - 1] (n <= HIDDEN floats each,
@@ -883,9 +877,10 @@ __device__ void rmsnorm_consumers(const Stream& s, int n, float eps) {
 // it. A thread issues the loads of up to SUM_BATCH chunks before its first add: one L2 round
 // trip per batch (a loop of dependent load-add steps made this prepare ~2 µs slower). This CTA
 // also writes its share of the float4 groups of the sum to `out` (null: none), for the
-// operators that read the residual later. With `norm` (the stream whose producer loads the
-// RMSNorm weights) the sum is normalised in registers before it is stored: one pass over the
-// vector and one barrier, where staging and then `rmsnorm_consumers` took three and two.
+// operators that read the residual later. With `norm` (the stream, whose `norm` are the RMSNorm
+// weights in global memory, loaded in the first batch) the sum is normalised in registers before
+// it is stored: one pass over the vector and one barrier, where staging and then
+// `rmsnorm_consumers` took three and two.
 #define SUM_BATCH 4
 __device__ void stage_sum(float* dst, const float* base, const float* parts, int splits, int n, float* out,
                           int lo, int hi, const Stream* norm, float eps) {
@@ -893,10 +888,12 @@ __device__ void stage_sum(float* dst, const float* base, const float* parts, int
     const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
     int at[G];
     float4 acc[G];
+    uint2 w[G];  // the norm weights of the thread's groups (4 bf16 each), loaded with the residual
 #pragma unroll
     for (int q = 0; q < G; ++q) {
         at[q] = (threadIdx.x + q * CONSUMER_THREADS) * 4;
         acc[q] = at[q] < n ? *reinterpret_cast<const float4*>(base + at[q]) : zero;
+        w[q] = norm && at[q] < n ? *reinterpret_cast<const uint2*>(norm->norm + at[q]) : make_uint2(0u, 0u);
     }
     for (int c0 = 0; c0 < splits; c0 += SUM_BATCH) {
         float4 p[G][SUM_BATCH];
@@ -931,11 +928,10 @@ __device__ void stage_sum(float* dst, const float* base, const float* parts, int
 #pragma unroll
         for (int q = 0; q < G; ++q) {
             if (at[q] >= n) continue;
-            const bf16* w = norm->norm + at[q];
-            acc[q].x = acc[q].x * inv * bf2f(w[0]);
-            acc[q].y = acc[q].y * inv * bf2f(w[1]);
-            acc[q].z = acc[q].z * inv * bf2f(w[2]);
-            acc[q].w = acc[q].w * inv * bf2f(w[3]);
+            acc[q].x = acc[q].x * inv * __uint_as_float(w[q].x << 16);
+            acc[q].y = acc[q].y * inv * __uint_as_float(w[q].x & 0xFFFF0000u);
+            acc[q].z = acc[q].z * inv * __uint_as_float(w[q].y << 16);
+            acc[q].w = acc[q].w * inv * __uint_as_float(w[q].y & 0xFFFF0000u);
         }
     }
 #pragma unroll
@@ -1017,7 +1013,7 @@ __device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, 
     };
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_QKV) up_gate.w0 = nullptr;
-    run_stream<K_GROUPS_QKV_ROPE, INPUT_STAGED, WARMS_L2>(work, deps, v, m.hidden, nullptr, op_norm(OP_QKV_ROPE, g, L), m.hidden, RING_SLOTS_QKV_ROPE, prepare, ep, NoFinish{}, up_gate,
+    run_stream<K_GROUPS_QKV_ROPE, INPUT_STAGED, WARMS_L2>(work, deps, v, m.hidden, nullptr, op_norm(OP_QKV_ROPE, g, L), RING_SLOTS_QKV_ROPE, prepare, ep, NoFinish{}, up_gate,
                WARM_QKV);
 }
 
@@ -1059,7 +1055,7 @@ __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, co
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_O) up_gate.w0 = nullptr;
     run_stream<K_GROUPS_O_PROJ, (X_LEN_O_PROJ > 0 ? INPUT_STAGED : INPUT_FROM_L2), WARMS_L2>(
-        work, deps, v, X_LEN_O_PROJ, L.attn, nullptr, 0, RING_SLOTS_O_PROJ, prepare, ep, NoFinish{}, up_gate);
+        work, deps, v, X_LEN_O_PROJ, L.attn, nullptr, RING_SLOTS_O_PROJ, prepare, ep, NoFinish{}, up_gate);
 }
 
 template <typename Work, typename Deps>
@@ -1073,7 +1069,7 @@ __device__ void down_body(const Model& m, const Globals& g, const Layer& L, cons
         if (X_LEN_DOWN > 0) stage_chunks(s, work, v, L.h);
     };
     run_stream<K_GROUPS_DOWN, (X_LEN_DOWN > 0 ? INPUT_STAGED : INPUT_FROM_L2), NO_WARMING>(
-        work, deps, v, X_LEN_DOWN, L.h, nullptr, 0, RING_SLOTS_DOWN, prepare, ep, NoFinish{});
+        work, deps, v, X_LEN_DOWN, L.h, nullptr, RING_SLOTS_DOWN, prepare, ep, NoFinish{});
 }
 
 // (4) RMSNorm + gate/up matvecs + SiLU(gate) * up: a page holds matching gate and up rows.
@@ -1098,7 +1094,7 @@ __device__ void up_gate_body(const Model& m, const Globals& g, const Layer& L, c
         residual_share(work, v, m.hidden, lo, hi);
         stage_sum(s.x, L.x_in, L.o_part, m.s_attn, m.hidden, L.x_mid, lo, hi, &s, m.eps);
     };
-    run_stream<K_GROUPS_UP_GATE, INPUT_STAGED, NO_WARMING>(work, deps, v, m.hidden, nullptr, op_norm(OP_UP_GATE, g, L), m.hidden, RING_SLOTS_UP_GATE, prepare, ep, NoFinish{});
+    run_stream<K_GROUPS_UP_GATE, INPUT_STAGED, NO_WARMING>(work, deps, v, m.hidden, nullptr, op_norm(OP_UP_GATE, g, L), RING_SLOTS_UP_GATE, prepare, ep, NoFinish{});
 }
 
 // (6) Final RMSNorm + LM head + fused argmax into tokens[pos + 1]: each warp keeps its best
@@ -1130,7 +1126,7 @@ __device__ void lm_head_body(const Model& m, const Globals& g, const Layer& L, c
     auto finish = [&](const Stream&) {
         if (threadIdx.x % 32 == 0 && ep.best) atomicMax(&g.tokens[*g.pos + 1], ep.best);
     };
-    run_stream<K_GROUPS_LM_HEAD, INPUT_STAGED, NO_WARMING>(work, deps, v, m.hidden, nullptr, op_norm(OP_LM_HEAD, g, L), m.hidden, RING_SLOTS_LM_HEAD, prepare, ep, finish);
+    run_stream<K_GROUPS_LM_HEAD, INPUT_STAGED, NO_WARMING>(work, deps, v, m.hidden, nullptr, op_norm(OP_LM_HEAD, g, L), RING_SLOTS_LM_HEAD, prepare, ep, finish);
 }
 
 // KV positions per attention chunk in `smem` bytes of dynamic shared memory beside q and the
@@ -1525,45 +1521,37 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
 
 // The persistent kernel's shared memory, laid out by the catalogue (mkc_catalogue::
 // PersistentLayout, its offsets generated as the PERSISTENT_* constants): [full mbarriers |
-// empty mbarriers | norm full mbarriers (2) | norm empty mbarriers (2) | norm weights (2 x
-// PERSISTENT_NORM_LEN bf16) | work (PERSISTENT_WORK_BYTES: a streaming operator's input vector
-// and scratch, or attention's KV chunk, q and scores) | page ring]. The ring and the norm
-// buffers belong to the producer, which fills them across instructions; the work region
-// belongs to the current instruction's consumers.
-__device__ __forceinline__ u64* persistent_norm_full(int n) { return (u64*)(smem_raw + 2 * MAX_SLOTS * 8) + n % 2; }
-__device__ __forceinline__ u64* persistent_norm_empty(int n) { return (u64*)(smem_raw + 2 * MAX_SLOTS * 8) + 2 + n % 2; }
+// empty mbarriers | KV history full and free mbarriers | work (PERSISTENT_WORK_BYTES: a
+// streaming operator's input vector and scratch, or attention's KV chunk, q and scores) | page
+// ring]. The ring belongs to the producer, which fills it across instructions; the work region
+// belongs to the current instruction's consumers. The RMSNorm weights have no buffer: the
+// consumers load them from global memory (L2) with the residual, so their bytes are ring.
 // Attention's KV history in the work region: landed (the producer's copies), free again.
-__device__ __forceinline__ u64* persistent_kv_full() { return (u64*)(smem_raw + 2 * MAX_SLOTS * 8) + 4; }
-__device__ __forceinline__ u64* persistent_kv_free() { return (u64*)(smem_raw + 2 * MAX_SLOTS * 8) + 5; }
-__device__ __forceinline__ bf16* persistent_norm(int n) {
-    return (bf16*)(smem_raw + PERSISTENT_NORM_OFFSET) + (long)(n % 2) * PERSISTENT_NORM_LEN;
-}
+__device__ __forceinline__ u64* persistent_kv_full() { return (u64*)(smem_raw + 2 * MAX_SLOTS * 8); }
+__device__ __forceinline__ u64* persistent_kv_free() { return (u64*)(smem_raw + 2 * MAX_SLOTS * 8) + 1; }
 
-// The persistent stream of page `page0` on, the `norm`-th norm copy (a ring of two).
-__device__ __forceinline__ Stream persistent_stream(int page0, int norm) {
+// The persistent stream of page `page0` on, reading its RMSNorm weights `norm` from global memory.
+__device__ __forceinline__ Stream persistent_stream(int page0, const bf16* norm) {
     Stream s;
     s.full = (u64*)smem_raw;
     s.empty = (u64*)(smem_raw + empty_offset());
-    s.norm_bar = persistent_norm_full(norm);
     s.x = (float*)(smem_raw + PERSISTENT_WORK_OFFSET);
-    s.norm = persistent_norm(norm);
+    s.norm = norm;
     s.scratch = s.x + PERSISTENT_X_LEN;
     s.ring = (bf16*)(smem_raw + PERSISTENT_RING_OFFSET);
     s.slots = PERSISTENT_SLOTS;
     s.page0 = page0;
-    s.norm_parity = (unsigned)(norm / 2) & 1;
     return s;
 }
 
 struct PersistentWork {
     int first, count;  // the instruction's tasks, within its operator
     int page0;         // the ring's page index of its first page
-    int norm;          // the norm copy it reads (counted along the SM's stream)
     int kv;            // attention: the producer's KV history copy it reads (counted), or -1
     // The producer warp runs its own loop (persistent_producer): the bodies run on the
     // consumer warps only, share the ring it fills and synchronise among themselves.
     static constexpr bool WHOLE_CTA = false;
-    __device__ __forceinline__ Stream stream(int, int, int) const { return persistent_stream(page0, norm); }
+    __device__ __forceinline__ Stream stream(int, const bf16* norm, int) const { return persistent_stream(page0, norm); }
     // Attention's part of the work region: after a streaming operator's input vector, so that
     // the producer may copy the next attention's KV history while the consumers stage.
     __device__ __forceinline__ unsigned char* att_smem(unsigned& bytes) const {
@@ -1641,8 +1629,8 @@ struct CounterDeps {
 };
 
 // The producer lane of the persistent kernel: walks the SM's instructions ahead of the
-// consumers, copying each streaming instruction's norm weights (a ring of two) and weight
-// pages (the page ring, in one sequence across instructions) as soon as a slot is free. It
+// consumers, copying each streaming instruction's weight pages (the page ring, in one
+// sequence across instructions) as soon as a slot is free. It
 // never waits on a counter: across every boundary, counter wait and attention the ring fills,
 // only with fewer copies in flight while `*boundary` is set (null: unlimited; see
 // k_persistent). `left` is set once the consumers have left the loop (the step's end, or a stall):
@@ -1650,7 +1638,7 @@ struct CounterDeps {
 // the CTA exits.
 __device__ void persistent_producer(const Model& m, const Globals& g, const Persistent& p, int begin, int end,
                                     const volatile int* left, const volatile int* boundary) {
-    int page0 = 0, norms = 0, kvs = 0;
+    int page0 = 0, kvs = 0;
     bool go = true;
     for (int i = begin; go && i < end; ++i) {
         const Instr ins = p.instrs[i];
@@ -1675,33 +1663,24 @@ __device__ void persistent_producer(const Model& m, const Globals& g, const Pers
             ++kvs;
             continue;
         }
-        const bf16* norm = op_norm(ins.op, g, L);
-        Stream s = persistent_stream(page0, norms);
-        if (norm) {
-            const unsigned bytes = (unsigned)(m.hidden * 2);
-            if (norms >= 2 && !mbar_wait_unless(persistent_norm_empty(norms), ((norms - 2) / 2) & 1, left)) break;
-            mbar_expect_tx(s.norm_bar, bytes);
-            bulk_copy(s.norm, norm, bytes, s.norm_bar);
-            ++norms;
-        }
+        Stream s = persistent_stream(page0, nullptr);
         const Matvec v = op_matvec(ins.op, m, g, L);
         int first, count;
-        page_range(PersistentWork{ins.first, ins.count, page0, 0, -1}, v, first, count);
+        page_range(PersistentWork{ins.first, ins.count, page0, -1}, v, first, count);
         const int issued = produce(s, v, first, count, left, boundary, PERSISTENT_BOUNDARY_INFLIGHT);
         page0 += issued;
         go = issued == count;
     }
-    // Before the lane exits, the last copy of every slot, norm buffer and KV history lands:
+    // Before the lane exits, the last copy of every slot and KV history lands:
     // the consumers waited for each unless they stopped early (the watchdog), and a later page
     // may not have been issued (its slot's last phase is then an earlier page's).
     if (kvs > 0) mbar_wait(persistent_kv_full(), (kvs - 1) & 1);
     const int slots = PERSISTENT_SLOTS;
     for (int q = page0 - slots > 0 ? page0 - slots : 0; q < page0; ++q) {
         int slot, lap;
-        ring_slot(persistent_stream(0, 0), q, slot, lap);
+        ring_slot(persistent_stream(0, nullptr), q, slot, lap);
         mbar_wait(&((u64*)smem_raw)[slot], lap & 1);
     }
-    for (int n = norms - 2 > 0 ? norms - 2 : 0; n < norms; ++n) mbar_wait(persistent_norm_full(n), (n / 2) & 1);
 }
 
 // Copies `bytes` (a multiple of 16) from global to shared memory with cp.async, from one thread.
@@ -1726,8 +1705,8 @@ __device__ __forceinline__ bool consumers_sync_or(bool pred) {
 // counter references and the descriptor two instructions ahead into staging buffers (cp.async,
 // waited before the end barrier), so that no wait or signal loads from global memory; after
 // that barrier the consumers copy them into place while thread 0 signals (`red.release`: the
-// barrier orders every consumer's stores before it; no fence) and releases the instruction's
-// norm buffer to the producer. From that barrier until the next instruction's inputs are
+// barrier orders every consumer's stores before it; no fence) and releases attention's KV
+// history buffer to the producer. From that barrier until the next instruction's inputs are
 // staged (`boundary_s`, cleared by CounterDeps::prepared) the producer keeps at most
 // PERSISTENT_BOUNDARY_INFLIGHT pages in flight (tuning.persistent_boundary_inflight): the
 // release's acknowledgement, the next poll and the activation loads then queue behind fewer
@@ -1750,7 +1729,6 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
     __shared__ __align__(16) CounterRef refs_s[2][PERSISTENT_MAX_REFS];
     __shared__ int stop_s;       // a wait gave up (the watchdog, or another SM's stall)
     __shared__ int page0_s;      // the ring's page index of the current instruction's first page
-    __shared__ int norm_s;       // the norm copy it reads
     __shared__ int kv_s;         // the KV history copy the next attention instruction reads
     __shared__ int left_s;       // the consumers have left the loop
     __shared__ int boundary_s;   // the consumers are between two instructions (CounterDeps)
@@ -1760,7 +1738,6 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         g = gp;
         step_s = *(volatile unsigned*)p.epoch + 1;
         page0_s = 0;
-        norm_s = 0;
         kv_s = 0;
         left_s = 0;
         stop_s = 0;
@@ -1773,14 +1750,10 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         if (begin + 1 < end) next_s[(begin + 1) % 2] = p.instrs[begin + 1];
     }
     if (threadIdx.x == CONSUMER_THREADS) {
-        Stream s = persistent_stream(0, 0);
+        Stream s = persistent_stream(0, nullptr);
         for (int i = 0; i < PERSISTENT_SLOTS; ++i) {
             mbar_init(&s.full[i], 1);
             mbar_init(&s.empty[i], 1);
-        }
-        for (int n = 0; n < 2; ++n) {
-            mbar_init(persistent_norm_full(n), 1);
-            mbar_init(persistent_norm_empty(n), 1);
         }
         mbar_init(persistent_kv_full(), 1);
         mbar_init(persistent_kv_free(), 1);
@@ -1808,7 +1781,7 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
 #ifdef MKC_TRACE
         if (threadIdx.x == 0) trace_record(p.trace ? p.trace + (long)i * TRACE_SLOTS : nullptr);
 #endif
-        const PersistentWork w{ins.first, ins.count, page0_s, norm_s, -1};
+        const PersistentWork w{ins.first, ins.count, page0_s, -1};
         const CounterDeps d{p, ins, refs_s[i % 2], &stop_s, &boundary_s, i, step};
         // The operators' bodies, inlined into this switch: as __noinline__ functions the
         // bodies spilled 384-768 B each and the step took 1477 µs against 1044 inlined
@@ -1833,7 +1806,7 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
                 for (int t = 0; t < ins.count; ++t) {
                     if (t > 0) consumers_sync();
                     attention_body<PersistentWork, CounterDeps, CONSUMER_THREADS>(
-                        m, g, L, PersistentWork{ins.first + t, 1, 0, 0, t == 0 ? kv_s : -1}, d);
+                        m, g, L, PersistentWork{ins.first + t, 1, 0, t == 0 ? kv_s : -1}, d);
                 }
                 break;
         }
@@ -1841,13 +1814,11 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         // descriptors landed: signal. Thread 0 reads what it needs of the instruction first
         // (the others overwrite it after the barrier).
         int waits = 0, signals = 0, pages = 0;
-        bool normed = false;
         if (threadIdx.x == 0) {
             waits = ins.waits, signals = ins.signals;
             if (op != OP_ATTENTION) {
                 int first;
                 page_range(w, op_matvec(op, m, g, L), first, pages);
-                normed = op_norm(op, g, L) != nullptr;
             }
         }
         if (threadIdx.x == 32) cp_async_wait_all();
@@ -1862,8 +1833,7 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
                 asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p.counters + s.counter), "r"((unsigned)s.amount)
                              : "memory");
             }
-            // The producer may refill the norm buffer (or the KV history buffers).
-            if (normed) mbar_arrive(persistent_norm_empty(norm_s++));
+            // The producer may refill the KV history buffers.
             if (op == OP_ATTENTION) {
                 mbar_arrive(persistent_kv_free());
                 ++kv_s;

@@ -308,8 +308,6 @@ pub fn model_header(model: &mkc_ir::Model) -> String {
     if let Ok(l) = mkc_catalogue::persistent_layout(model) {
         for (name, v) in [
             ("SLOTS", l.slots),
-            ("NORM_LEN", l.norm_len),
-            ("NORM_OFFSET", l.norm_offset()),
             ("X_LEN", l.x_len),
             ("WORK_OFFSET", l.work_offset()),
             ("WORK_BYTES", l.work_bytes),
@@ -402,9 +400,8 @@ pub fn model_checks(model: &mkc_ir::Model) -> String {
             st.work.page_rows()
         );
         s += &format!(
-            "static_assert(ring_offset({}, {}) == {}, \"Rust and CUDA disagree on the ring offset of {name}\");\n",
+            "static_assert(ring_offset({}) == {}, \"Rust and CUDA disagree on the ring offset of {name}\");\n",
             st.x_len,
-            st.norm_len,
             st.ring_offset()
         );
     }
@@ -514,11 +511,6 @@ fn rule_checks(model: &mkc_ir::Model) -> String {
         "empty barriers' offset",
     );
     check(
-        "norm_bar_offset()".into(),
-        mkc_catalogue::Stream::NORM_BAR_OFFSET as i64,
-        "norm barrier's offset",
-    );
-    check(
         "x_offset()".into(),
         mkc_catalogue::Stream::X_OFFSET as i64,
         "input vector's offset",
@@ -529,14 +521,9 @@ fn rule_checks(model: &mkc_ir::Model) -> String {
             continue;
         };
         let name = kind.name();
-        let (x, norm) = (st.x_len, st.norm_len);
+        let x = st.x_len;
         check(
-            format!("norm_offset({x})"),
-            st.norm_offset() as i64,
-            &format!("norm weights' offset of {name}"),
-        );
-        check(
-            format!("scratch_offset({x}, {norm})"),
+            format!("scratch_offset({x})"),
             st.scratch_offset() as i64,
             &format!("scratch offset of {name}"),
         );

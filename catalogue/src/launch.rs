@@ -39,12 +39,12 @@ pub struct Resources {
 /// by the register limit a tuning imposes.
 pub fn declared_registers(t: &Tuning, kind: OpKind) -> u32 {
     let base = match kind {
-        OpKind::QkvRope => 117,
+        OpKind::QkvRope => 121,
         OpKind::Attention => 62,
         OpKind::OProj => 107,
-        OpKind::UpGate => 106,
+        OpKind::UpGate => 110,
         OpKind::Down => 111,
-        OpKind::LmHead => 106,
+        OpKind::LmHead => 108,
     };
     match kind {
         // A smaller attention CTA is built with at most 72 registers (-DATT_MAXNREG).

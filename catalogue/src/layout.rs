@@ -24,8 +24,8 @@ pub const SMEM_PER_CTA: u32 = 232_448;
 pub const SMEM_PER_SM: u32 = 233_472;
 
 /// Bytes before a streaming CTA's input vector in its shared memory (the source's
-/// `carve_stream`): the full and empty mbarriers of every slot, then the norm mbarrier.
-const STREAM_X_OFFSET: u32 = 2 * MAX_SLOTS * 8 + 16;
+/// `carve_stream`): the full and empty mbarriers of every slot.
+const STREAM_X_OFFSET: u32 = 2 * MAX_SLOTS * 8;
 
 /// Pages in flight while a streaming kernel warms L2 (the source's `WARM_DEPTH` default).
 pub const WARM_DEPTH: u32 = 2;
@@ -119,10 +119,9 @@ pub(crate) fn attention_vectors_smem(model: &Model) -> u32 {
 pub struct Stream {
     /// Pages and tasks of the operator (`mkc_ir::work`).
     pub work: MatvecWork,
-    /// Floats of the input vector staged in shared memory.
+    /// Floats of the input vector staged in shared memory. (The RMSNorm weights have no copy
+    /// here: the consumers load them from L2 with the residual, docs/perf.md lease U2.)
     pub x_len: u32,
-    /// RMSNorm weights (bf16) the producer copies into shared memory first; 0 for none.
-    pub norm_len: u32,
     /// Consumer warps of the kernel as built (`tuning.consumer_warps`).
     pub warps: u32,
     /// Shared memory the CTA budgets for itself (`tuning.stream_smem`, else the whole SM:
@@ -133,23 +132,16 @@ pub struct Stream {
 impl Stream {
     /// Where the empty mbarriers start (after every slot's full mbarrier).
     pub const EMPTY_OFFSET: u32 = MAX_SLOTS * 8;
-    /// Where the norm mbarrier starts (after every slot's empty mbarrier).
-    pub const NORM_BAR_OFFSET: u32 = 2 * MAX_SLOTS * 8;
-    /// Where the staged input vector starts.
+    /// Where the staged input vector starts (after every slot's empty mbarrier).
     pub const X_OFFSET: u32 = STREAM_X_OFFSET;
 
-    /// Where the RMSNorm weights start: after the input vector.
-    pub fn norm_offset(&self) -> u32 {
+    /// Where the scratch (`SCRATCH_FLOATS`) starts: after the input vector.
+    pub fn scratch_offset(&self) -> u32 {
         STREAM_X_OFFSET + self.x_len * 4
     }
 
-    /// Where the scratch (`SCRATCH_FLOATS`) starts: after the norm weights.
-    pub fn scratch_offset(&self) -> u32 {
-        self.norm_offset() + self.norm_len * 2
-    }
-
-    /// Shared memory before the ring: barriers, input vector, norm weights, scratch (the
-    /// source's `ring_offset`).
+    /// Shared memory before the ring: barriers, input vector, scratch (the source's
+    /// `ring_offset`).
     pub fn ring_offset(&self) -> u32 {
         (self.scratch_offset() + SCRATCH_FLOATS * 4).div_ceil(128) * 128
     }
@@ -220,16 +212,9 @@ pub fn warm_slot(count: u32, slots: u32, depth: u32, n: u32) -> Option<(u32, u32
 /// The streaming layout of a matvec operator (None for attention).
 pub fn stream(model: &Model, kind: OpKind) -> Option<Stream> {
     let work = mkc_ir::work::matvec(model, kind)?;
-    let hidden = model.geometry.hidden;
-    // The O-projection and down read their inputs from global memory: no staged vector.
-    let norm_len = match kind {
-        OpKind::OProj | OpKind::Down => 0,
-        _ => hidden,
-    };
     Some(Stream {
         work,
         x_len: staged_input(model, kind, &work),
-        norm_len,
         warps: consumer_warps(&model.tuning),
         budget: model.tuning.stream_smem.unwrap_or(SMEM_PER_CTA),
     })

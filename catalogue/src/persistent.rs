@@ -1,6 +1,7 @@
 //! The persistent megakernel's CTA: its threads and its shared-memory layout. Its producer
-//! lane fills one ring of weight pages and a ring of two norm buffers across the whole
-//! instruction stream, and attention's KV history ahead of it; the consumer warps run each
+//! lane fills one ring of weight pages across the whole instruction stream, and attention's
+//! KV history ahead of it (the RMSNorm weights are no copy of their own: the consumers load
+//! them from L2 beside the residual, so that their bytes go to the ring); the consumer warps run each
 //! instruction in a work region of their own (a streaming operator's input vector, then
 //! attention's KV chunk, q and scores, apart so that the producer may copy the next
 //! attention's history while a streaming operator stages its input). The kernel
@@ -74,8 +75,6 @@ pub struct PersistentLayout {
     pub warps: u32,
     /// Bytes of a weight page.
     pub page_bytes: u32,
-    /// bf16 elements of one norm buffer (the model's hidden size).
-    pub norm_len: u32,
     /// Floats of a streaming operator's input vector in the work region (the hidden size).
     pub x_len: u32,
     /// Bytes of the consumers' work region.
@@ -87,21 +86,15 @@ const fn align128(x: u32) -> u32 {
 }
 
 impl PersistentLayout {
-    /// The norm buffers' two full and two empty mbarriers and the KV history's full and free
-    /// ones, after every ring slot's pair.
-    pub const NORM_BARS_OFFSET: u32 = 2 * MAX_SLOTS * 8;
+    /// The KV history's full and free mbarriers, after every ring slot's pair.
+    pub const KV_BARS_OFFSET: u32 = 2 * MAX_SLOTS * 8;
 
-    /// Those mbarriers: the norm buffers' two full and two empty, the KV history's two.
-    pub const NORM_AND_KV_BARS: u32 = 6;
+    /// Those mbarriers: the KV history's full and free.
+    pub const KV_BARS: u32 = 2;
 
-    /// Where the two norm buffers start.
-    pub fn norm_offset(&self) -> u32 {
-        align128(Self::NORM_BARS_OFFSET + Self::NORM_AND_KV_BARS * 8)
-    }
-
-    /// Where the consumers' work region starts.
+    /// Where the consumers' work region starts: after the mbarriers.
     pub fn work_offset(&self) -> u32 {
-        align128(self.norm_offset() + 2 * self.norm_len * 2)
+        align128(Self::KV_BARS_OFFSET + Self::KV_BARS * 8)
     }
 
     /// Bytes of a streaming operator's part of the work region: its input vector and scratch.
@@ -164,7 +157,6 @@ pub fn persistent_layout(model: &Model) -> Result<PersistentLayout, Unsupported>
         slots: 1,
         warps,
         page_bytes,
-        norm_len: hidden,
         // The longest input vector any operator stages (the hidden vector, or down's whole
         // input where its K chunk is staged).
         x_len: mkc_ir::work::MATVECS
@@ -273,12 +265,11 @@ mod tests {
             match persistent_layout(&model) {
                 Ok(l) => {
                     prop_assert!(l.slots >= 1 && l.slots <= MAX_SLOTS);
-                    let bars = PersistentLayout::NORM_AND_KV_BARS * 8;
-                    prop_assert!(PersistentLayout::NORM_BARS_OFFSET + bars <= l.norm_offset());
-                    prop_assert!(l.norm_offset() + 2 * l.norm_len * 2 <= l.work_offset());
+                    let bars = PersistentLayout::KV_BARS * 8;
+                    prop_assert!(PersistentLayout::KV_BARS_OFFSET + bars <= l.work_offset());
                     prop_assert!(l.work_offset() + l.x_len * 4 + SCRATCH_FLOATS * 4 <= l.att_offset());
                     prop_assert!(l.att_offset() < l.ring_offset());
-                    for offset in [l.norm_offset(), l.work_offset(), l.att_offset(), l.ring_offset()] {
+                    for offset in [l.work_offset(), l.att_offset(), l.ring_offset()] {
                         prop_assert_eq!(offset % 128, 0);
                     }
                     prop_assert!(l.attention_chunk(&model) >= MIN_PERSISTENT_CHUNK.min(max_seq));
