@@ -1133,18 +1133,22 @@ __device__ void lm_head_body(const Model& m, const Globals& g, const Layer& L, c
 // scores of `hp` heads of `hd` over `max_seq` positions (the catalogue's attention_chunk). A
 // macro: as a function it changed attention's machine code.
 #define kv_chunk_of(smem, hp, hd, max_seq) \
-    ((int)(((smem) - (unsigned)((hp) * (hd) + (hp) * (max_seq)) * 4u) / ((2 * (hd) + 8) * 2)))
+    ((int)(((smem) - (unsigned)((hp) * (hd) + (hp) * (max_seq)) * 4u) / (4 * (hd))))
 
 // Slices of the positions attention's output sums over on `nt` threads for `outs` outputs: the
 // partial sums take slices x outs floats (the catalogue's attention_reduce_smem).
 __host__ __device__ constexpr int att_slices(int nt, int outs) { return nt / outs > 0 ? nt / outs : 1; }
 
-// Dot product of a bf16 K row (16-byte aligned) with a float query head, both in shared memory.
-__device__ __forceinline__ float k_row_dot(const bf16* k, const float* qv, int hd) {
+// Dot product of a bf16 K row (16-byte aligned) with a float query head, both in shared memory,
+// its 16-byte chunks taken from chunk `rot` mod (hd / 8) on, so that threads reading
+// consecutive unpadded rows hit distinct banks.
+__device__ __forceinline__ float k_row_dot(const bf16* k, const float* qv, int hd, int rot) {
     const uint4* krow = reinterpret_cast<const uint4*>(k);
     const float4* qh = reinterpret_cast<const float4*>(qv);
     float acc = 0.f;
-    for (int cc = 0; cc < hd / 8; ++cc) {
+    const int chunks = hd / 8;
+    int cc = rot % chunks;
+    for (int n = 0; n < chunks; ++n, cc = cc + 1 == chunks ? 0 : cc + 1) {
         uint4 w = krow[cc];
         float4 qa = qh[2 * cc], qb = qh[2 * cc + 1];
         acc += qa.x * __uint_as_float(w.x << 16) + qa.y * __uint_as_float(w.x & 0xFFFF0000u) +
@@ -1177,7 +1181,10 @@ __device__ __forceinline__ void softmax_rows(float* scores, int heads, int len, 
 // (2) Decode attention: task = (KV head, query-head group), ATT_THREADS threads. K and V rows
 // are staged in shared memory by cp.async in chunks of C positions: the history of the
 // first chunk is issued before the wait (earlier steps wrote it), the current position after.
-// Scores: one thread per (head, position) (K rows padded so these reads are conflict-free);
+// Scores: one thread per (head, position), each reading its K row from the chunk its position
+// names on (so that a quarter-warp covers every bank: the rows are unpadded, and the persistent
+// producer copies a head's K history with one bulk copy, where a copy per padded row measured
+// 18.6 µs per step slower on an H100, docs/perf.md lease W);
 // softmax: one warp per head; output: one thread per (head, dimension, position parity), the
 // halves added through shared memory. The task's chain is latency, not bandwidth: more threads
 // per CTA shortened it. The host gives each CTA more than half an SM's shared memory, so that
@@ -1205,10 +1212,10 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     unsigned smem_bytes;
     unsigned char* smem = work.att_smem(smem_bytes);
     const int C = kv_chunk_of(smem_bytes, hp, hd, m.max_seq);
-    int ks = hd + 8;  // padded K row stride
+    int ks = hd;  // K row stride
     const bf16* kc = L.k_cache + (long)kvh * m.max_seq * hd;
     const bf16* vc = L.v_cache + (long)kvh * m.max_seq * hd;
-    // Layout: [K chunk (padded) | V chunk | q (hp x hd floats) | scores (hp x max_seq)].
+    // Layout: [K chunk | V chunk | q (hp x hd floats) | scores (hp x max_seq)].
     bf16* kbuf = (bf16*)smem;
     bf16* vbuf = kbuf + C * ks;
     float* q = (float*)(vbuf + C * hd);
@@ -1250,12 +1257,12 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
             mark(MARK_PREPARED);
             deps.prepared();
         }
-        // One thread per (head, position): a warp shares the head (q reads broadcast) and
-        // takes consecutive positions (padded K rows: conflict-free).
+        // One thread per (head, position): a warp shares the head and takes consecutive
+        // positions, each starting its row at another 16-byte chunk (conflict-free).
         int c = end - base;
         for (int idx = tid; idx < hp * c; idx += NT) {
             int h = idx / c, i = idx % c;
-            scores[h * len + base + i] = k_row_dot(kbuf + (long)i * ks, q + h * hd, hd) * scale;
+            scores[h * len + base + i] = k_row_dot(kbuf + (long)i * ks, q + h * hd, hd, i) * scale;
         }
     }
     body_sync<Work>();
@@ -1654,12 +1661,11 @@ __device__ void persistent_producer(const Model& m, const Globals& g, const Pers
             const int pos = *g.pos, len = pos + 1, first = len < C ? len : C, hist = pos < first ? pos : first;
             const long kv0 = (long)(ins.first / m.attn_split) * m.max_seq * hd;
             bf16* kbuf = (bf16*)(smem_raw + PERSISTENT_ATT_OFFSET);
-            bf16* vbuf = kbuf + C * (hd + 8);
+            bf16* vbuf = kbuf + C * hd;
             u64* bar = persistent_kv_full();
             mbar_expect_tx(bar, (unsigned)(hist * hd * 4));
             if (hist > 0) bulk_copy(vbuf, L.v_cache + kv0, (unsigned)(hist * hd * 2), bar);
-            for (int r = 0; r < hist; ++r)
-                bulk_copy(kbuf + (long)r * (hd + 8), L.k_cache + kv0 + (long)r * hd, (unsigned)(hd * 2), bar);
+            if (hist > 0) bulk_copy(kbuf, L.k_cache + kv0, (unsigned)(hist * hd * 2), bar);
             ++kvs;
             continue;
         }

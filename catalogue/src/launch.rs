@@ -40,7 +40,7 @@ pub struct Resources {
 pub fn declared_registers(t: &Tuning, kind: OpKind) -> u32 {
     let base = match kind {
         OpKind::QkvRope => 121,
-        OpKind::Attention => 62,
+        OpKind::Attention => 58,
         OpKind::OProj => 107,
         OpKind::UpGate => 110,
         OpKind::Down => 111,

@@ -103,9 +103,11 @@ pub(crate) fn attention_reduce_chunk(model: &Model, threads: u32) -> u32 {
         .div_ceil(attention_position_smem(model))
 }
 
-/// Shared memory attention stages per KV position: a K row padded by 8 elements and a V row.
+/// Shared memory attention stages per KV position: a K row and a V row, unpadded (the source's
+/// `kv_chunk_of`; the score loop rotates its chunks instead of padding the K rows, so that the
+/// persistent producer copies a K history with one bulk copy).
 pub(crate) fn attention_position_smem(model: &Model) -> u32 {
-    (2 * model.geometry.head_dim + 8) * 2
+    4 * model.geometry.head_dim
 }
 
 /// Attention's q and scores in shared memory (bytes): every head of the task, every position.
