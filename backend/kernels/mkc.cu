@@ -262,14 +262,12 @@ __device__ __forceinline__ void trace_end_stream() {
 // Which pages an operator streams. A page holds `page_rows` rows of `k` columns: either rows
 // [row0, row0 + page_rows) of `w0`, or, when `w1` is set (gate/up), page_rows / 2 rows of each.
 struct Matvec {
-    const bf16* w0;
-    const bf16* w1;
-    long ld;         // row stride of the matrices (elements)
+    const bf16* w;   // the operator's weights, page-major: page p at p x PAGE_BYTES (k_page_major)
     int k;           // columns per page row: the K chunk
     int splits;      // K chunks (split-K); chunk c covers columns [c k, (c + 1) k)
     int out_rows;    // output rows per chunk
     int page_rows;   // matrix rows held by one page
-    int page_out;    // output rows per page (page_rows, or page_rows / 2 with w1)
+    int page_out;    // output rows per page (page_rows, or page_rows / 2 for gate/up pairs)
     int pages;       // splits * out_rows / page_out
     int task_pages;  // pages per task (the plan's work unit): the generated TASK_PAGES_*
                      // constants, so that the CTA's page range costs no run-time division (one
@@ -280,17 +278,15 @@ struct Matvec {
 // against it by the generated static_asserts at the end of this file).
 __host__ __device__ constexpr int page_rows_of(int k) { return PAGE_BYTES / (2 * k); }
 
-__device__ __forceinline__ Matvec matvec(const bf16* w0, const bf16* w1, long ld, int k, int splits, int out_rows,
-                                         int task_pages) {
+// `paired`: a page holds page_rows / 2 rows of each of two matrices (gate, then up).
+__device__ __forceinline__ Matvec matvec(const bf16* w, bool paired, int k, int splits, int out_rows, int task_pages) {
     Matvec v;
-    v.w0 = w0;
-    v.w1 = w1;
-    v.ld = ld;
+    v.w = w;
     v.k = k;
     v.splits = splits;
     v.out_rows = out_rows;
     v.page_rows = page_rows_of(k);
-    v.page_out = w1 ? v.page_rows / 2 : v.page_rows;
+    v.page_out = paired ? v.page_rows / 2 : v.page_rows;
     v.pages = splits * (out_rows / v.page_out);
     v.task_pages = task_pages;
     return v;
@@ -299,7 +295,7 @@ __device__ __forceinline__ Matvec matvec(const bf16* w0, const bf16* w1, long ld
 // The gate/up pages of layer L (a page holds matching rows of both): streamed by up/gate, and
 // warmed into L2 by QKV and the O-projection.
 __device__ __forceinline__ Matvec up_gate_matvec(const Model& m, const Layer& L) {
-    return matvec(L.w_gate, L.w_up, m.hidden, m.hidden, 1, m.inter, TASK_PAGES_UP_GATE);
+    return matvec(L.w_gate_up, true, m.hidden, 1, m.inter, TASK_PAGES_UP_GATE);
 }
 
 // The weights operator `op` streams from layer L (g: the LM head's), one description for the
@@ -307,15 +303,15 @@ __device__ __forceinline__ Matvec up_gate_matvec(const Model& m, const Layer& L)
 __device__ __forceinline__ Matvec op_matvec(int op, const Model& m, const Globals& g, const Layer& L) {
     switch (op) {
         case OP_QKV_ROPE:
-            return matvec(L.w_qkv, 0, m.hidden, m.hidden, 1, m.q_dim + 2 * m.kv_dim, TASK_PAGES_QKV_ROPE);
+            return matvec(L.w_qkv, false, m.hidden, 1, m.q_dim + 2 * m.kv_dim, TASK_PAGES_QKV_ROPE);
         case OP_O_PROJ:
-            return matvec(L.w_o, 0, m.q_dim, m.q_dim / m.s_attn, m.s_attn, m.hidden, TASK_PAGES_O_PROJ);
+            return matvec(L.w_o, false, m.q_dim / m.s_attn, m.s_attn, m.hidden, TASK_PAGES_O_PROJ);
         case OP_UP_GATE:
             return up_gate_matvec(m, L);
         case OP_DOWN:
-            return matvec(L.w_down, 0, m.inter, m.inter / m.s_down, m.s_down, m.hidden, TASK_PAGES_DOWN);
+            return matvec(L.w_down, false, m.inter / m.s_down, m.s_down, m.hidden, TASK_PAGES_DOWN);
         default:
-            return matvec(g.lm_head, 0, m.hidden, m.hidden, 1, m.vocab, TASK_PAGES_LM_HEAD);
+            return matvec(g.lm_head, false, m.hidden, 1, m.vocab, TASK_PAGES_LM_HEAD);
     }
 }
 
@@ -539,21 +535,12 @@ __device__ int produce(const Stream& s, const Matvec& v, int first, int count, c
         ring_slot(s, s.page0 + i, slot, lap);
         if (lap > 0 && !mbar_wait_unless(&s.empty[slot], (lap - 1) & 1, left)) return i;
         if (boundary && *boundary && !throttled_issue(s, s.page0 + i, held, boundary, left)) return i;
-        int chunk, row0;
-        page_coords(v, first + i, chunk, row0);
         bf16* dst = s.ring + (long)slot * (PAGE_BYTES / 2);
-        long col0 = (long)chunk * v.k;
         mbar_expect_tx(&s.full[slot], bytes);
-        if (v.w1) {
-            unsigned half = bytes / 2;
-            bulk_copy_hinted(dst, v.w0 + (long)row0 * v.ld + col0, half, &s.full[slot], policy);
-            bulk_copy_hinted(dst + half / 2, v.w1 + (long)row0 * v.ld + col0, half, &s.full[slot], policy);
-        } else if (v.k == v.ld) {
-            bulk_copy_hinted(dst, v.w0 + (long)row0 * v.ld, bytes, &s.full[slot], policy);
-        } else {
-            for (int r = 0; r < v.page_rows; ++r)
-                bulk_copy_hinted(dst + (long)r * v.k, v.w0 + (long)(row0 + r) * v.ld + col0, (unsigned)(v.k * 2), &s.full[slot], policy);
-        }
+        // One copy per page: the weights are stored page-major (k_page_major). Split-K pages as
+        // row copies and gate/up pages as two halves cost 8 and 2.5 µs per step more on the
+        // persistent target (docs/perf.md, lease X): the TMA unit pays per copy.
+        bulk_copy_hinted(dst, v.w + (long)(first + i) * (PAGE_BYTES / 2), bytes, &s.full[slot], policy);
     }
     return count;
 }
@@ -766,17 +753,13 @@ __device__ void warm_l2(const Work& work, const Stream& s, const Matvec& u, int 
     const int nslots = warm_slots(count, s.slots);
     int f, c;
     page_range(work, u, f, c);
-    const unsigned half = (unsigned)(u.page_rows * u.k);  // bytes of half a gate/up page
     int j = skip;
     for (; j < c && j < skip + limit && !(flagged && *warm_stop_flag(s)); ++j) {
         int n = j - skip, slot = warm_slot_of(count, s.slots, n), lap = warm_lap_of(count, s.slots, n);
         if (lap > 0) mbar_wait(&s.full[slot], (lap - 1) & 1);
-        int chunk, row0;
-        page_coords(u, f + j, chunk, row0);
         bf16* dst = s.ring + (long)slot * (PAGE_BYTES / 2);
-        mbar_expect_tx(&s.full[slot], 2 * half);
-        bulk_copy(dst, u.w0 + (long)row0 * u.ld, half, &s.full[slot]);
-        bulk_copy(dst + half / 2, u.w1 + (long)row0 * u.ld, half, &s.full[slot]);
+        mbar_expect_tx(&s.full[slot], PAGE_BYTES);
+        bulk_copy(dst, u.w + (long)(f + j) * (PAGE_BYTES / 2), PAGE_BYTES, &s.full[slot]);
     }
     for (int i = max(skip, j - nslots); i < j; ++i) {
         int n = i - skip;
@@ -801,7 +784,7 @@ __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, 
                            Finish finish, Matvec warm = Matvec{}, int warm_limit = 0) {
     // WARMS: the body passes pages to warm (QKV, the O-projection); the others' code does not
     // depend on the warming knobs at all.
-    const bool warming = WARMS && WARM_DEPTH > 0 && deps.overlapped() && warm.w0, flagged = warming && !warm_limit;
+    const bool warming = WARMS && WARM_DEPTH > 0 && deps.overlapped() && warm.w, flagged = warming && !warm_limit;
     Stream s = work.stream(x_len, norm, slots);
     int first, count;
     page_range(work, v, first, count);
@@ -1012,7 +995,7 @@ __device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, 
         stage_layer_input(s, m, g, L, lo, hi);
     };
     Matvec up_gate = up_gate_matvec(m, L);
-    if (!WARM_QKV) up_gate.w0 = nullptr;
+    if (!WARM_QKV) up_gate.w = nullptr;
     run_stream<K_GROUPS_QKV_ROPE, INPUT_STAGED, WARMS_L2>(work, deps, v, m.hidden, nullptr, op_norm(OP_QKV_ROPE, g, L), RING_SLOTS_QKV_ROPE, prepare, ep, NoFinish{}, up_gate,
                WARM_QKV);
 }
@@ -1053,7 +1036,7 @@ __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, co
         if (X_LEN_O_PROJ > 0) stage_chunks(s, work, v, L.attn);
     };
     Matvec up_gate = up_gate_matvec(m, L);
-    if (!WARM_O) up_gate.w0 = nullptr;
+    if (!WARM_O) up_gate.w = nullptr;
     run_stream<K_GROUPS_O_PROJ, (X_LEN_O_PROJ > 0 ? INPUT_STAGED : INPUT_FROM_L2), WARMS_L2>(
         work, deps, v, X_LEN_O_PROJ, L.attn, nullptr, RING_SLOTS_O_PROJ, prepare, ep, NoFinish{}, up_gate);
 }
@@ -1381,6 +1364,23 @@ extern "C" __global__ void k_fill_matrix(bf16* out, unsigned long long n, unsign
          i += (unsigned long long)gridDim.x * blockDim.x) {
         int byte = (int)(mix(base + (unsigned)i + (unsigned)(i >> 32) * 0x9e3779b9u) & 255u);
         out[i] = f2bf(ldexpf((float)(byte - 128), -shift));
+    }
+}
+
+// Stores a matvec's row-major weights page-major, as the producers copy them (one copy per
+// page): page p of `matvec(out, paired, k, splits, out_rows, 1)` at p x PAGE_BYTES, holding its
+// rows [row0, row0 + page_out) of K chunk `chunk` (page_coords), each row's k columns; with
+// `paired`, those rows of `a` (gate) and then of `b` (up). `a` and `b` have splits x k columns.
+extern "C" __global__ void k_page_major(const bf16* a, const bf16* b, bf16* out, int paired, int k, int splits,
+                                        int out_rows) {
+    const Matvec v = matvec(out, paired != 0, k, splits, out_rows, 1);
+    const long ld = (long)k * splits, per_page = PAGE_BYTES / 2, n = (long)v.pages * per_page;
+    for (long e = blockIdx.x * (long)blockDim.x + threadIdx.x; e < n; e += (long)gridDim.x * blockDim.x) {
+        int chunk, row0;
+        page_coords(v, (int)(e / per_page), chunk, row0);
+        const int r = (int)(e % per_page / k), col = (int)(e % k);
+        const bf16* src = paired && r >= v.page_out ? b : a;
+        out[e] = src[(long)(row0 + r % v.page_out) * ld + (long)chunk * k + col];
     }
 }
 

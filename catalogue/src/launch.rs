@@ -41,10 +41,10 @@ pub fn declared_registers(t: &Tuning, kind: OpKind) -> u32 {
     let base = match kind {
         OpKind::QkvRope => 121,
         OpKind::Attention => 58,
-        OpKind::OProj => 107,
-        OpKind::UpGate => 110,
-        OpKind::Down => 111,
-        OpKind::LmHead => 108,
+        OpKind::OProj => 113,
+        OpKind::UpGate => 112,
+        OpKind::Down => 113,
+        OpKind::LmHead => 112,
     };
     match kind {
         // A smaller attention CTA is built with at most 72 registers (-DATT_MAXNREG).

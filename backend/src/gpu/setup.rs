@@ -12,7 +12,7 @@ use super::{OpFn, Runner};
 use crate::abi::{KGlobals, KLayer, KModel};
 use crate::error::{check, BackendError};
 use crate::kernels;
-use crate::weights::{layout, Fill, HostWeights, PER_LAYER};
+use crate::weights::{layout, Fill, HostWeights, LayerTensor, PER_LAYER};
 
 /// Where weights come from.
 pub enum WeightSource<'a> {
@@ -162,18 +162,60 @@ impl Runner {
         let m = self.model.clone();
         let g = &m.geometry;
         let specs = layout(&m);
+        let (hidden, inter) = (g.hidden as usize, g.intermediate as usize);
+        let down_splits = m.lowering.vtp_shards.up_gate_down;
+        // Gate, up and down arrive row-major (generated or uploaded) in a scratch buffer and are
+        // stored page-major (`k_page_major`), as the producers copy them: one copy per page.
+        let mat = hidden * inter;
+        let scratch = DevBuf::new(2 * mat * 2, "page-major scratch")?;
         let mut ptrs = Vec::with_capacity(specs.len());
         for (i, s) in specs.iter().enumerate() {
-            let p = self.alloc(s.len() as usize * 2, &s.name)?;
+            let tensor = (i < g.layers as usize * PER_LAYER).then_some(i % PER_LAYER);
+            let staged = match tensor {
+                Some(t) if t == LayerTensor::Gate as usize || t == LayerTensor::Down as usize => {
+                    Some(scratch.ptr)
+                }
+                Some(t) if t == LayerTensor::Up as usize => Some(scratch.ptr + mat as u64 * 2),
+                _ => None,
+            };
+            let p = match staged {
+                Some(p) => p,
+                None => self.alloc(s.len() as usize * 2, &s.name)?,
+            };
             match &weights {
                 WeightSource::Random(seed) => self.fill(p, s, *seed)?,
                 WeightSource::Host(w) => {
                     super::device::upload(p, &w.tensors[i], &s.name)?;
                 }
             }
-            ptrs.push(p);
+            let stored = match tensor {
+                Some(t) if t == LayerTensor::Up as usize => {
+                    let name = s.name.replace("w_up", "w_gate_up");
+                    let out = self.alloc(2 * mat * 2, &name)?;
+                    let pages = PageMajor {
+                        paired: true,
+                        k: hidden as u32,
+                        splits: 1,
+                        out_rows: inter as u32,
+                    };
+                    self.page_major(scratch.ptr, scratch.ptr + mat as u64 * 2, out, pages, &name)?;
+                    out
+                }
+                Some(t) if t == LayerTensor::Down as usize => {
+                    let out = self.alloc(mat * 2, &s.name)?;
+                    let pages = PageMajor {
+                        paired: false,
+                        k: inter as u32 / down_splits,
+                        splits: down_splits,
+                        out_rows: hidden as u32,
+                    };
+                    self.page_major(scratch.ptr, 0, out, pages, &s.name)?;
+                    out
+                }
+                _ => p,
+            };
+            ptrs.push(stored);
         }
-        let (hidden, inter) = (g.hidden as usize, g.intermediate as usize);
         let qkv_rows = m.qkv_rows() as usize;
         let kv_bytes =
             g.kv_heads as usize * m.workload.max_seq_len as usize * g.head_dim as usize * 2;
@@ -186,8 +228,7 @@ impl Runner {
             let layer = KLayer {
                 w_qkv: w(0),
                 w_o: w(1),
-                w_gate: w(2),
-                w_up: w(3),
+                w_gate_up: w(3),
                 w_down: w(4),
                 norm1: w(5),
                 norm2: w(6),
@@ -202,6 +243,7 @@ impl Runner {
                 x_mid: self.alloc(hidden * 4, "x_mid")?,
                 h: self.alloc(inter * 4, "h")?,
                 d_part: self.alloc(s_down * hidden * 4, "d_part")?,
+                pad: 0,
             };
             (prev_mid, prev_part) = (layer.x_mid, layer.d_part);
             self.layers.push(layer);
@@ -224,6 +266,43 @@ impl Runner {
             final_part: prev_part,
         };
         self.sync("weights and buffers")
+    }
+
+    /// Stores one row-major matrix (`a`), or the gate/up pair (`a`, `b`), page-major into `out`
+    /// (`k_page_major`), and waits for it: the scratch it reads is written next by a
+    /// synchronous upload, which does not wait for this stream.
+    fn page_major(
+        &self,
+        a: u64,
+        b: u64,
+        out: u64,
+        pages: PageMajor,
+        what: &str,
+    ) -> Result<(), BackendError> {
+        let f = func(self.module, "k_page_major")?;
+        let (mut a, mut b, mut out) = (a, b, out);
+        let mut paired = pages.paired as i32;
+        let (mut k, mut splits, mut out_rows) =
+            (pages.k as i32, pages.splits as i32, pages.out_rows as i32);
+        let mut args: Vec<*mut c_void> = vec![
+            arg(&mut a),
+            arg(&mut b),
+            arg(&mut out),
+            arg(&mut paired),
+            arg(&mut k),
+            arg(&mut splits),
+            arg(&mut out_rows),
+        ];
+        // SAFETY: the argument list matches the kernel's signature; `a` (and `b`) hold
+        // out_rows x splits x k bf16 each, `out` all of their pages.
+        check(
+            unsafe {
+                result::launch_kernel(f, (1024, 1, 1), (256, 1, 1), 0, self.stream, &mut args)
+            },
+            "cuLaunchKernel",
+            "k_page_major",
+        )?;
+        self.sync(what)
     }
 
     fn fill(
@@ -259,4 +338,17 @@ impl Runner {
             name,
         )
     }
+}
+
+/// The geometry `k_page_major` stores a matrix in: the producers' pages of it.
+#[derive(Clone, Copy)]
+struct PageMajor {
+    /// Gate and up rows in each page (two matrices).
+    paired: bool,
+    /// Columns of a K chunk.
+    k: u32,
+    /// K chunks.
+    splits: u32,
+    /// Output rows.
+    out_rows: u32,
 }
