@@ -163,24 +163,24 @@ impl Runner {
         let g = &m.geometry;
         let specs = layout(&m);
         let (hidden, inter) = (g.hidden as usize, g.intermediate as usize);
-        let down_splits = m.lowering.vtp_shards.up_gate_down;
-        // Gate, up and down arrive row-major (generated or uploaded) in a scratch buffer and are
-        // stored page-major (`k_page_major`), as the producers copy them: one copy per page.
+        // The matrices with more than one page layout (split-K: the O-projection and down; gate
+        // and up, paired in each page) arrive row-major (generated or uploaded) in a scratch
+        // buffer and are stored page-major (`k_page_major`), as the producers copy them: one copy
+        // per page. QKV's and the LM head's row-major layout is already their page-major one.
         let mat = hidden * inter;
-        let scratch = DevBuf::new(2 * mat * 2, "page-major scratch")?;
+        let scratch = DevBuf::new(
+            2 * mat.max(hidden * m.q_dim() as usize) * 2,
+            "page-major scratch",
+        )?;
+        let second = scratch.ptr + mat as u64 * 2;
         let mut ptrs = Vec::with_capacity(specs.len());
         for (i, s) in specs.iter().enumerate() {
             let tensor = (i < g.layers as usize * PER_LAYER).then_some(i % PER_LAYER);
-            let staged = match tensor {
-                Some(t) if t == LayerTensor::Gate as usize || t == LayerTensor::Down as usize => {
-                    Some(scratch.ptr)
-                }
-                Some(t) if t == LayerTensor::Up as usize => Some(scratch.ptr + mat as u64 * 2),
-                _ => None,
-            };
-            let p = match staged {
-                Some(p) => p,
-                None => self.alloc(s.len() as usize * 2, &s.name)?,
+            let stored = tensor.and_then(|t| page_major_of(&m, t));
+            let p = match (tensor, stored) {
+                (Some(t), _) if t == LayerTensor::Up as usize => second,
+                (_, Some(_)) => scratch.ptr,
+                _ => self.alloc(s.len() as usize * 2, &s.name)?,
             };
             match &weights {
                 WeightSource::Random(seed) => self.fill(p, s, *seed)?,
@@ -188,33 +188,22 @@ impl Runner {
                     super::device::upload(p, &w.tensors[i], &s.name)?;
                 }
             }
-            let stored = match tensor {
-                Some(t) if t == LayerTensor::Up as usize => {
+            let p = match stored {
+                // Gate waits in the scratch for up, whose page-major store holds both.
+                Some(pages) if tensor != Some(LayerTensor::Gate as usize) => {
                     let name = s.name.replace("w_up", "w_gate_up");
-                    let out = self.alloc(2 * mat * 2, &name)?;
-                    let pages = PageMajor {
-                        paired: true,
-                        k: hidden as u32,
-                        splits: 1,
-                        out_rows: inter as u32,
+                    let bytes = if pages.paired {
+                        4 * mat
+                    } else {
+                        s.len() as usize * 2
                     };
-                    self.page_major(scratch.ptr, scratch.ptr + mat as u64 * 2, out, pages, &name)?;
-                    out
-                }
-                Some(t) if t == LayerTensor::Down as usize => {
-                    let out = self.alloc(mat * 2, &s.name)?;
-                    let pages = PageMajor {
-                        paired: false,
-                        k: inter as u32 / down_splits,
-                        splits: down_splits,
-                        out_rows: hidden as u32,
-                    };
-                    self.page_major(scratch.ptr, 0, out, pages, &s.name)?;
+                    let out = self.alloc(bytes, &name)?;
+                    self.page_major(scratch.ptr, second, out, pages, &name)?;
                     out
                 }
                 _ => p,
             };
-            ptrs.push(stored);
+            ptrs.push(p);
         }
         let qkv_rows = m.qkv_rows() as usize;
         let kv_bytes =
@@ -337,6 +326,31 @@ impl Runner {
             "cuLaunchKernel",
             name,
         )
+    }
+}
+
+/// How `k_page_major` stores layer tensor `t` of `m` (`LayerTensor` as usize): the producers'
+/// pages of it. None for a tensor whose row-major layout is its page-major one (QKV) or that no
+/// producer streams (the norms). Gate is stored with up, in one buffer of paired pages.
+fn page_major_of(m: &Model, t: usize) -> Option<PageMajor> {
+    let g = &m.geometry;
+    let shards = &m.lowering.vtp_shards;
+    let split = |k: u32, splits: u32| PageMajor {
+        paired: false,
+        k: k / splits,
+        splits,
+        out_rows: g.hidden,
+    };
+    match t {
+        t if t == LayerTensor::O as usize => Some(split(m.q_dim(), shards.attention_o_proj)),
+        t if t == LayerTensor::Down as usize => Some(split(g.intermediate, shards.up_gate_down)),
+        t if t == LayerTensor::Gate as usize || t == LayerTensor::Up as usize => Some(PageMajor {
+            paired: true,
+            k: g.hidden,
+            splits: 1,
+            out_rows: g.intermediate,
+        }),
+        _ => None,
     }
 }
 
