@@ -262,7 +262,8 @@ __device__ __forceinline__ void trace_end_stream() {
 // Which pages an operator streams. A page holds `page_rows` rows of `k` columns: either rows
 // [row0, row0 + page_rows) of `w0`, or, when `w1` is set (gate/up), page_rows / 2 rows of each.
 struct Matvec {
-    const bf16* w;   // the operator's weights, page-major: page p at p x page_rows x k (k_page_major)
+    const bf16* w;   // the operator's weights: page p at p x page_rows x k (split-K: k_page_major), or
+                     // for gate/up pairs the gate matrix then the up matrix, row-major
     int k;           // columns per page row: the K chunk
     int splits;      // K chunks (split-K); chunk c covers columns [c k, (c + 1) k)
     int out_rows;    // output rows per chunk
@@ -537,10 +538,19 @@ __device__ int produce(const Stream& s, const Matvec& v, int first, int count, c
         if (boundary && *boundary && !throttled_issue(s, s.page0 + i, held, boundary, left)) return i;
         bf16* dst = s.ring + (long)slot * (PAGE_BYTES / 2);
         mbar_expect_tx(&s.full[slot], bytes);
-        // One copy per page: the weights are stored page-major (k_page_major). Split-K pages as
-        // row copies and gate/up pages as two halves cost 8 and 2.5 µs per step more on the
-        // persistent target (docs/perf.md, lease X): the TMA unit pays per copy.
-        bulk_copy_hinted(dst, v.w + (long)(first + i) * (bytes / 2), bytes, &s.full[slot], policy);
+        // One copy per page, two for a gate/up pair (a half from each matrix): split-K weights
+        // are stored page-major (k_page_major); as row copies they cost the persistent step
+        // 6.5 µs more on an H100 (docs/perf.md, leases X and Z). Gate/up pairs stored page-major
+        // cost it 4 µs (H100) and, with down, 17 on an H200 (lease Y), and gained pdl 5.
+        if (v.page_out != v.page_rows) {
+            int chunk, row0;
+            page_coords(v, first + i, chunk, row0);
+            const unsigned half = bytes / 2;
+            bulk_copy_hinted(dst, v.w + (long)row0 * v.k, half, &s.full[slot], policy);
+            bulk_copy_hinted(dst + half / 2, v.w + (long)v.out_rows * v.k + (long)row0 * v.k, half, &s.full[slot], policy);
+        } else {
+            bulk_copy_hinted(dst, v.w + (long)(first + i) * (bytes / 2), bytes, &s.full[slot], policy);
+        }
     }
     return count;
 }
@@ -758,9 +768,12 @@ __device__ void warm_l2(const Work& work, const Stream& s, const Matvec& u, int 
         int n = j - skip, slot = warm_slot_of(count, s.slots, n), lap = warm_lap_of(count, s.slots, n);
         if (lap > 0) mbar_wait(&s.full[slot], (lap - 1) & 1);
         bf16* dst = s.ring + (long)slot * (PAGE_BYTES / 2);
-        const unsigned bytes = (unsigned)(u.page_rows * u.k * 2);
+        const unsigned bytes = (unsigned)(u.page_rows * u.k * 2), half = bytes / 2;
+        int chunk, row0;
+        page_coords(u, f + j, chunk, row0);
         mbar_expect_tx(&s.full[slot], bytes);
-        bulk_copy(dst, u.w + (long)(f + j) * (bytes / 2), bytes, &s.full[slot]);
+        bulk_copy(dst, u.w + (long)row0 * u.k, half, &s.full[slot]);
+        bulk_copy(dst + half / 2, u.w + (long)u.out_rows * u.k + (long)row0 * u.k, half, &s.full[slot]);
     }
     for (int i = max(skip, j - nslots); i < j; ++i) {
         int n = i - skip;
@@ -1368,20 +1381,18 @@ extern "C" __global__ void k_fill_matrix(bf16* out, unsigned long long n, unsign
     }
 }
 
-// Stores a matvec's row-major weights page-major, as the producers copy them (one copy per
-// page): page p of `matvec(out, paired, k, splits, out_rows, 1)` at p x page_rows x k, holding its
-// rows [row0, row0 + page_out) of K chunk `chunk` (page_coords), each row's k columns; with
-// `paired`, those rows of `a` (gate) and then of `b` (up). `a` and `b` have splits x k columns.
-extern "C" __global__ void k_page_major(const bf16* a, const bf16* b, bf16* out, int paired, int k, int splits,
-                                        int out_rows) {
-    const Matvec v = matvec(out, paired != 0, k, splits, out_rows, 1);
+// Stores a split-K matvec's row-major weights page-major, as the producers copy them (one copy
+// per page): page p of `matvec(out, false, k, splits, out_rows, 1)` at p x page_rows x k,
+// holding rows [row0, row0 + page_rows) of K chunk `chunk` (page_coords), k columns each, of
+// the row-major `a` (splits x k columns). Unsplit, the two layouts are one.
+extern "C" __global__ void k_page_major(const bf16* a, bf16* out, int k, int splits, int out_rows) {
+    const Matvec v = matvec(out, false, k, splits, out_rows, 1);
     const long ld = (long)k * splits, per_page = (long)v.page_rows * k, n = (long)v.pages * per_page;
     for (long e = blockIdx.x * (long)blockDim.x + threadIdx.x; e < n; e += (long)gridDim.x * blockDim.x) {
         int chunk, row0;
         page_coords(v, (int)(e / per_page), chunk, row0);
         const int r = (int)(e % per_page / k), col = (int)(e % k);
-        const bf16* src = paired && r >= v.page_out ? b : a;
-        out[e] = src[(long)(row0 + r % v.page_out) * ld + (long)chunk * k + col];
+        out[e] = a[(long)(row0 + r) * ld + (long)chunk * k + col];
     }
 }
 

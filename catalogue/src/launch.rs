@@ -39,12 +39,12 @@ pub struct Resources {
 /// by the register limit a tuning imposes.
 pub fn declared_registers(t: &Tuning, kind: OpKind) -> u32 {
     let base = match kind {
-        OpKind::QkvRope => 121,
+        OpKind::QkvRope => 123,
         OpKind::Attention => 58,
-        OpKind::OProj => 113,
-        OpKind::UpGate => 112,
-        OpKind::Down => 113,
-        OpKind::LmHead => 112,
+        OpKind::OProj => 117,
+        OpKind::UpGate => 110,
+        OpKind::Down => 111,
+        OpKind::LmHead => 108,
     };
     match kind {
         // A smaller attention CTA is built with at most 72 registers (-DATT_MAXNREG).

@@ -163,23 +163,28 @@ impl Runner {
         let g = &m.geometry;
         let specs = layout(&m);
         let (hidden, inter) = (g.hidden as usize, g.intermediate as usize);
-        // The matrices with more than one page layout (split-K: the O-projection and down; gate
-        // and up, paired in each page) arrive row-major (generated or uploaded) in a scratch
-        // buffer and are stored page-major (`k_page_major`), as the producers copy them: one copy
-        // per page. QKV's and the LM head's row-major layout is already their page-major one.
+        // The split-K matrices (the O-projection, down) arrive row-major (generated or
+        // uploaded) in a scratch buffer and are stored page-major (`k_page_major`), as the
+        // producers copy them: one copy per page. Gate and up are one buffer, gate's rows then
+        // up's (a page holds matching rows of both). QKV's and the LM head's row-major layout is
+        // already their page-major one.
         let mat = hidden * inter;
         let scratch = DevBuf::new(
-            2 * mat.max(hidden * m.q_dim() as usize) * 2,
+            mat.max(hidden * m.q_dim() as usize) * 2,
             "page-major scratch",
         )?;
-        let second = scratch.ptr + mat as u64 * 2;
+        let mut gate_up = 0u64;
         let mut ptrs = Vec::with_capacity(specs.len());
         for (i, s) in specs.iter().enumerate() {
             let tensor = (i < g.layers as usize * PER_LAYER).then_some(i % PER_LAYER);
-            let stored = tensor.and_then(|t| page_major_of(&m, t));
-            let p = match (tensor, stored) {
-                (Some(t), _) if t == LayerTensor::Up as usize => second,
-                (_, Some(_)) => scratch.ptr,
+            let split = tensor.and_then(|t| split_k_of(&m, t));
+            let p = match tensor {
+                _ if split.is_some() => scratch.ptr,
+                Some(t) if t == LayerTensor::Gate as usize => {
+                    gate_up = self.alloc(2 * mat * 2, &s.name.replace("w_gate", "w_gate_up"))?;
+                    gate_up
+                }
+                Some(t) if t == LayerTensor::Up as usize => gate_up + mat as u64 * 2,
                 _ => self.alloc(s.len() as usize * 2, &s.name)?,
             };
             match &weights {
@@ -188,20 +193,13 @@ impl Runner {
                     super::device::upload(p, &w.tensors[i], &s.name)?;
                 }
             }
-            let p = match stored {
-                // Gate waits in the scratch for up, whose page-major store holds both.
-                Some(pages) if tensor != Some(LayerTensor::Gate as usize) => {
-                    let name = s.name.replace("w_up", "w_gate_up");
-                    let bytes = if pages.paired {
-                        4 * mat
-                    } else {
-                        s.len() as usize * 2
-                    };
-                    let out = self.alloc(bytes, &name)?;
-                    self.page_major(scratch.ptr, second, out, pages, &name)?;
+            let p = match split {
+                Some(pages) => {
+                    let out = self.alloc(s.len() as usize * 2, &s.name)?;
+                    self.page_major(scratch.ptr, out, pages, &s.name)?;
                     out
                 }
-                _ => p,
+                None => p,
             };
             ptrs.push(p);
         }
@@ -217,7 +215,7 @@ impl Runner {
             let layer = KLayer {
                 w_qkv: w(0),
                 w_o: w(1),
-                w_gate_up: w(3),
+                w_gate_up: w(2),
                 w_down: w(4),
                 norm1: w(5),
                 norm2: w(6),
@@ -257,33 +255,23 @@ impl Runner {
         self.sync("weights and buffers")
     }
 
-    /// Stores one row-major matrix (`a`), or the gate/up pair (`a`, `b`), page-major into `out`
-    /// (`k_page_major`), and waits for it: the scratch it reads is written next by a
-    /// synchronous upload, which does not wait for this stream.
-    fn page_major(
-        &self,
-        a: u64,
-        b: u64,
-        out: u64,
-        pages: PageMajor,
-        what: &str,
-    ) -> Result<(), BackendError> {
+    /// Stores the row-major split-K matrix `a` page-major into `out` (`k_page_major`), and
+    /// waits for it: the scratch it reads is written next by a synchronous upload, which does
+    /// not wait for this stream.
+    fn page_major(&self, a: u64, out: u64, pages: SplitK, what: &str) -> Result<(), BackendError> {
         let f = func(self.module, "k_page_major")?;
-        let (mut a, mut b, mut out) = (a, b, out);
-        let mut paired = pages.paired as i32;
+        let (mut a, mut out) = (a, out);
         let (mut k, mut splits, mut out_rows) =
             (pages.k as i32, pages.splits as i32, pages.out_rows as i32);
         let mut args: Vec<*mut c_void> = vec![
             arg(&mut a),
-            arg(&mut b),
             arg(&mut out),
-            arg(&mut paired),
             arg(&mut k),
             arg(&mut splits),
             arg(&mut out_rows),
         ];
-        // SAFETY: the argument list matches the kernel's signature; `a` (and `b`) hold
-        // out_rows x splits x k bf16 each, `out` all of their pages.
+        // SAFETY: the argument list matches the kernel's signature; `a` and `out` hold
+        // out_rows x splits x k bf16 each.
         check(
             unsafe {
                 result::launch_kernel(f, (1024, 1, 1), (256, 1, 1), 0, self.stream, &mut args)
@@ -329,14 +317,12 @@ impl Runner {
     }
 }
 
-/// How `k_page_major` stores layer tensor `t` of `m` (`LayerTensor` as usize): the producers'
-/// pages of it. None for a tensor whose row-major layout is its page-major one (QKV) or that no
-/// producer streams (the norms). Gate is stored with up, in one buffer of paired pages.
-fn page_major_of(m: &Model, t: usize) -> Option<PageMajor> {
+/// The split-K geometry of layer tensor `t` of `m` (`LayerTensor` as usize), which
+/// `k_page_major` stores it by: the O-projection and down. None for the others.
+fn split_k_of(m: &Model, t: usize) -> Option<SplitK> {
     let g = &m.geometry;
     let shards = &m.lowering.vtp_shards;
-    let split = |k: u32, splits: u32| PageMajor {
-        paired: false,
+    let split = |k: u32, splits: u32| SplitK {
         k: k / splits,
         splits,
         out_rows: g.hidden,
@@ -344,21 +330,13 @@ fn page_major_of(m: &Model, t: usize) -> Option<PageMajor> {
     match t {
         t if t == LayerTensor::O as usize => Some(split(m.q_dim(), shards.attention_o_proj)),
         t if t == LayerTensor::Down as usize => Some(split(g.intermediate, shards.up_gate_down)),
-        t if t == LayerTensor::Gate as usize || t == LayerTensor::Up as usize => Some(PageMajor {
-            paired: true,
-            k: g.hidden,
-            splits: 1,
-            out_rows: g.intermediate,
-        }),
         _ => None,
     }
 }
 
-/// The geometry `k_page_major` stores a matrix in: the producers' pages of it.
+/// A split-K matrix as `k_page_major` stores it: the producers' pages of it.
 #[derive(Clone, Copy)]
-struct PageMajor {
-    /// Gate and up rows in each page (two matrices).
-    paired: bool,
+struct SplitK {
     /// Columns of a K chunk.
     k: u32,
     /// K chunks.

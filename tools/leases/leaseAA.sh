@@ -1,0 +1,10 @@
+#!/bin/bash
+# Lease AA: main as landed (split-K matrices page-major, gate/up row-major pairs) against
+# 6af8708 (.device/mkc_base), alternating processes, `mkc bench models/llama1b_tuned.ron
+# --targets persistent,pdl --trials 2`, three rounds; the GPU tests first.
+LIMIT=200 ARCHIVE=aa.tgz TARGETS=persistent,pdl
+source tools/leases/common.sh
+timeout 150 .device/gpu_test --test-threads 1 > $W/gpu_test.log 2>&1; echo "gpu_test rc=$?"; grep -E "test result|FAILED|panicked" $W/gpu_test.log | head -5; keep
+for r in 1 2 3; do
+    M=.device/mkc_base b base$r; b main$r
+done
