@@ -1,4 +1,5 @@
 #!/bin/bash
+# (Run 2026-12-06; lease Y on an H200, the others on H100s.)
 # Lease U: the eleventh ring slot (norm weights read from L2; docs/perf.md "An eleventh ring
 # slot"). Alternating processes, `mkc bench models/llama1b_tuned.ron --targets persistent,pdl
 # --trials 2`: the binary of edd8958 (.device/mkc_base, 10 slots) against this commit's

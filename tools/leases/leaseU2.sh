@@ -1,4 +1,5 @@
 #!/bin/bash
+# (Run 2026-12-06; lease Y on an H200, the others on H100s.)
 # Lease U2: pdl with the norm weights read from L2 too. Lease U measured this commit's chain
 # kernels 3.5 µs slower than edd8958's (the norm wait moved before the residual loads, the
 # weights preloaded into registers from the producer's shared-memory copy). Alternating

@@ -1,4 +1,5 @@
 #!/bin/bash
+# (Run 2026-12-06; lease Y on an H200, the others on H100s.)
 # Lease V: this commit's kernels (the norm weights read from L2 by every target: the
 # persistent kernel's eleventh slot, the chain's producers without norm copies) against
 # edd8958's (.device/mkc_base), alternating processes, `mkc bench models/llama1b_tuned.ron

@@ -1,4 +1,5 @@
 #!/bin/bash
+# (Run 2026-12-06; lease Y on an H200, the others on H100s.)
 # Lease X: copies per page (`tools/variants/one_copy_pages.py down|up_gate`, .device/oc_*.ron:
 # Tuning(kernels_cu: Some(".device/v_oc_*.cu"))), an ablation timed with --no-check against
 # main (also --no-check), alternating processes, `mkc bench models/llama1b_tuned.ron --targets

@@ -1,4 +1,5 @@
 #!/bin/bash
+# (Run 2026-12-06; lease Y on an H200, the others on H100s.)
 # Lease Y: page-major weights (every page one bulk copy) against 6af8708 (.device/mkc_base),
 # alternating processes, `mkc bench models/llama1b_tuned.ron --targets persistent,pdl --trials
 # 2`, three rounds; the GPU tests first; the transformers check (a checkpoint's weights take

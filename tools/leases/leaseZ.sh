@@ -1,4 +1,5 @@
 #!/bin/bash
+# (Run 2026-12-06; lease Y on an H200, the others on H100s.)
 # Lease Z: which part of page-major weights the H200's persistent step lost 17 µs to (lease
 # Y). Alternating processes, `mkc bench models/llama1b_tuned.ron --targets persistent,pdl
 # --trials 2`: 6af8708 (.device/mkc_base, row-major), main (page-major), main with down
