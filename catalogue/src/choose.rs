@@ -104,6 +104,8 @@ fn choose_at_width(name: &str, g: &Geometry, workload: &Workload) -> Result<Mode
                 chain_only.get_or_insert(m);
             }
             Err(why) => {
+                // Each reason ends a clause of the message below, which adds its own stop.
+                let why = why.trim_end_matches('.').to_string();
                 if !reasons.contains(&why) {
                     reasons.push(why);
                 }
@@ -180,5 +182,23 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("no lowering"), "{err}");
+        assert!(!err.contains(".."), "a reason's stop doubled: {err}");
+    }
+
+    #[test]
+    fn a_row_wider_than_a_page_is_named_once_in_the_refusal() {
+        // Llama-2-13B's hidden size: a gate and an up row of 5120 columns are 20 KiB, more
+        // than a 16 KiB page holds.
+        let mut g = geometry("llama1b");
+        g.hidden = 5120;
+        g.heads = 40;
+        g.kv_heads = 40;
+        g.head_dim = 128;
+        g.intermediate = 13824;
+        let err = choose_lowering("x", &g, &Workload::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("page_bytes"), "{err}");
+        assert!(!err.contains(".."), "a reason's stop doubled: {err}");
     }
 }
