@@ -73,6 +73,13 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
         let host = generate(&model, weights_seed);
         let gpu = Gpu::open().unwrap();
         let runner = Runner::new(gpu, &model, WeightSource::Random(weights_seed)).unwrap();
+        // The weights as the producers read them (page-major split-K matrices), against the
+        // Rust description of a page.
+        let wrong = runner.check_weight_store(&host).unwrap();
+        assert!(
+            wrong.is_empty(),
+            "{name}: weights stored unlike their pages: {wrong:?}"
+        );
         let checks = runner
             .check_operators(&schedule, &host, seed, Duration::from_secs(10))
             .unwrap();

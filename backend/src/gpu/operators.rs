@@ -386,3 +386,49 @@ impl Runner {
         })
     }
 }
+
+impl Runner {
+    /// The weights as the producers read them, against `host` (the same weights, row-major)
+    /// laid out by the Rust description of a page (`mkc_ir::work`): each of the last layer's
+    /// split-K matrices (the O-projection, down) page-major, page p at p x its page's elements
+    /// holding the rows of its K chunk that `MatvecWork` names, and gate and up one buffer, gate's
+    /// rows then up's. Returns the tensors that differ (`k_page_major` and the upload disagree
+    /// with the Rust rule), empty when all agree.
+    pub fn check_weight_store(&self, host: &HostWeights) -> Result<Vec<String>, BackendError> {
+        let m = &self.model;
+        let l = self.layers.len() - 1;
+        let lay = self.layers[l];
+        let mut wrong = Vec::new();
+        for (kind, tensor, ptr) in [
+            (OpKind::OProj, LayerTensor::O, lay.w_o),
+            (OpKind::Down, LayerTensor::Down, lay.w_down),
+        ] {
+            let w = mkc_ir::work::matvec(m, kind).expect("a matvec");
+            let src = host.layer(l, tensor);
+            let ld = (w.k * w.splits) as usize;
+            let (rows, k) = (w.page_rows() as usize, w.k as usize);
+            let mut want = Vec::with_capacity(src.len());
+            for p in 0..w.pages() {
+                let (chunk, row0) = (p / w.chunk_pages(), (p % w.chunk_pages()) * w.page_out());
+                for r in 0..rows {
+                    let at = (row0 as usize + r) * ld + chunk as usize * k;
+                    want.extend_from_slice(&src[at..at + k]);
+                }
+            }
+            let got: Vec<u16> = download(ptr, want.len(), kind.name())?;
+            if got != want {
+                wrong.push(format!("L{l} {}", kind.name()));
+            }
+        }
+        let gate_up = [
+            host.layer(l, LayerTensor::Gate),
+            host.layer(l, LayerTensor::Up),
+        ]
+        .concat();
+        let got: Vec<u16> = download(lay.w_gate_up, gate_up.len(), "w_gate_up")?;
+        if got != gate_up {
+            wrong.push(format!("L{l} w_gate_up"));
+        }
+        Ok(wrong)
+    }
+}
