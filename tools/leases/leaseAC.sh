@@ -3,7 +3,7 @@
 # (lease Y: persistent 803.0, pdl 730.8). Main twice (with pdl), the boundary limit at K = 1
 # and 2 against the H200's unlimited default (the copies it holds back changed this
 # session), traces at K = 16 and 1 with `tools/sm_speeds.py`, and main's ablation ladder. On
-# an H100: main twice and the ladder only. Files: .device/biK.ron (Tuning(
+# an H100: main twice and the ladder only. Files: .device/gpu_test, .device/biK.ron (Tuning(
 # persistent_boundary_inflight: Some(K))), K = 1, 2.
 LIMIT=330 ARCHIVE=ac.tgz
 source tools/leases/common.sh
