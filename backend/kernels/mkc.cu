@@ -173,16 +173,15 @@ extern __shared__ __align__(128) unsigned char smem_raw[];
 // and shared memory): smaller CTAs that let a successor grid's CTA be resident early, pages of
 // 8 KiB, and pages claimed dynamically were all measured slower on the H200 (docs/perf.md).
 
-// Issues cp.async copies of rows [from, to) of a [pos][hd] bf16 cache into `dst`, whose rows
-// are `stride` elements apart (padding keeps per-thread row reads free of bank conflicts), over
-// threads 0 .. NT - 1.
+// Issues cp.async copies of rows [from, to) of a [pos][hd] bf16 cache into `dst`, whose row 0
+// is position `base` (rows unpadded, as in the cache), over threads 0 .. NT - 1.
 template <int NT = ATT_THREADS>
-__device__ void load_kv_rows(bf16* dst, const bf16* cache, int from, int to, int hd, int base, int stride) {
+__device__ void load_kv_rows(bf16* dst, const bf16* cache, int from, int to, int hd, int base) {
     int chunks = hd / 8;
     int total = (to - from) * chunks;
     for (int i = threadIdx.x; i < total; i += NT) {
         int r = from + i / chunks, c = i % chunks;
-        cp_async16(dst + (long)(r - base) * stride + c * 8, cache + (long)r * hd + c * 8);
+        cp_async16(dst + (long)(r - base) * hd + c * 8, cache + (long)r * hd + c * 8);
     }
     cp_async_commit();
 }
@@ -259,8 +258,9 @@ __device__ __forceinline__ void trace_end_stream() {
     trace_end();
 }
 
-// Which pages an operator streams. A page holds `page_rows` rows of `k` columns: either rows
-// [row0, row0 + page_rows) of `w0`, or, when `w1` is set (gate/up), page_rows / 2 rows of each.
+// Which pages an operator streams. A page holds `page_rows` rows of `k` columns: rows
+// [row0, row0 + page_rows) of K chunk `chunk` (page_coords), or, for a gate/up pair,
+// page_rows / 2 rows of each matrix (page_source says where each lies).
 struct Matvec {
     const bf16* w;   // the operator's weights: page p at p x page_rows x k (split-K: k_page_major), or
                      // for gate/up pairs the gate matrix then the up matrix, row-major
@@ -415,6 +415,17 @@ __device__ __forceinline__ void page_coords(const Matvec& v, int p, int& chunk, 
     row0 = (p % per_chunk) * v.page_out;
 }
 
+// Where page p's weights lie (its `half`-th half for a gate/up pair: gate's rows, then up's):
+// one copy's source. A page of an unpaired operator is one run at p x page_rows x k (split-K
+// matrices are stored so: k_page_major); a pair's halves are its rows of the two row-major
+// matrices, gate's then up's.
+__device__ __forceinline__ const bf16* page_source(const Matvec& v, int p, int half) {
+    if (v.page_out == v.page_rows) return v.w + (long)p * v.page_rows * v.k;
+    int chunk, row0;
+    page_coords(v, p, chunk, row0);
+    return v.w + ((long)half * v.out_rows + row0) * v.k;
+}
+
 // Shared memory of a streaming kernel: [full mbarriers | empty mbarriers | input vector (x_len
 // floats) | scratch | page ring]. The RMSNorm weights are read from global memory (L2): the
 // consumers load them in the batch of the residual's loads, so they cost no round trip of
@@ -543,13 +554,11 @@ __device__ int produce(const Stream& s, const Matvec& v, int first, int count, c
         // 6.5 µs more on an H100 (docs/perf.md, leases X and Z). Gate/up pairs stored page-major
         // cost it 4 µs (H100) and, with down, 17 on an H200 (lease Y), and gained pdl 5.
         if (v.page_out != v.page_rows) {
-            int chunk, row0;
-            page_coords(v, first + i, chunk, row0);
             const unsigned half = bytes / 2;
-            bulk_copy_hinted(dst, v.w + (long)row0 * v.k, half, &s.full[slot], policy);
-            bulk_copy_hinted(dst + half / 2, v.w + (long)v.out_rows * v.k + (long)row0 * v.k, half, &s.full[slot], policy);
+            bulk_copy_hinted(dst, page_source(v, first + i, 0), half, &s.full[slot], policy);
+            bulk_copy_hinted(dst + half / 2, page_source(v, first + i, 1), half, &s.full[slot], policy);
         } else {
-            bulk_copy_hinted(dst, v.w + (long)(first + i) * (bytes / 2), bytes, &s.full[slot], policy);
+            bulk_copy_hinted(dst, page_source(v, first + i, 0), bytes, &s.full[slot], policy);
         }
     }
     return count;
@@ -768,12 +777,10 @@ __device__ void warm_l2(const Work& work, const Stream& s, const Matvec& u, int 
         int n = j - skip, slot = warm_slot_of(count, s.slots, n), lap = warm_lap_of(count, s.slots, n);
         if (lap > 0) mbar_wait(&s.full[slot], (lap - 1) & 1);
         bf16* dst = s.ring + (long)slot * (PAGE_BYTES / 2);
-        const unsigned bytes = (unsigned)(u.page_rows * u.k * 2), half = bytes / 2;
-        int chunk, row0;
-        page_coords(u, f + j, chunk, row0);
-        mbar_expect_tx(&s.full[slot], bytes);
-        bulk_copy(dst, u.w + (long)row0 * u.k, half, &s.full[slot]);
-        bulk_copy(dst + half / 2, u.w + (long)u.out_rows * u.k + (long)row0 * u.k, half, &s.full[slot]);
+        const unsigned half = (unsigned)(u.page_rows * u.k);  // bytes of half a gate/up page
+        mbar_expect_tx(&s.full[slot], 2 * half);
+        bulk_copy(dst, page_source(u, f + j, 0), half, &s.full[slot]);
+        bulk_copy(dst + half / 2, page_source(u, f + j, 1), half, &s.full[slot]);
     }
     for (int i = max(skip, j - nslots); i < j; ++i) {
         int n = i - skip;
@@ -790,7 +797,7 @@ constexpr bool WARMS_L2 = true, NO_WARMING = false;         // WARMS
 // X_GLOBAL), then `finish` (consumers only); its page loop is consume<NJ> (NJ: the operator's
 // K_GROUPS_*). `norm`: the operator's RMSNorm weights in global memory (null for none), which
 // `prepare` loads with the residual (stage_sum). `warm`: gate/up pages to warm L2 with
-// (null w0: none), until released or, with `warm_limit`, that many after the own pages landed.
+// (null w: none), until released or, with `warm_limit`, that many after the own pages landed.
 template <int NJ, bool X_GLOBAL, bool WARMS, typename Work, typename Deps, typename Prepare, typename Epilogue,
           typename Finish>
 __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, int x_len, const float* x_global,
@@ -1209,12 +1216,11 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     unsigned smem_bytes;
     unsigned char* smem = work.att_smem(smem_bytes);
     const int C = kv_chunk_of(smem_bytes, hp, hd, m.max_seq);
-    int ks = hd;  // K row stride
     const bf16* kc = L.k_cache + (long)kvh * m.max_seq * hd;
     const bf16* vc = L.v_cache + (long)kvh * m.max_seq * hd;
     // Layout: [K chunk | V chunk | q (hp x hd floats) | scores (hp x max_seq)].
     bf16* kbuf = (bf16*)smem;
-    bf16* vbuf = kbuf + C * ks;
+    bf16* vbuf = kbuf + C * hd;
     float* q = (float*)(vbuf + C * hd);
     float* scores = q + hp * hd;
     int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -1228,16 +1234,16 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     unsigned kv_parity;
     u64* kv_bar = work.kv_history(kv_parity);
     if (!kv_bar) {
-        load_kv_rows<NT>(kbuf, kc, 0, hist, hd, 0, ks);
-        load_kv_rows<NT>(vbuf, vc, 0, hist, hd, 0, hd);
+        load_kv_rows<NT>(kbuf, kc, 0, hist, hd, 0);
+        load_kv_rows<NT>(vbuf, vc, 0, hist, hd, 0);
     }
     mark(MARK_ISSUED);
     deps.issued();
     deps.wait();
     mark(MARK_RELEASED);
     if (hist < first) {  // the current position, written by this step's QKV grid
-        load_kv_rows<NT>(kbuf, kc, hist, first, hd, 0, ks);
-        load_kv_rows<NT>(vbuf, vc, hist, first, hd, 0, hd);
+        load_kv_rows<NT>(kbuf, kc, hist, first, hd, 0);
+        load_kv_rows<NT>(vbuf, vc, hist, first, hd, 0);
     }
     for (int i = tid; i < hp * hd; i += NT) q[i] = L.qkv[qh0 * hd + i];
     float scale = rsqrtf((float)hd);
@@ -1245,7 +1251,7 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
         int end = base + C < len ? base + C : len;
         if (base > 0) {
             body_sync<Work>();
-            load_kv_rows<NT>(kbuf, kc, base, end, hd, base, ks);
+            load_kv_rows<NT>(kbuf, kc, base, end, hd, base);
         }
         cp_async_wait_all();
         if (base == 0 && kv_bar) mbar_wait(kv_bar, kv_parity);
@@ -1259,7 +1265,7 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
         int c = end - base;
         for (int idx = tid; idx < hp * c; idx += NT) {
             int h = idx / c, i = idx % c;
-            scores[h * len + base + i] = k_row_dot(kbuf + (long)i * ks, q + h * hd, hd, i) * scale;
+            scores[h * len + base + i] = k_row_dot(kbuf + (long)i * hd, q + h * hd, hd, i) * scale;
         }
     }
     body_sync<Work>();
@@ -1281,7 +1287,7 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
         int end = base + C < len ? base + C : len;
         if (base > 0) {
             body_sync<Work>();
-            load_kv_rows<NT>(vbuf, vc, base, end, hd, base, hd);
+            load_kv_rows<NT>(vbuf, vc, base, end, hd, base);
         }
         cp_async_wait_all();
         body_sync<Work>();
@@ -1676,8 +1682,10 @@ __device__ void persistent_producer(const Model& m, const Globals& g, const Pers
             bf16* vbuf = kbuf + C * hd;
             u64* bar = persistent_kv_full();
             mbar_expect_tx(bar, (unsigned)(hist * hd * 4));
-            if (hist > 0) bulk_copy(vbuf, L.v_cache + kv0, (unsigned)(hist * hd * 2), bar);
-            if (hist > 0) bulk_copy(kbuf, L.k_cache + kv0, (unsigned)(hist * hd * 2), bar);
+            if (hist > 0) {
+                bulk_copy(vbuf, L.v_cache + kv0, (unsigned)(hist * hd * 2), bar);
+                bulk_copy(kbuf, L.k_cache + kv0, (unsigned)(hist * hd * 2), bar);
+            }
             ++kvs;
             continue;
         }

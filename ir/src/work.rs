@@ -78,6 +78,13 @@ impl MatvecWork {
         self.task_pages as u64 * self.page_weight_bytes()
     }
 
+    /// K chunk and first output row of page `p`: pages are chunk-major, row-minor (the
+    /// kernels' `page_coords`, and the order `k_page_major` stores split-K weights in).
+    pub fn page_coords(&self, p: u32) -> (u32, u32) {
+        let per_chunk = self.chunk_pages();
+        (p / per_chunk, (p % per_chunk) * self.page_out())
+    }
+
     /// K chunk and first output row of task `t`.
     pub fn task_coords(&self, t: u32) -> (u32, u32) {
         let per_chunk = self.chunk_tasks();
@@ -138,4 +145,37 @@ pub fn residual_share(t: u32, tasks: u32, len: u32) -> (u32, u32) {
     let groups = len.div_ceil(4) as u64;
     let at = |i: u32| ((i as u64 * groups / tasks.max(1) as u64) as u32 * 4).min(len);
     (at(t), at(t + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pages and tasks are ordered alike (chunk-major, row-minor): a task's first page is at
+    /// the task's K chunk and first row, and the pages of a chunk tile its rows in order.
+    #[test]
+    fn a_tasks_first_page_is_where_the_task_starts() {
+        for (name, text) in crate::embedded::MODELS {
+            let model = Model::parse(name, text).unwrap();
+            for kind in MATVECS {
+                let Some(w) = matvec(&model, kind) else {
+                    continue;
+                };
+                for t in 0..w.tasks() {
+                    assert_eq!(
+                        w.page_coords(t * w.task_pages),
+                        w.task_coords(t),
+                        "{name} {kind:?} task {t}"
+                    );
+                }
+                for p in 0..w.pages() {
+                    let (chunk, row0) = w.page_coords(p);
+                    assert!(
+                        chunk < w.splits && row0 + w.page_out() <= w.out_rows,
+                        "{name} {kind:?} page {p}"
+                    );
+                }
+            }
+        }
+    }
 }

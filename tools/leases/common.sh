@@ -1,6 +1,6 @@
 # Sourced by the lease scripts: the device's CUDA libraries, the carried binary, a log folder
 # ($W, archived into $OUT by the script's last line, or after every step with ARCHIVE set:
-# see `keep`) and `b NAME [ARGS]`, one interleaved
+# see `keep`), `gpu_tests` and `b NAME [ARGS]`, one interleaved
 # `mkc bench MODEL --targets $TARGETS --trials 2 ARGS` (TARGETS: persistent unless set) whose
 # log is $W/NAME.log and whose summary lines are printed. No bench starts after $LIMIT s
 # (480 unless set), so that the archive comes back within the call.
@@ -12,6 +12,12 @@ b() {
     [ $SECONDS -gt ${LIMIT:-480} ] && { echo "$n skipped (time)"; return; }
     timeout 80 $M bench $T --targets ${TARGETS:-persistent} --trials 2 "$@" > $W/$n.log 2>&1; echo "$n rc=$? t=$SECONDS"
     grep -E "floor|^  persistent|^  pdl|FAIL|rror|stall" $W/$n.log | sed 's/.*read bandwidth/bw/'
+    keep
+}
+# The GPU tests (.device/gpu_test, README), their log $W/gpu_test.log and its summary printed.
+gpu_tests() {
+    timeout 150 .device/gpu_test --test-threads 1 > $W/gpu_test.log 2>&1; echo "gpu_test rc=$?"
+    grep -E "test result|FAILED|panicked" $W/gpu_test.log | head -5
     keep
 }
 # With ARCHIVE set, the logs so far into $OUT/$ARCHIVE (a call cut short still brings them back).

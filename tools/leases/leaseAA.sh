@@ -5,7 +5,7 @@
 # --targets persistent,pdl --trials 2`, three rounds; the GPU tests first.
 LIMIT=200 ARCHIVE=aa.tgz TARGETS=persistent,pdl
 source tools/leases/common.sh
-timeout 150 .device/gpu_test --test-threads 1 > $W/gpu_test.log 2>&1; echo "gpu_test rc=$?"; grep -E "test result|FAILED|panicked" $W/gpu_test.log | head -5; keep
+gpu_tests
 for r in 1 2 3; do
     M=.device/mkc_base b base$r; b main$r
 done

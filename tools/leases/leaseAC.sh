@@ -9,7 +9,7 @@ LIMIT=330 ARCHIVE=ac.tgz
 source tools/leases/common.sh
 # First the GPU tests: the operator test's weight-store check (Runner::check_weight_store) was
 # written after the thirtieth session's last lease and has not run on a GPU.
-timeout 150 .device/gpu_test --test-threads 1 > $W/gpu_test.log 2>&1; echo "gpu_test rc=$?"; grep -E "test result|FAILED|panicked" $W/gpu_test.log | head -5; keep
+gpu_tests
 if ! grep -q H200 $W/gpu.txt; then
     TARGETS=persistent,pdl b main_a; b main_b
     timeout 200 $M bench $T --targets persistent,pdl --trials 1 --ablate > $W/ablate.log 2>&1; echo "ablate rc=$?"; tail -22 $W/ablate.log; keep

@@ -6,7 +6,7 @@
 # the upload path into the page-major store) last. docs/perf.md "Page-major weights".
 LIMIT=260 ARCHIVE=y.tgz TARGETS=persistent,pdl
 source tools/leases/common.sh
-timeout 150 .device/gpu_test --test-threads 1 > $W/gpu_test.log 2>&1; echo "gpu_test rc=$?"; grep -E "test result|FAILED|panicked" $W/gpu_test.log | head -5; keep
+gpu_tests
 for r in 1 2 3; do
     M=.device/mkc_base b base$r; b new$r
 done

@@ -7,7 +7,7 @@
 # again (`natural_layout.py up_gate`, .device/nat_up_gate.ron), two rounds; the GPU tests first.
 LIMIT=250 ARCHIVE=z.tgz TARGETS=persistent,pdl
 source tools/leases/common.sh
-timeout 150 .device/gpu_test --test-threads 1 > $W/gpu_test.log 2>&1; echo "gpu_test rc=$?"; grep -E "test result|FAILED|panicked" $W/gpu_test.log | head -5; keep
+gpu_tests
 for r in 1 2; do
     M=.device/mkc_base b base$r; b pm$r; b natd$r --tune .device/nat_down.ron; b natug$r --tune .device/nat_up_gate.ron
 done

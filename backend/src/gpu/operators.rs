@@ -409,7 +409,7 @@ impl Runner {
             let (rows, k) = (w.page_rows() as usize, w.k as usize);
             let mut want = Vec::with_capacity(src.len());
             for p in 0..w.pages() {
-                let (chunk, row0) = (p / w.chunk_pages(), (p % w.chunk_pages()) * w.page_out());
+                let (chunk, row0) = w.page_coords(p);
                 for r in 0..rows {
                     let at = (row0 as usize + r) * ld + chunk as usize * k;
                     want.extend_from_slice(&src[at..at + k]);

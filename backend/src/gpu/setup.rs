@@ -163,23 +163,28 @@ impl Runner {
         let g = &m.geometry;
         let specs = layout(&m);
         let (hidden, inter) = (g.hidden as usize, g.intermediate as usize);
-        // The split-K matrices (the O-projection, down) arrive row-major (generated or
-        // uploaded) in a scratch buffer and are stored page-major (`k_page_major`), as the
+        // The split-K matrices (the O-projection, down, where split) arrive row-major (generated
+        // or uploaded) in a scratch buffer and are stored page-major (`k_page_major`), as the
         // producers copy them: one copy per page. Gate and up are one buffer, gate's rows then
-        // up's (a page holds matching rows of both). QKV's and the LM head's row-major layout is
-        // already their page-major one.
+        // up's (a page holds matching rows of both). The other matrices' row-major layout is
+        // already their page-major one (whole rows, one K chunk).
         let mat = hidden * inter;
-        let scratch = DevBuf::new(
-            mat.max(hidden * m.q_dim() as usize) * 2,
-            "page-major scratch",
-        )?;
+        let scratch_bytes = [LayerTensor::O, LayerTensor::Down]
+            .into_iter()
+            .filter_map(|t| split_k_of(&m, t as usize))
+            .map(|sk| (sk.out_rows * sk.k * sk.splits) as usize * 2)
+            .max();
+        let scratch = scratch_bytes
+            .map(|bytes| DevBuf::new(bytes, "page-major scratch"))
+            .transpose()?;
+        let scratch_ptr = scratch.as_ref().map_or(0, |b| b.ptr);
         let mut gate_up = 0u64;
         let mut ptrs = Vec::with_capacity(specs.len());
         for (i, s) in specs.iter().enumerate() {
             let tensor = (i < g.layers as usize * PER_LAYER).then_some(i % PER_LAYER);
             let split = tensor.and_then(|t| split_k_of(&m, t));
             let p = match tensor {
-                _ if split.is_some() => scratch.ptr,
+                _ if split.is_some() => scratch_ptr,
                 Some(t) if t == LayerTensor::Gate as usize => {
                     gate_up = self.alloc(2 * mat * 2, &s.name.replace("w_gate", "w_gate_up"))?;
                     gate_up
@@ -196,7 +201,7 @@ impl Runner {
             let p = match split {
                 Some(pages) => {
                     let out = self.alloc(s.len() as usize * 2, &s.name)?;
-                    self.page_major(scratch.ptr, out, pages, &s.name)?;
+                    self.page_major(scratch_ptr, out, pages, &s.name)?;
                     out
                 }
                 None => p,
@@ -272,14 +277,26 @@ impl Runner {
         ];
         // SAFETY: the argument list matches the kernel's signature; `a` and `out` hold
         // out_rows x splits x k bf16 each.
-        check(
-            unsafe {
-                result::launch_kernel(f, (1024, 1, 1), (256, 1, 1), 0, self.stream, &mut args)
-            },
-            "cuLaunchKernel",
-            "k_page_major",
-        )?;
+        unsafe { self.launch_setup(f, "k_page_major", &mut args)? };
         self.sync(what)
+    }
+
+    /// Launches one of the setup kernels (`k_fill_*`, `k_page_major`: grid-stride loops, so any
+    /// grid covers their data) on the runner's stream.
+    ///
+    /// # Safety
+    /// `args` matches `f`'s signature, and the buffers they name hold what `f` touches.
+    unsafe fn launch_setup(
+        &self,
+        f: sys::CUfunction,
+        name: &str,
+        args: &mut [*mut c_void],
+    ) -> Result<(), BackendError> {
+        check(
+            unsafe { result::launch_kernel(f, (1024, 1, 1), (256, 1, 1), 0, self.stream, args) },
+            "cuLaunchKernel",
+            name,
+        )
     }
 
     fn fill(
@@ -307,18 +324,13 @@ impl Runner {
             args.push(arg(&mut shift));
         }
         // SAFETY: the argument list matches the kernel's signature; `out` holds n bf16.
-        check(
-            unsafe {
-                result::launch_kernel(f, (1024, 1, 1), (256, 1, 1), 0, self.stream, &mut args)
-            },
-            "cuLaunchKernel",
-            name,
-        )
+        unsafe { self.launch_setup(f, name, &mut args) }
     }
 }
 
 /// The split-K geometry of layer tensor `t` of `m` (`LayerTensor` as usize), which
-/// `k_page_major` stores it by: the O-projection and down. None for the others.
+/// `k_page_major` stores it by: the O-projection and down where their K is split. None for the
+/// others, and for an unsplit one, whose row-major layout is its page-major one.
 fn split_k_of(m: &Model, t: usize) -> Option<SplitK> {
     let g = &m.geometry;
     let shards = &m.lowering.vtp_shards;
@@ -332,6 +344,7 @@ fn split_k_of(m: &Model, t: usize) -> Option<SplitK> {
         t if t == LayerTensor::Down as usize => Some(split(g.intermediate, shards.up_gate_down)),
         _ => None,
     }
+    .filter(|sk| sk.splits > 1)
 }
 
 /// A split-K matrix as `k_page_major` stores it: the producers' pages of it.
