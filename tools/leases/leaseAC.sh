@@ -1,5 +1,5 @@
 #!/bin/bash
-# Lease AC (not yet run): main on the H200, where the thirtieth session measured only 6af8708
+# (Run 2026-12-06 on an H100: the H100 branch.) Lease AC: main on the H200, where the thirtieth session measured only 6af8708
 # (lease Y: persistent 803.0, pdl 730.8). Main twice (with pdl), the boundary limit at K = 1
 # and 2 against the H200's unlimited default (the copies it holds back changed this
 # session), traces at K = 16 and 1 with `tools/sm_speeds.py`, and main's ablation ladder. On

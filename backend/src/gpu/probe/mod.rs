@@ -3,8 +3,8 @@
 //! share an SM ([`coresidency`]), how long an L2 hit takes while HBM streams ([`latency`]),
 //! how fast weight pages held in L2 stream ([`l2`]), two matvec engines alone ([`matvec`]),
 //! whether dealing pages in contiguous runs streams slower than the floor's sweep ([`partition`]),
-//! and how long the operators' own page loop (a kernel of `mkc.cu`) takes over landed pages
-//! ([`pages`]).
+//! how long the operators' own page loop (a kernel of `mkc.cu`) takes over landed pages
+//! ([`pages`]), and how fast each SM streams while all do ([`sm_speeds`]).
 
 mod coresidency;
 mod l2;
@@ -13,6 +13,7 @@ mod matvec;
 mod occupancy;
 mod pages;
 mod partition;
+mod sm_speeds;
 
 use std::ffi::c_void;
 
@@ -38,6 +39,7 @@ pub use pages::{
     PAGE_MATH_STREAM_CASES,
 };
 pub use partition::{probe_partition, PartitionProbe, PartitionRow, PARTITION_REPEATS};
+pub use sm_speeds::{probe_sm_speeds, SmSpeedProbe, SM_SPEED_REPEATS};
 
 /// Longest a probe waits for its kernels (each runs milliseconds; the longest, a 3 ms stream
 /// and the L2 evictions, well under a second).
