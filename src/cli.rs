@@ -112,9 +112,6 @@ pub struct ProbeArgs {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
-    /// `sm-speeds`: also write the speeds to this file, for `--sm-speeds`.
-    #[arg(short = 'o', long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
 }
 
 /// The probes.
@@ -144,9 +141,8 @@ pub enum ProbeWhat {
     /// streams slower than the floor's interleaved sweep, and how far the slowest SM's share
     /// trails the median, on down, up/gate and LM-head sizes.
     Partition,
-    /// How fast each SM streams while every SM streams: the speeds (relative to the mean, by
-    /// the rank of each SM's `%smid`) that `--sm-speeds` deals the persistent target's tasks
-    /// by. `-o FILE` writes them.
+    /// How fast each SM streams while every SM streams (a persistent ring's 11 bulk copies in
+    /// flight each): its rate and its speed relative to the mean, by `%smid`.
     SmSpeeds,
 }
 
@@ -213,11 +209,6 @@ pub struct GpuRunArgs {
     /// Tuning knobs (a `Tuning(...)` RON file) replacing the model file's `tuning` section.
     #[arg(long, value_name = "FILE")]
     pub tune: Option<PathBuf>,
-    /// Per-SM streaming speeds of this GPU (`mkc probe sm-speeds -o FILE`): the persistent
-    /// target's round robin then gives each SM a share of every operator in proportion to its
-    /// speed.
-    #[arg(long, value_name = "FILE")]
-    pub sm_speeds: Option<PathBuf>,
     /// Seconds a decode step may take before the watchdog stops the run (at most a day).
     #[arg(long, default_value_t = 10.0, allow_negative_numbers = true, value_parser = seconds)]
     pub watchdog: f64,
@@ -450,11 +441,6 @@ pub struct SetupArgs {
     /// Override the device's SM count (1 to 4096).
     #[arg(long, allow_negative_numbers = true, value_parser = sms)]
     pub sms: Option<u32>,
-    /// Per-SM streaming speeds of this GPU (`mkc probe sm-speeds -o FILE`): the persistent
-    /// target's round robin then gives each SM a share of every operator in proportion to its
-    /// speed.
-    #[arg(long, value_name = "FILE")]
-    pub sm_speeds: Option<PathBuf>,
     /// Trigger placement of the pdl target (default: early).
     #[arg(long, value_enum)]
     pub trigger: Option<TriggerArg>,

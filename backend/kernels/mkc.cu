@@ -1538,26 +1538,6 @@ extern "C" __global__ void __launch_bounds__(256)
 #if defined(MKC_PERSISTENT)
 #define PERSISTENT_THREADS THREADS
 
-__device__ __forceinline__ unsigned sm_id() {
-    unsigned sm;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-    return sm;
-}
-
-// The SMs a grid of one CTA per SM runs on (the host builds the persistent kernel's SM table
-// from them): CTA b writes its %smid to smids[b], then waits, at most `limit_ns`, until every
-// CTA has arrived, and writes in seen[b] whether all had: where every CTA saw all, they were
-// resident together, so no two ran on one SM one after the other.
-extern "C" __global__ void k_smids(unsigned* smids, unsigned* seen, unsigned* arrived, u64 limit_ns) {
-    if (threadIdx.x != 0) return;
-    smids[blockIdx.x] = sm_id();
-    atomicAdd(arrived, 1u);
-    const u64 t0 = globaltimer();
-    while (*(volatile unsigned*)arrived < gridDim.x && globaltimer() - t0 < limit_ns) {
-    }
-    seen[blockIdx.x] = *(volatile unsigned*)arrived >= gridDim.x;
-}
-
 __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
     unsigned v;
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -1655,7 +1635,7 @@ struct CounterDeps {
                     }
                     if (globaltimer() - start > p.watchdog_ns) {
                         if (atomicCAS(p.stall, 0ull, 1ull) == 0ull) {
-                            p.stall[1] = p.sm_table[sm_id()].z;  // the stream
+                            p.stall[1] = blockIdx.x;
                             p.stall[2] = index;
                             p.stall[3] = w.counter;
                             p.stall[4] = ((u64)v << 32) | target;
@@ -1778,12 +1758,7 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
     __shared__ int kv_s;         // the KV history copy the next attention instruction reads
     __shared__ int left_s;       // the consumers have left the loop
     __shared__ int boundary_s;   // the consumers are between two instructions (CounterDeps)
-    // The stream of the SM this CTA landed on (one CTA per SM: the host's launch guarantees
-    // it); an SM the table does not know runs nothing, and the stream it lacks is reported by
-    // the watchdog of the instructions that wait on it.
-    const unsigned sm = sm_id();
-    const int4 mine = sm < p.sm_table_len ? p.sm_table[sm] : make_int4(0, 0, -1, 0);
-    const int begin = mine.x, end = mine.y;
+    const int begin = p.stream_start[blockIdx.x], end = p.stream_start[blockIdx.x + 1];
     if (threadIdx.x == 0) {
         m = mp;
         g = gp;

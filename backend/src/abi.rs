@@ -131,11 +131,7 @@ abi_struct! {
         layers: u64 = "const Layer* layers",
         instrs: u64 = "const Instr* instrs",
         refs: u64 = "const CounterRef* refs",
-        // By the rank of each SM's %smid among the GPU's: (first instruction, end, stream, 0)
-        // of the stream that SM runs (a CTA takes its stream by the SM it landed on, so that a
-        // schedule placed by SM speed runs on the SMs it was placed for); sm_table_len entries.
-        sm_table: u64 = "const int4* sm_table",
-        sm_table_len: u64 = "unsigned long long sm_table_len",
+        stream_start: u64 = "const int* stream_start",
         counters: u64 = "unsigned* counters",
         epoch: u64 = "unsigned* epoch",
         exited: u64 = "unsigned* exited",
@@ -662,7 +658,7 @@ mod tests {
             assert!(h.contains(&format!("->{f})) == ")), "{f} unchecked");
         }
         // Model, Globals, Layer, Instr, CounterRef, Persistent.
-        assert_eq!(h.matches("__INTADDR__").count(), 15 + 8 + 18 + 8 + 2 + 11);
+        assert_eq!(h.matches("__INTADDR__").count(), 15 + 8 + 18 + 8 + 2 + 10);
         assert_eq!(h.matches("sizeof(").count(), 6);
         // The persistent kernel's operator ids are the catalogue's entry-point indices.
         for (i, (_, kind)) in mkc_catalogue::ENTRY_POINTS.iter().enumerate() {

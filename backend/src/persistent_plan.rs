@@ -100,30 +100,3 @@ pub fn encode(schedule: &Schedule, model: &Model, sms: u32) -> Result<EncodedPla
     }
     Ok(out)
 }
-
-/// The persistent kernel's SM table (`KPersistent::sm_table`): for each `%smid` up to the
-/// largest of `smids` (the SMs of this GPU, one per stream, in any order), the instruction range
-/// and index of the stream it runs: stream `r` on the SM of the `r`-th smallest `%smid` (the
-/// rank `DeviceProfile::sm_speeds` is indexed by); `(0, 0, -1, 0)` for an id no SM has.
-pub fn sm_table(stream_start: &[i32], smids: &[u32]) -> Result<Vec<[i32; 4]>, BackendError> {
-    let streams = stream_start.len().saturating_sub(1);
-    let mut sorted = smids.to_vec();
-    sorted.sort_unstable();
-    if sorted.len() != streams || sorted.windows(2).any(|w| w[0] == w[1]) {
-        return Err(refuse(format!(
-            "{} CTAs of one per SM reported {} distinct SM ids for {streams} streams",
-            smids.len(),
-            {
-                let mut d = sorted.clone();
-                d.dedup();
-                d.len()
-            }
-        )));
-    }
-    let len = sorted.last().map_or(0, |&m| m as usize + 1);
-    let mut table = vec![[0, 0, -1, 0]; len];
-    for (rank, &sm) in sorted.iter().enumerate() {
-        table[sm as usize] = [stream_start[rank], stream_start[rank + 1], rank as i32, 0];
-    }
-    Ok(table)
-}

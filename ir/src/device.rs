@@ -241,13 +241,6 @@ pub struct DeviceProfile {
     /// on an H200, docs/perf.md). Numeric knobs only.
     #[serde(default, skip_serializing_if = "crate::model::Tuning::is_default")]
     pub tuning: crate::model::Tuning,
-    /// Each SM's streaming speed relative to the mean, by the rank of its `%smid` (`mkc probe
-    /// sm-speeds`; empty: all equal). Under full load some SMs of one chip stream 20-25% faster
-    /// than others, always the same ones (docs/perf.md), so the persistent placement gives
-    /// each SM a share of an operator's tasks in proportion to its speed. A property of one
-    /// chip, not of a model of card: measured per GPU, given with `--sm-speeds`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub sm_speeds: Vec<f64>,
 }
 
 impl DeviceProfile {
@@ -304,7 +297,6 @@ impl DeviceProfile {
         ] {
             check_latency(file, field, v)?;
         }
-        check_sm_speeds(file, "sm_speeds", &self.sm_speeds, self.sms)?;
         self.validate_limits(file)
     }
 
@@ -387,31 +379,10 @@ impl DeviceProfile {
         self.read_bandwidth_gbps / self.sms as f64
     }
 
-    /// The same profile with a different SM count (the `--sms` override). Per-SM speeds
-    /// describe the SMs they were measured on, so another count drops them.
+    /// The same profile with a different SM count (the `--sms` override).
     pub fn with_sms(mut self, sms: u32) -> DeviceProfile {
-        if sms != self.sms {
-            self.sm_speeds.clear();
-        }
         self.sms = sms;
         self
-    }
-
-    /// The same profile with the SM speeds `speeds` (of a file `file` names), which must be
-    /// one per SM of this profile.
-    pub fn with_sm_speeds(
-        mut self,
-        speeds: &SmSpeeds,
-        file: &str,
-    ) -> Result<DeviceProfile, InputError> {
-        check_sm_speeds(file, "speeds", &speeds.speeds, self.sms)?;
-        self.sm_speeds = speeds.speeds.clone();
-        Ok(self)
-    }
-
-    /// SM `sm`'s streaming speed relative to the mean (1 without measured speeds).
-    pub fn sm_speed(&self, sm: usize) -> f64 {
-        self.sm_speeds.get(sm).copied().unwrap_or(1.0)
     }
 }
 
@@ -438,79 +409,6 @@ pub fn check_latency(file: &str, field: &str, v: f64) -> Result<(), InputError> 
             field,
             format!("{v} is not a latency from 0 to {MAX_LATENCY_NS:e} ns"),
             "give the latency in nanoseconds",
-        ));
-    }
-    Ok(())
-}
-
-/// Slowest and fastest relative SM speed accepted: a measured spread is within +-30%; beyond
-/// these bounds a figure is a failed measurement, not a slow SM.
-pub const SM_SPEED_RANGE: (f64, f64) = (0.25, 4.0);
-
-/// Per-SM streaming speeds of one GPU (`mkc probe sm-speeds -o FILE`, read by `--sm-speeds
-/// FILE`): relative to their mean, by the rank of each SM's `%smid`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SmSpeeds {
-    /// The GPU they were measured on (its driver name), for the reader.
-    pub gpu: String,
-    /// One speed per SM, by `%smid` rank, mean 1.
-    pub speeds: Vec<f64>,
-}
-
-impl SmSpeeds {
-    /// Parses and checks an SM speeds file; `file` names it in errors.
-    pub fn parse(file: &str, text: &str) -> Result<SmSpeeds, InputError> {
-        let s: SmSpeeds = ron::from_str(text)
-            .map_err(|e| InputError::from_ron(crate::FileKind::SmSpeeds, file, text, &e))?;
-        if s.speeds.is_empty() {
-            return Err(InputError::invalid(
-                file,
-                "speeds",
-                "it is empty",
-                "measure the GPU's SMs with `mkc probe sm-speeds -o FILE`",
-            ));
-        }
-        check_sm_speeds(file, "speeds", &s.speeds, s.speeds.len() as u32)?;
-        Ok(s)
-    }
-
-    /// Speeds from per-SM rates in any unit (by `%smid` rank), scaled to mean 1.
-    pub fn from_rates(gpu: &str, rates: &[f64]) -> SmSpeeds {
-        let mean = rates.iter().sum::<f64>() / rates.len().max(1) as f64;
-        SmSpeeds {
-            gpu: gpu.to_string(),
-            speeds: rates.iter().map(|r| r / mean).collect(),
-        }
-    }
-}
-
-/// Checks per-SM speeds (`field` of `file`): none, or one per SM of `sms`, each within
-/// [`SM_SPEED_RANGE`].
-fn check_sm_speeds(file: &str, field: &str, speeds: &[f64], sms: u32) -> Result<(), InputError> {
-    if speeds.is_empty() {
-        return Ok(());
-    }
-    if speeds.len() != sms as usize {
-        return Err(InputError::invalid(
-            file,
-            field,
-            format!("it has {} speeds for a GPU of {sms} SMs", speeds.len()),
-            "measure this GPU's SMs with `mkc probe sm-speeds -o FILE` (one speed per SM)",
-        ));
-    }
-    let (lo, hi) = SM_SPEED_RANGE;
-    if let Some((i, v)) = speeds
-        .iter()
-        .enumerate()
-        .find(|(_, v)| !(v.is_finite() && (lo..=hi).contains(*v)))
-    {
-        return Err(InputError::invalid(
-            file,
-            format!("{field}[{i}]"),
-            format!("{v} is outside {lo} to {hi}"),
-            "give each SM's speed relative to the mean (1.0 is the mean), as `mkc probe \
-             sm-speeds` writes it",
         ));
     }
     Ok(())

@@ -22,8 +22,6 @@ pub enum FileKind {
     CheckpointConfig,
     /// A tuning file (`--tune FILE`).
     Tuning,
-    /// Per-SM streaming speeds (`--sm-speeds FILE`).
-    SmSpeeds,
 }
 
 impl FileKind {
@@ -36,7 +34,6 @@ impl FileKind {
             FileKind::Schedule => "Schedule file format",
             FileKind::CheckpointConfig => "Checkpoints",
             FileKind::Tuning => "Tuning knobs",
-            FileKind::SmSpeeds => "SM speeds",
         }
     }
 
@@ -49,7 +46,6 @@ impl FileKind {
             FileKind::Schedule => "schedule",
             FileKind::CheckpointConfig => "checkpoint config",
             FileKind::Tuning => "tuning file",
-            FileKind::SmSpeeds => "SM speeds file",
         }
     }
 

@@ -69,10 +69,6 @@ pub fn expects(kind: FileKind, field: &str) -> Option<String> {
         FileKind::Tuning => model_range(&format!("tuning.{field}"))
             .map(|(lo, hi)| format!("a whole number from {lo} to {hi}")),
         FileKind::Device | FileKind::Sweep => crate::device::expects(field),
-        FileKind::SmSpeeds => (field.starts_with("speeds")).then(|| {
-            let (lo, hi) = crate::device::SM_SPEED_RANGE;
-            format!("a list of numbers from {lo} to {hi}, one per SM")
-        }),
         FileKind::Schedule | FileKind::CheckpointConfig => None,
     }
 }

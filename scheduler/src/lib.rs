@@ -81,9 +81,7 @@ pub fn schedule_graph(
     let (policy, plan) = match options.target {
         Target::Persistent => {
             let cost = CostModel::new(&graph, device);
-            let speeds = &device.sm_speeds;
-            let (assignment, report) =
-                assign(&graph, &cost, sms, speeds, options.policy, &options.ilp);
+            let (assignment, report) = assign(&graph, &cost, sms, options.policy, &options.ilp);
             ilp = report;
             // The streams and the cost-model figures (bound, estimates) are independent: the
             // two run side by side.
@@ -93,10 +91,7 @@ pub fn schedule_graph(
                 // The ILP policy is compared against the heuristics; others report themselves.
                 let compared: Vec<(Policy, Assignment)> = if options.policy == Policy::Ilp {
                     vec![
-                        (
-                            Policy::RoundRobin,
-                            policy::round_robin::assign(&graph, sms, speeds),
-                        ),
+                        (Policy::RoundRobin, policy::round_robin::assign(&graph, sms)),
                         (Policy::List, policy::list::assign(&graph, &cost, sms)),
                     ]
                 } else {
@@ -161,18 +156,16 @@ pub fn schedule_graph(
     }
 }
 
-/// Runs one persistent policy. `speeds` (one per SM, or empty) size round robin's runs by the
-/// speed of the SM each goes to; the list and ILP policies place equal runs by their own model.
+/// Runs one persistent policy.
 pub fn assign(
     graph: &TaskGraph,
     cost: &CostModel,
     sms: usize,
-    speeds: &[f64],
     policy: Policy,
     ilp: &IlpOptions,
 ) -> (Assignment, Option<IlpReport>) {
     match policy {
-        Policy::RoundRobin => (policy::round_robin::assign(graph, sms, speeds), None),
+        Policy::RoundRobin => (policy::round_robin::assign(graph, sms), None),
         Policy::List => (policy::list::assign(graph, cost, sms), None),
         Policy::Ilp => {
             let (a, r) = policy::ilp::assign(graph, cost, sms, ilp);

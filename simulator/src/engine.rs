@@ -1,11 +1,10 @@
 //! The discrete-event core: a time-ordered event queue and a fluid bandwidth pool.
 //!
-//! Streaming reads are *flows*: each active flow of weight `w` (its SM's relative speed, 1 where
-//! none was measured) is served at `w x min(per_flow_cap, bandwidth / total active weight)`, so
-//! bandwidth is shared among the SMs that are streaming in proportion to their speeds. Because
-//! every flow progresses at its weight times one rate, the pool keeps a single cumulative
-//! "service per unit weight" counter and each flow finishes when the counter reaches its
-//! target: O(log n) per event.
+//! Streaming reads are *flows*: every active flow is served at the same rate,
+//! `min(per_flow_cap, bandwidth / active_flows)`, so bandwidth is shared among the SMs that are
+//! streaming. Because all active flows progress at one rate, the pool keeps a single cumulative
+//! "service" counter and each flow finishes when the counter reaches its target: O(log n) per
+//! event.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
@@ -72,17 +71,14 @@ pub struct Pool<F> {
     bandwidth: f64,
     /// Most one flow can draw, bytes per ns.
     per_flow_cap: f64,
-    /// Service a flow of weight 1 has received since the start, in bytes.
+    /// Service each active flow has received since the start, in bytes.
     service: f64,
     /// Time `service` was last brought up to date.
     updated_at: f64,
     /// Active flows by the service at which they finish.
     finishing: BinaryHeap<Reverse<(Time, u64)>>,
     tags: Vec<Option<F>>,
-    weights: Vec<f64>,
     active: usize,
-    /// Sum of the active flows' weights.
-    active_weight: f64,
     /// Bytes served so far (for achieved-bandwidth accounting).
     pub bytes_served: f64,
 }
@@ -97,19 +93,16 @@ impl<F> Pool<F> {
             updated_at: 0.0,
             finishing: BinaryHeap::new(),
             tags: Vec::new(),
-            weights: Vec::new(),
             active: 0,
-            active_weight: 0.0,
             bytes_served: 0.0,
         }
     }
 
-    /// The rate of a flow of weight 1.
     fn rate(&self) -> f64 {
         if self.active == 0 {
             0.0
         } else {
-            self.per_flow_cap.min(self.bandwidth / self.active_weight)
+            self.per_flow_cap.min(self.bandwidth / self.active as f64)
         }
     }
 
@@ -117,26 +110,18 @@ impl<F> Pool<F> {
         let dt = (now - self.updated_at).max(0.0);
         let r = self.rate();
         self.service += r * dt;
-        self.bytes_served += r * dt * self.active_weight;
+        self.bytes_served += r * dt * self.active as f64;
         self.updated_at = now;
     }
 
-    /// Starts a flow of `bytes` at `now`, tagged `tag`, of weight 1.
+    /// Starts a flow of `bytes` at `now`, tagged `tag`.
     pub fn start(&mut self, now: f64, bytes: f64, tag: F) {
-        self.start_weighted(now, bytes, 1.0, tag);
-    }
-
-    /// Starts a flow of `bytes` at `now`, tagged `tag`, served at `weight` (> 0) times a
-    /// weight-1 flow's rate.
-    pub fn start_weighted(&mut self, now: f64, bytes: f64, weight: f64, tag: F) {
         self.advance(now);
         let id = self.tags.len() as u64;
         self.tags.push(Some(tag));
-        self.weights.push(weight);
         self.finishing
-            .push(Reverse((Time(self.service + bytes.max(0.0) / weight), id)));
+            .push(Reverse((Time(self.service + bytes.max(0.0)), id)));
         self.active += 1;
-        self.active_weight += weight;
     }
 
     /// When the next flow finishes, if any is active.
@@ -151,12 +136,6 @@ impl<F> Pool<F> {
         self.advance(now);
         let Reverse((_, id)) = self.finishing.pop().expect("an active flow");
         self.active -= 1;
-        // Exactly 0 when idle, so that rounding never leaves a phantom weight behind.
-        self.active_weight = if self.active == 0 {
-            0.0
-        } else {
-            self.active_weight - self.weights[id as usize]
-        };
         self.tags[id as usize]
             .take()
             .expect("each flow finishes once")

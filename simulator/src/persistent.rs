@@ -249,7 +249,7 @@ pub fn simulate(
             }
             if bytes > 0.0 {
                 st.loading = true;
-                pool.start_weighted(now, bytes, device.sm_speed(sm), (sm, j));
+                pool.start(now, bytes, (sm, j));
             } else {
                 st.loads[j].landed = true;
                 st.loads[j].landed_at = now;

@@ -37,9 +37,6 @@ pub struct Session {
     pub policy: Policy,
     /// The schedule file's schedule, when one was given.
     loaded: Option<Schedule>,
-    /// `--sm-speeds`: this GPU's per-SM speeds and the file they came from, applied to its
-    /// profile.
-    sm_speeds: Option<(String, mkc_ir::device::SmSpeeds)>,
 }
 
 /// The embedded profile of the GPU the driver calls `gpu_name` (an H100 compiles, predicts and
@@ -76,7 +73,6 @@ impl Source {
                     ("--trigger", args.trigger.is_some()),
                     ("--policy", args.policy.is_some()),
                     ("--tune", args.tune.is_some()),
-                    ("--sm-speeds", args.sm_speeds.is_some()),
                 ],
             )?;
             let model = s.model.clone().ok_or_else(|| {
@@ -154,11 +150,6 @@ impl Session {
                     .into(),
             ));
         }
-        // Read before the GPU is opened, so that a bad file is refused on any machine.
-        let sm_speeds = match &args.sm_speeds {
-            Some(path) => Some(super::read_sm_speeds(path)?),
-            None => None,
-        };
         let (seed, host) = match weights::parse_seed(&args.weights) {
             Some(seed) => (Some(seed), None),
             None if args.weights.starts_with("random:") => {
@@ -215,7 +206,6 @@ impl Session {
             trigger: args.trigger.map_or(Trigger::Early, Trigger::from),
             policy: args.policy.map_or(Policy::RoundRobin, Policy::from),
             loaded,
-            sm_speeds,
         })
     }
 
@@ -233,10 +223,6 @@ impl Session {
             return Ok(s.clone());
         }
         let device = profile_for(&self.gpu_name)?.with_sms(sms);
-        let device = match &self.sm_speeds {
-            Some((file, speeds)) => device.with_sm_speeds(speeds, file)?,
-            None => device,
-        };
         let opts = CompileOptions {
             target,
             trigger: self.trigger,

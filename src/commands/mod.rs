@@ -79,7 +79,6 @@ impl crate::cli::SetupArgs {
             // The range is enforced by the flag's parser.
             device = device.with_sms(n);
         }
-        device = apply_sm_speeds(device, self.sm_speeds.as_deref())?;
         // The knobs the model leaves unset are the card's, as the kernels built for it take
         // them: the schedule and its prediction describe that build.
         take_card_knobs(&mut model, &device);
@@ -139,28 +138,6 @@ fn refuse_with_schedule(file: &str, given: &[(&str, bool)]) -> Result<(), Comman
         ))),
         None => Ok(()),
     }
-}
-
-/// `device` with the per-SM speeds of `--sm-speeds FILE`, when given (one per SM of `device`).
-pub fn apply_sm_speeds(
-    device: mkc_ir::device::DeviceProfile,
-    path: Option<&std::path::Path>,
-) -> Result<mkc_ir::device::DeviceProfile, CommandError> {
-    let Some(path) = path else {
-        return Ok(device);
-    };
-    let (file, speeds) = read_sm_speeds(path)?;
-    Ok(device.with_sm_speeds(&speeds, &file)?)
-}
-
-/// Reads an SM speeds file (`--sm-speeds FILE`): its name for messages, and the speeds.
-pub fn read_sm_speeds(
-    path: &std::path::Path,
-) -> Result<(String, mkc_ir::device::SmSpeeds), CommandError> {
-    let file = path.display().to_string();
-    let text = mkc_ir::input::read_text(path, mkc_ir::FileKind::SmSpeeds)?;
-    let speeds = mkc_ir::device::SmSpeeds::parse(&file, &text)?;
-    Ok((file, speeds))
 }
 
 /// Replaces the model file's `tuning` section with the knobs of `--tune FILE`, when given.

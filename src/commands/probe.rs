@@ -6,7 +6,7 @@ use mkc_backend::gpu::{
     probe_coresidency, probe_l2, probe_latency, probe_matvec, probe_page_math, probe_partition,
     probe_sm_speeds, Deal, Gpu, OccupancyQuery, PairProbe, L2_MIXED_MIB, L2_REPEATS, L2_WARMERS,
     MATVEC_REPEATS, PAGE_MATH_REPEATS, PARTITION_REPEATS, PROBE_REGISTERS, RESIDENT_SMEM,
-    SM_SPEED_REPEATS,
+    SM_SPEED_REPEATS, SM_SPEED_SLOTS,
 };
 use mkc_backend::kernels;
 use mkc_ir::device::Arch;
@@ -32,24 +32,6 @@ pub fn run(args: ProbeArgs) -> Result<(), CommandError> {
         }
         _ => None,
     };
-    if args.output.is_some() && args.what != ProbeWhat::SmSpeeds {
-        return Err(CommandError::Input(
-            "-o/--output applies to `mkc probe sm-speeds` only. Fix: drop it.".into(),
-        ));
-    }
-    // The output file is created before the GPU is opened: a bad path fails first.
-    let output = match &args.output {
-        Some(p) => Some((
-            p.clone(),
-            mkc_ir::input::create_output(p).map_err(|e| {
-                CommandError::Input(format!(
-                    "-o {}: cannot create it ({e}). Fix: give a path in a writable directory.",
-                    p.display()
-                ))
-            })?,
-        )),
-        None => None,
-    };
     let gpu = Gpu::open()?;
     if gpu.cc != (9, 0) {
         return Err(CommandError::Input(format!(
@@ -66,7 +48,7 @@ pub fn run(args: ProbeArgs) -> Result<(), CommandError> {
         ProbeWhat::Matvec => matvec(&gpu, &probe_cubin()?, args.json),
         ProbeWhat::Occupancy => occupancy_probe(&gpu, &probe_cubin()?, args.json),
         ProbeWhat::Partition => partition(&gpu, &probe_cubin()?, args.json),
-        ProbeWhat::SmSpeeds => sm_speeds(&gpu, &probe_cubin()?, args.json, output),
+        ProbeWhat::SmSpeeds => sm_speeds(&gpu, &probe_cubin()?, args.json),
         ProbeWhat::Pages => match model {
             Some(model) => pages(&gpu, &model, args.json),
             None => Err(CommandError::Internal(
@@ -635,62 +617,36 @@ fn coresidency(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> 
 }
 
 /// `mkc probe sm-speeds`: each SM's streaming rate while all stream, and its speed relative
-/// to the mean; with `output`, the speeds as an `SmSpeeds` file for `--sm-speeds`.
-fn sm_speeds(
-    gpu: &Gpu,
-    cubin: &[u8],
-    json: bool,
-    output: Option<(std::path::PathBuf, std::fs::File)>,
-) -> Result<(), CommandError> {
-    use std::io::Write;
+/// to the mean (docs/perf.md, leases AD and AE: dealing the persistent target's tasks by these
+/// speeds was measured slower, and reverted).
+fn sm_speeds(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> {
     let p = probe_sm_speeds(gpu, cubin)?;
-    let speeds = mkc_ir::device::SmSpeeds::from_rates(&gpu.name, &p.gbps);
-    if let Some((path, mut file)) = output {
-        let text = ron::ser::to_string_pretty(&speeds, ron::ser::PrettyConfig::default())
-            .map_err(|e| CommandError::Internal(format!("SM speeds: {e}")))?;
-        file.write_all(format!("{text}\n").as_bytes())
-            .map_err(|e| {
-                CommandError::Internal(format!("-o {}: write failed: {e}", path.display()))
-            })?;
-    }
-    let mut order: Vec<usize> = (0..p.smids.len()).collect();
-    order.sort_by(|&a, &b| speeds.speeds[a].total_cmp(&speeds.speeds[b]));
+    let mean = p.gbps.iter().sum::<f64>() / p.gbps.len().max(1) as f64;
+    let speeds: Vec<f64> = p.gbps.iter().map(|r| r / mean).collect();
     if json {
         outln!(
             "{}",
             serde_json::json!({"schema": super::schema("probe.sm_speeds"), "gpu": gpu.name,
-                "smids": p.smids, "gbps": p.gbps, "speeds": speeds.speeds,
+                "slots": SM_SPEED_SLOTS, "smids": p.smids, "gbps": p.gbps, "speeds": speeds,
                 "total_gbps": p.total_gbps})
         );
         return Ok(());
     }
-    let total = mkc_ir::stats::median(p.total_gbps.clone());
+    let mut order: Vec<usize> = (0..speeds.len()).collect();
+    order.sort_by(|&a, &b| speeds[a].total_cmp(&speeds[b]));
     outln!(
-        "each SM's streaming rate while all {} stream ({} copies of 16 KiB in flight each; \
-         medians of {SM_SPEED_REPEATS}; {:.0} GB/s in all):",
+        "each SM's streaming rate while all {} stream ({SM_SPEED_SLOTS} bulk copies of 16 KiB in \
+         flight each; medians of {SM_SPEED_REPEATS}; {:.0} GB/s in all):",
         p.smids.len(),
-        11,
-        total
+        mkc_ir::stats::median(p.total_gbps.clone())
     );
-    let show = |rank: &usize| format!("{} ({:.3})", p.smids[*rank], speeds.speeds[*rank]);
+    let show = |rank: &usize| format!("{} ({:.3})", p.smids[*rank], speeds[*rank]);
     let n = order.len().min(12);
-    outln!(
-        "  slowest {n} (smid, speed): {}",
-        order[..n].iter().map(show).collect::<Vec<_>>().join(", ")
-    );
+    let list = |ranks: &[usize]| ranks.iter().map(show).collect::<Vec<_>>().join(", ");
+    outln!("  slowest {n} (smid, speed): {}", list(&order[..n]));
     outln!(
         "  fastest {n} (smid, speed): {}",
-        order[order.len() - n..]
-            .iter()
-            .map(show)
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    // Equal shares end with the slowest SM; shares by speed end together, at the mean's.
-    let slowest = speeds.speeds[order[0]];
-    outln!(
-        "  equal shares end at {:.3}x the time shares by speed take (the slowest SM's speed {slowest:.3})",
-        1.0 / slowest
+        list(&order[order.len() - n..])
     );
     Ok(())
 }

@@ -38,7 +38,7 @@ pub use probe::{
     PageMathRow, PairProbe, PartitionProbe, PartitionRow, ProbeSide, ProfileTerm, ReleaseCost,
     SmSpeedProbe, StreamKind, L2_MIXED_MIB, L2_REPEATS, L2_WARMERS, LOADED_CASES, MATVEC_REPEATS,
     MATVEC_SHAPES, OCCUPANCY_KERNELS, PAGE_MATH_CASES, PAGE_MATH_REPEATS, PAGE_MATH_STREAM_CASES,
-    PARTITION_REPEATS, PROBE_REGISTERS, RESIDENT_SMEM, SM_SPEED_REPEATS,
+    PARTITION_REPEATS, PROBE_REGISTERS, RESIDENT_SMEM, SM_SPEED_REPEATS, SM_SPEED_SLOTS,
 };
 pub use run::{RunOptions, RunOutput};
 pub use setup::WeightSource;

@@ -143,23 +143,12 @@ impl Runner {
                     .map_or(0, |k| k.registers)
             )));
         }
-        if per_sm > 1 {
-            return Err(BackendError::Unsupported(format!(
-                "{per_sm} CTAs of the persistent kernel fit one SM ({smem} B of dynamic shared \
-                 memory), and each takes its stream by the SM it runs on, so two on one SM \
-                 would run one stream twice: it is not launched. Fix: raise \
-                 tuning.persistent_slots so that its ring takes more than half an SM"
-            )));
-        }
-        let smids = self.sm_ids(state.module, smem)?;
-        let table = crate::persistent_plan::sm_table(&plan.stream_start, &smids)?;
         let counters = vec![0u32; plan.counters.max(1)];
         let kp = KPersistent {
             layers: state.upload(&self.layers, "persistent layers")?,
             instrs: state.upload(&plan.instrs, "persistent instructions")?,
             refs: state.upload::<KCounterRef>(&plan.refs, "persistent counter refs")?,
-            sm_table: state.upload(&table, "persistent SM table")?,
-            sm_table_len: table.len() as u64,
+            stream_start: state.upload(&plan.stream_start, "persistent streams")?,
             counters: state.upload(&counters, "counters")?,
             epoch: state.upload(&[0u32], "epoch")?,
             exited: state.upload(&[0u32], "exited")?,
@@ -186,66 +175,6 @@ impl Runner {
             };
             check(launched, "cuLaunchKernel", "k_persistent")
         })
-    }
-
-    /// The `%smid` of every SM, from `k_smids` in the persistent `module` run as the persistent
-    /// kernel is (one CTA per SM with `smem` bytes of dynamic shared memory); refused unless
-    /// every CTA saw every other resident.
-    fn sm_ids(&self, module: sys::CUmodule, smem: u32) -> Result<Vec<u32>, BackendError> {
-        let sms = self._gpu.sms as usize;
-        let f = func(module, "k_smids")?;
-        opt_in_smem(f, smem, "k_smids")?;
-        let ids = DevBuf::new(sms * 4, "SM ids")?;
-        let seen = DevBuf::new(sms * 4, "SM ids seen")?;
-        let arrived = DevBuf::new(4, "SM ids arrived")?;
-        super::device::upload(arrived.ptr, &[0u32], "SM ids arrived")?;
-        let (mut a, mut b, mut c, mut limit) = (ids.ptr, seen.ptr, arrived.ptr, 1_000_000_000u64);
-        let mut args: Vec<*mut c_void> =
-            vec![arg(&mut a), arg(&mut b), arg(&mut c), arg(&mut limit)];
-        // SAFETY: the arguments match k_smids(unsigned*, unsigned*, unsigned*, u64); the buffers
-        // hold one word per CTA (and the arrival count).
-        check(
-            unsafe {
-                result::launch_kernel(
-                    f,
-                    (sms as u32, 1, 1),
-                    (32, 1, 1),
-                    smem,
-                    self.stream,
-                    &mut args,
-                )
-            },
-            "cuLaunchKernel",
-            "k_smids",
-        )?;
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        if !super::device::wait_stream(self.stream, "k_smids", deadline)? {
-            super::device::STALLED.store(true, std::sync::atomic::Ordering::SeqCst);
-            return Err(BackendError::Unsupported(
-                "k_smids (which SM each persistent CTA runs on) did not finish within 10 s".into(),
-            ));
-        }
-        let mut host = vec![0u32; sms];
-        let mut all = vec![0u32; sms];
-        // SAFETY: both buffers hold `sms` u32; the stream is idle.
-        check(
-            unsafe { result::memcpy_dtoh_sync(&mut host, ids.ptr) },
-            "cuMemcpyDtoH",
-            "SM ids",
-        )?;
-        check(
-            unsafe { result::memcpy_dtoh_sync(&mut all, seen.ptr) },
-            "cuMemcpyDtoH",
-            "SM ids seen",
-        )?;
-        if all.contains(&0) {
-            return Err(BackendError::Unsupported(format!(
-                "the persistent kernel's {sms} CTAs were not all resident at once (k_smids): \
-                 it is not launched, since a CTA waiting on a counter could hold the SM that \
-                 the CTA which signals it needs"
-            )));
-        }
-        Ok(host)
     }
 
     /// After a persistent step: an error naming the wait that stalled, if one did.

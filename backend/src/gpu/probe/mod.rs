@@ -39,7 +39,7 @@ pub use pages::{
     PAGE_MATH_STREAM_CASES,
 };
 pub use partition::{probe_partition, PartitionProbe, PartitionRow, PARTITION_REPEATS};
-pub use sm_speeds::{probe_sm_speeds, SmSpeedProbe, SM_SPEED_REPEATS};
+pub use sm_speeds::{probe_sm_speeds, SmSpeedProbe, SM_SPEED_REPEATS, SM_SPEED_SLOTS};
 
 /// Longest a probe waits for its kernels (each runs milliseconds; the longest, a 3 ms stream
 /// and the L2 evictions, well under a second).

@@ -1,8 +1,9 @@
 //! How fast each SM streams while every SM streams (`mkc probe sm-speeds`): one CTA per SM
 //! keeps a persistent ring's worth of 16 KiB bulk copies in flight from HBM for a fixed time,
-//! as the persistent kernel's producer does, and each SM's bytes per ns, by the rank of its
-//! `%smid`, are the speeds the persistent placement deals by (`--sm-speeds`). Some SMs of a
-//! chip stream 20-25% faster than the rest, always the same ones (docs/perf.md).
+//! as the persistent kernel's producer does, and reports each SM's bytes per ns by its `%smid`.
+//! On an H100 12 SMs (six whole TPCs) stream 1.38x the mean, the same ones in every run; dealing
+//! the persistent target's tasks by these speeds was measured slower (docs/perf.md, leases AD
+//! and AE), since its step is paced by page math after each wait rather than by the stream.
 
 use std::ffi::c_void;
 
@@ -17,16 +18,16 @@ pub const SM_SPEED_REPEATS: usize = 7;
 /// How long each repeat streams, ns: long against a copy's latency and the stragglers' start.
 const STREAM_NS: u64 = 2_000_000;
 /// Bulk copies in flight per SM: the persistent kernel's ring on Llama-3.2-1B (11 slots).
-const SLOTS: i32 = 11;
+pub const SM_SPEED_SLOTS: i32 = 11;
 /// The buffer streamed: far larger than L2, so every copy reads HBM.
 const BUFFER_BYTES: u64 = 1 << 30;
 
 /// What the probe measured.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SmSpeedProbe {
-    /// Each SM's `%smid`, ascending (the rank the speeds are indexed by).
+    /// Each SM's `%smid`, ascending.
     pub smids: Vec<u32>,
-    /// Each SM's median rate, GB/s, by rank.
+    /// Each SM's median rate, GB/s, in the order of `smids`.
     pub gbps: Vec<f64>,
     /// The whole GPU's rate per repeat, GB/s (the sum of the SMs').
     pub total_gbps: Vec<f64>,
@@ -64,7 +65,7 @@ pub fn rates_by_sm(repeats: &[Vec<u64>]) -> Result<(Vec<u32>, Vec<f64>), Backend
 /// Runs the SM speed probe (kernel `k_stream_tma` of the compiled probe `cubin`).
 pub fn probe_sm_speeds(gpu: &Gpu, cubin: &[u8]) -> Result<SmSpeedProbe, BackendError> {
     let module = ProbeModule::load(cubin)?;
-    let smem = SLOTS as u32 * 16384;
+    let smem = SM_SPEED_SLOTS as u32 * 16384;
     let f = module.kernel_with_smem("k_stream_tma", smem)?;
     let streams = StreamPair::new()?;
     let buf = DevBuf::new(BUFFER_BYTES as usize, "SM speed probe buffer")?;
@@ -74,7 +75,7 @@ pub fn probe_sm_speeds(gpu: &Gpu, cubin: &[u8]) -> Result<SmSpeedProbe, BackendE
     let mut total_gbps = Vec::with_capacity(SM_SPEED_REPEATS);
     for _ in 0..SM_SPEED_REPEATS {
         let (mut p, mut n, mut dur, mut r, mut slots) =
-            (buf.ptr, BUFFER_BYTES, STREAM_NS, rec.ptr, SLOTS);
+            (buf.ptr, BUFFER_BYTES, STREAM_NS, rec.ptr, SM_SPEED_SLOTS);
         let mut args: Vec<*mut c_void> = vec![
             arg(&mut p),
             arg(&mut n),
