@@ -80,12 +80,9 @@ pub fn resource_figures(
 
 /// Runs `mkc kernels`.
 pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
-    let (mut model, _) = super::resolve_model(&args.model)?;
-    super::apply_tune(&mut model, args.tune.as_deref())?;
-    let card = mkc_ir::embedded::resolve_device(&args.device)?;
-    super::take_card_knobs(&mut model, &card);
     // The kernels use Hopper-only PTX (bulk copies, mbarriers, griddepcontrol): anything but
-    // sm_90a would fail in ptxas, which is not the user's fault to read.
+    // sm_90a would fail in ptxas, which is not the user's fault to read. Refused first, in one
+    // line, before anything else is read or said.
     let arch = match Arch::parse(&args.arch) {
         Some(a @ Arch::Sm90) if args.arch.ends_with('a') => a,
         _ => {
@@ -96,6 +93,10 @@ pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
             )))
         }
     };
+    let (mut model, _) = super::resolve_model(&args.model)?;
+    super::apply_tune(&mut model, args.tune.as_deref())?;
+    let card = mkc_ir::embedded::resolve_device(&args.device)?;
+    super::take_card_knobs(&mut model, &card);
     kernels::check_model(&model)?;
     // The cubin's file is created before the ~10 s compile, so that a bad path fails first.
     let cubin_error = |path: &std::path::Path, e: std::io::Error| {
