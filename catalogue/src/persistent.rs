@@ -38,8 +38,8 @@ pub fn persistent_warps(t: &Tuning) -> u32 {
 /// Weight pages the persistent producer keeps in flight at most while its consumers are
 /// between two instructions, where neither the model nor the device profile sets it: no limit
 /// (16, at least any ring's slots). The limit is a card's measurement: 1 gained 58 us per step
-/// on an H100 (963 against 1,021, leases L and M) and 1-3 lost 13-20 on an H200 (lease J), so
-/// the h100 profile sets 1 and the others leave it unset (docs/perf.md).
+/// on an H100 (963 against 1,021, leases L and M) and 66 on an H200 (751 against 818, lease
+/// AF), so both profiles set 1; a card not measured keeps the producer unlimited (docs/perf.md).
 pub const PERSISTENT_BOUNDARY_INFLIGHT: u32 = 16;
 
 /// [`PERSISTENT_BOUNDARY_INFLIGHT`], or `tuning.persistent_boundary_inflight` (validated:
