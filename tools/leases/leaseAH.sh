@@ -1,5 +1,5 @@
 #!/bin/bash
-# Lease AH: `tools/variants/long_wait.py` 4 and 8 on whatever card comes (lease AG's H100
+# (Run 2026-12-06 on an H100.) Lease AH: `tools/variants/long_wait.py` 4 and 8 on whatever card comes (lease AG's H100
 # fallback): alternating with main, persistent only. Files: .device/lw4.ron, .device/lw8.ron
 # and their .cu.
 LIMIT=200 ARCHIVE=ah.tgz
