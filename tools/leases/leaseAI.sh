@@ -1,5 +1,5 @@
 #!/bin/bash
-# Lease AI: on an H200, lease AG (`leaseAG.sh`: probe latency, main against early_close.py and
+# (Run 2026-12-06 on an H100: the layout branch.) Lease AI: on an H200, lease AG (`leaseAG.sh`: probe latency, main against early_close.py and
 # long_wait.py 4, the held ladder). On an H100, the held-out layouts again on the held kernel
 # (each the tuned file with one line changed: .device/ao2.ron attention_o_proj 2, ug8.ron and
 # ug2.ron up_gate_down 8 and 2, tp2.ron matvec_task_pages 2, as2.ron attention_split 2),
