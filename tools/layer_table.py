@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""One layer of a traced step (`mkc run|bench --timeline FILE.json`): for each operator of
+layer L, the min / median / max over its units of when its wait was over ("released"), its
+inputs staged, its warp 0's last page computed and its unit ended (after the signal), in µs
+from the step's start (docs/perf.md, lease AF).
+
+usage: python3 tools/layer_table.py TRACE.json [LAYER]   (LAYER: default 8)
+"""
+import collections
+import json
+import sys
+
+
+def spread(values):
+    v = sorted(x for x in values if x is not None)
+    return " / ".join(f"{x:.1f}" for x in (v[0], v[len(v) // 2], v[-1])) if v else "-"
+
+
+def main():
+    if len(sys.argv) not in (2, 3):
+        sys.exit(__doc__)
+    layer = int(sys.argv[2]) if len(sys.argv) == 3 else 8
+    events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+    marks = collections.defaultdict(lambda: collections.defaultdict(list))
+    for e in events:
+        if e["cat"] == "load":
+            op, args, start = e["name"][: -len(" load")], e["args"], e["ts"]
+            for key in ("released_us", "prepared_us", "computed_us"):
+                marks[op][key].append(start + args[key] if args.get(key) is not None else None)
+        elif e["cat"] == "compute":
+            marks[e["name"]]["end"].append(e["ts"] + e["dur"])
+    ops = [op for op in marks if op.startswith(f"L{layer}.")]
+    if not ops:
+        sys.exit(f"{sys.argv[1]}: no operator of layer {layer} (a --timeline trace?)")
+    print("| operator | units | released | inputs staged | computed | end |")
+    print("| --- | ---: | --- | --- | --- | --- |")
+    for op in sorted(ops, key=lambda o: min(x for x in marks[o]["end"])):
+        m = marks[op]
+        cells = [spread(m[k]) for k in ("released_us", "prepared_us", "computed_us", "end")]
+        print(f"| {op} | {len(m['end'])} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
