@@ -6,10 +6,10 @@
 # ablation ladder held; and `tools/variants/long_wait.py 4` (4 copies in flight while an
 # O-projection waits for attention). Files: .device/v_early_close.cu, .device/ec1.ron,
 # .device/v_long_wait4.cu, .device/lw4.ron.
-LIMIT=420 ARCHIVE=ag.tgz
+LIMIT=200 ARCHIVE=ag.tgz
 source tools/leases/common.sh
 grep -q H200 $W/gpu.txt || { echo "not an H200: nothing run"; exit 0; }
 timeout 150 $M probe latency > $W/latency.log 2>&1; echo "latency rc=$?"; tail -25 $W/latency.log; keep
 TARGETS=persistent,pdl b main_a; b ec_a --tune .device/ec1.ron; b lw4_a --tune .device/lw4.ron
 TARGETS=persistent,pdl b main_b; b ec_b --tune .device/ec1.ron; b lw4_b --tune .device/lw4.ron
-[ $SECONDS -lt 420 ] && { timeout 170 $M bench $T --targets persistent,pdl --trials 1 --ablate > $W/ablate.log 2>&1; echo "ablate rc=$?"; tail -22 $W/ablate.log; keep; }
+[ $SECONDS -lt 180 ] && { timeout 150 $M bench $T --targets persistent,pdl --trials 1 --ablate > $W/ablate.log 2>&1; echo "ablate rc=$?"; tail -22 $W/ablate.log; keep; }
