@@ -642,8 +642,9 @@ fn kernels_compile_or_say_nvrtc_is_missing() {
 }
 
 /// `mkc kernels --device` builds with the card's knob defaults wherever the model leaves a knob
-/// unset, and a knob the model sets wins: the h100 profile's boundary limit changes
-/// k_persistent, and setting the h200's value (none) on the h100 gives the h200's machine code.
+/// unset, and a knob the model sets wins: the Hopper profiles' boundary limit changes
+/// k_persistent against a profile that sets none (a100's), and setting that value (no limit) on
+/// the h100 gives the a100 profile's machine code; the h200 and h100 set the same limit.
 #[test]
 fn a_card_profile_fills_the_knobs_the_model_leaves_unset() {
     let unlimited = scratch("unlimited.ron");
@@ -663,13 +664,18 @@ fn a_card_profile_fills_the_knobs_the_model_leaves_unset() {
         let found = k.clone().find(|k| k["name"] == "k_persistent");
         Some(found.expect("k_persistent built")["code_hash"].clone())
     };
-    let Some(h200) = hash("h200", None) else {
+    let Some(unset) = hash("a100", None) else {
         eprintln!("SKIPPED: no NVRTC");
         return;
     };
     let h100 = hash("h100", None).unwrap();
-    assert_ne!(h100, h200, "the h100 profile's boundary limit is built in");
-    assert_eq!(hash("h100", Some(&unlimited)).unwrap(), h200);
+    assert_ne!(h100, unset, "the h100 profile's boundary limit is built in");
+    assert_eq!(
+        hash("h200", None).unwrap(),
+        h100,
+        "both Hopper profiles hold at one page"
+    );
+    assert_eq!(hash("h100", Some(&unlimited)).unwrap(), unset);
 }
 
 /// A schedule compiled for a device carries that card's knob defaults in its model's tuning
