@@ -1,10 +1,10 @@
 //! How fast each SM streams while every SM streams (`mkc probe sm-speeds`): one CTA per SM
 //! keeps a persistent ring's worth of 16 KiB bulk copies in flight from HBM for a fixed time,
 //! as the persistent kernel's producer does, and reports each SM's bytes per ns by its `%smid`.
-//! On an H100 12 SMs (six whole TPCs) stream 1.38x the mean, the same ones in every run (on an
-//! H200 12 at 1.235x); dealing
-//! the persistent target's tasks by these speeds was measured slower (docs/perf.md, leases AD
-//! and AE), since its step is paced by page math after each wait rather than by the stream.
+//! On an H100 12 SMs (six whole TPCs) stream 1.38x the mean, the same ones in every run; on an
+//! H200 12 stream 1.235x. Dealing the persistent target's tasks by these speeds was measured
+//! slower (docs/perf.md, leases AD and AE), since its step is paced by page math after each wait
+//! rather than by the stream.
 
 use std::ffi::c_void;
 
