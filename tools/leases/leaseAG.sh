@@ -1,5 +1,5 @@
 #!/bin/bash
-# Lease AG: the H200 with the hold on (the h200 profile's K = 1 since lease AF). Only on an
+# (Called five times on 2026-12-06: H100s each time, so it exited; not yet run on an H200.) Lease AG: the H200 with the hold on (the h200 profile's K = 1 since lease AF). Only on an
 # H200 (an H100 exits at once): `mkc probe latency` (the held release for the h200 profile:
 # a release after a store beside one bulk copy per SM), main twice with pdl alternating with
 # `tools/variants/early_close.py` (the window closed at the counter wait's end), and main's
