@@ -651,8 +651,36 @@ fn every_device_field_changes_the_prediction_or_is_refused() {
         ])
     };
     let models = ["tiny", "llama1b"];
-    let base: Vec<Output> = models.iter().map(|m| run(m, "devices/h200.ron")).collect();
-    assert!(base.iter().all(|o| o.status.success()));
+    // Whether `(from, to)` changes the output or is refused, against the profile with
+    // `context` applied to both (the unheld release binds only where the producer is unheld).
+    let decides = |context: &[(&str, &str)], from: &str, to: &str| {
+        let name = &from[..from.find(':').unwrap()];
+        let base_file = file(
+            &format!("base-{name}.ron"),
+            &edited("devices/h200.ron", context),
+        );
+        let base: Vec<Output> = models.iter().map(|m| run(m, &base_file)).collect();
+        assert!(base.iter().all(|o| o.status.success()));
+        let mut edits = context.to_vec();
+        edits.push((from, to));
+        let d = file(
+            &format!("field-{name}.ron"),
+            &edited("devices/h200.ron", &edits),
+        );
+        let mut decided = false;
+        for (m, b) in models.iter().zip(&base) {
+            let o = run(m, &d);
+            match o.status.code() {
+                Some(0) => decided |= stdout(&o) != stdout(b),
+                Some(2) => {
+                    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+                    decided = true;
+                }
+                other => panic!("{to}: exit {other:?}: {}", stderr(&o)),
+            }
+        }
+        assert!(decided, "{to} changed nothing for {models:?}");
+    };
     for (from, to) in [
         ("sms: 132,", "sms: 8,"),
         ("read_bandwidth_gbps: 4480.0", "read_bandwidth_gbps: 100.0"),
@@ -683,26 +711,23 @@ fn every_device_field_changes_the_prediction_or_is_refused() {
             "instruction_overhead_ns: 3000.0",
         ),
         ("load_latency_ns: 1400.0", "load_latency_ns: 14000.0"),
-        ("release_ns: 1300.0", "release_ns: 13000.0"),
+        (
+            "release_held_ns: Some(530.0)",
+            "release_held_ns: Some(5300.0)",
+        ),
     ] {
-        let d = file(
-            &format!("field-{}.ron", &from[..from.find(':').unwrap()]),
-            &edited("devices/h200.ron", &[(from, to)]),
-        );
-        let mut decided = false;
-        for (m, b) in models.iter().zip(&base) {
-            let o = run(m, &d);
-            match o.status.code() {
-                Some(0) => decided |= stdout(&o) != stdout(b),
-                Some(2) => {
-                    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
-                    decided = true;
-                }
-                other => panic!("{to}: exit {other:?}: {}", stderr(&o)),
-            }
-        }
-        assert!(decided, "{to} changed nothing for {models:?}");
+        decides(&[], from, to);
     }
+    // The profile holds its producer (tuning.persistent_boundary_inflight 1), so the unheld
+    // release decides where a model's tuning lifts the hold.
+    decides(
+        &[(
+            "persistent_boundary_inflight: Some(1)",
+            "persistent_boundary_inflight: Some(16)",
+        )],
+        "release_ns: 1300.0",
+        "release_ns: 13000.0",
+    );
     let barrier = file(
         "barrier.ron",
         &edited(

