@@ -4,7 +4,8 @@
 use std::ffi::c_void;
 
 use cudarc::driver::{result, sys};
-use mkc_ir::Model;
+use mkc_ir::work::MatvecWork;
+use mkc_ir::{Model, OpKind};
 
 use super::device::{DevBuf, Gpu};
 use super::launch::arg;
@@ -263,7 +264,13 @@ impl Runner {
     /// Stores the row-major split-K matrix `a` page-major into `out` (`k_page_major`), and
     /// waits for it: the scratch it reads is written next by a synchronous upload, which does
     /// not wait for this stream.
-    fn page_major(&self, a: u64, out: u64, pages: SplitK, what: &str) -> Result<(), BackendError> {
+    fn page_major(
+        &self,
+        a: u64,
+        out: u64,
+        pages: MatvecWork,
+        what: &str,
+    ) -> Result<(), BackendError> {
         let f = func(self.module, "k_page_major")?;
         let (mut a, mut out) = (a, out);
         let (mut k, mut splits, mut out_rows) =
@@ -328,32 +335,15 @@ impl Runner {
     }
 }
 
-/// The split-K geometry of layer tensor `t` of `m` (`LayerTensor` as usize), which
-/// `k_page_major` stores it by: the O-projection and down where their K is split. None for the
-/// others, and for an unsplit one, whose row-major layout is its page-major one.
-fn split_k_of(m: &Model, t: usize) -> Option<SplitK> {
-    let g = &m.geometry;
-    let shards = &m.lowering.vtp_shards;
-    let split = |k: u32, splits: u32| SplitK {
-        k: k / splits,
-        splits,
-        out_rows: g.hidden,
+/// The split-K work of layer tensor `t` of `m` (`LayerTensor` as usize): `mkc_ir::work`'s
+/// description of the O-projection's and down's pages, which `k_page_major` stores them by,
+/// where their K is split. None for the others, and for an unsplit one, whose row-major layout
+/// is its page-major one.
+fn split_k_of(m: &Model, t: usize) -> Option<MatvecWork> {
+    let kind = match t {
+        t if t == LayerTensor::O as usize => OpKind::OProj,
+        t if t == LayerTensor::Down as usize => OpKind::Down,
+        _ => return None,
     };
-    match t {
-        t if t == LayerTensor::O as usize => Some(split(m.q_dim(), shards.attention_o_proj)),
-        t if t == LayerTensor::Down as usize => Some(split(g.intermediate, shards.up_gate_down)),
-        _ => None,
-    }
-    .filter(|sk| sk.splits > 1)
-}
-
-/// A split-K matrix as `k_page_major` stores it: the producers' pages of it.
-#[derive(Clone, Copy)]
-struct SplitK {
-    /// Columns of a K chunk.
-    k: u32,
-    /// K chunks.
-    splits: u32,
-    /// Output rows.
-    out_rows: u32,
+    mkc_ir::work::matvec(m, kind).filter(|w| w.splits > 1)
 }
