@@ -11,7 +11,7 @@ How: a module global counts the tasks claimed this step. The producer lane claim
 round trip hides behind the ring's wait, writes each page's index into a shared tag per ring
 slot before its copy's expect_tx (the arrive releases it), and once a claim comes back past the
 last task, posts an empty slot (tag -1, a plain arrive) to every consumer warp. The consumer
-warps read each slot's tag after its full barrier and stop at their empty slot. The last CTA to
+warps read each slot's tag after its full barrier and stop at their first empty slot, freeing it and the rest of theirs. The last CTA to
 leave (the persistent kernel's epoch advance; a count of leaving CTAs in the chain) sets the
 counter back to zero for the next launch. In the persistent kernel the consumers take the
 ring's position after the LM head from the warps' empty slots, as the producer counts it.
@@ -69,20 +69,24 @@ __device__ int produce_pooled(const Stream& s, const Matvec& v, const volatile i
             bulk_copy_hinted(dst, page_source(v, page, 0), bytes, &s.full[slot], policy);
         }
     }
+    // The empty slots: consecutive ring positions up to the first at which every warp that owns
+    // a slot has had one; each carries that end position (tag -2 - end), so that a warp frees all
+    // of its empty slots and knows where the ring goes on.
     const int owners = s.slots < CONSUMER_WARPS ? s.slots : CONSUMER_WARPS;
-    for (unsigned covered = 0; covered != (1u << owners) - 1u; ++q) {
+    int end = s.page0 + q;
+    for (unsigned covered = 0; covered != (1u << owners) - 1u; ++end) covered |= 1u << ring_owner_of(end, s.slots);
+    for (; s.page0 + q < end; ++q) {
         int slot, lap;
         ring_slot(s, s.page0 + q, slot, lap);
         if (lap > 0 && !mbar_wait_unless(&s.empty[slot], (lap - 1) & 1, left)) return q;
-        tags[slot] = -1;
+        tags[slot] = -2 - end;
         mbar_arrive(&s.full[slot]);
-        covered |= 1u << ring_owner_of(s.page0 + q, s.slots);
     }
     return q;
 }
 
-// Consumer warp: the pool's pages in its slots until its empty slot; records the ring position
-// after it in pool_end (the largest over the warps is the producer's count).
+// Consumer warp: the pool's pages in its slots until its first empty slot, whose tag gives the
+// ring position after the pool (recorded in pool_end, the same from every warp).
 template <int NJ, typename Epilogue>
 __device__ void consume_pooled(const Stream& s, const Matvec& v, const float* x, Epilogue& epilogue) {
     constexpr int R = PAGE_BYTES / (2 * 256 * NJ);
@@ -101,8 +105,16 @@ __device__ void consume_pooled(const Stream& s, const Matvec& v, const float* x,
         ring_slot(s, q, slot, lap);
         mbar_wait(&s.full[slot], lap & 1);
         const int page = tags[slot];
-        if (page < 0) {
-            if (lane == 0) atomicMax(pool_end(), q + 1);
+        if (page < 0) {  // the first of its empty slots: free them all (the ring goes on after them)
+            const int end = -2 - page;
+            for (int e = q; e < end; e = ring_next_of(e + 1, s.slots, warp)) {
+                int eslot, elap;
+                ring_slot(s, e, eslot, elap);
+                if (e != q) mbar_wait(&s.full[eslot], elap & 1);
+                __syncwarp();
+                if (lane == 0) mbar_arrive(&s.empty[eslot]);
+            }
+            if (lane == 0) *pool_end() = end;
             break;
         }
         if (!landed_marked) {
