@@ -56,6 +56,9 @@ pub struct Span {
     pub landed: Option<f64>,
     /// Work computed.
     pub computed: Option<f64>,
+    /// The body's two finer marks ([`Mark::Sub1`], [`Mark::Sub2`]: for attention, its scores
+    /// and its first head's softmax done), so that a persistent trace shows attention's phases.
+    pub sub: [Option<f64>; 2],
 }
 
 /// The least time an SM's records must span for its own clock rate to be fitted, ns.
@@ -112,6 +115,7 @@ pub fn spans(work: &[TracedWork], nominal_ghz: f64) -> Vec<Span> {
                 prepared: at(Mark::Prepared),
                 landed: at(Mark::Landed),
                 computed: at(Mark::Computed),
+                sub: [at(Mark::Sub1), at(Mark::Sub2)],
             }
         })
         .collect();
@@ -196,7 +200,7 @@ pub fn chrome_trace(spans: &[Span], what: &str) -> Value {
         let args = json!({"tasks": format!("{}..{}", s.tasks.0, s.tasks.1),
             "issued_us": rel(s.issued), "released_us": rel(s.released),
             "prepared_us": rel(s.prepared), "landed_us": rel(s.landed),
-            "computed_us": rel(s.computed)});
+            "computed_us": rel(s.computed), "sub1_us": rel(s.sub[0]), "sub2_us": rel(s.sub[1])});
         if start > s.entry {
             events.push(
                 json!({"ph": "X", "name": format!("{} load", s.label), "cat": "load",
@@ -512,6 +516,7 @@ mod tests {
             prepared: None,
             landed: None,
             computed: None,
+            sub: [None, None],
         };
         let l = down.label();
         let last = down.tasks;
