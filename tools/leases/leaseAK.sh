@@ -1,5 +1,5 @@
 #!/bin/bash
-# Lease AK (any card): the GPU tests on d5bb853 (setup.rs's split-K store from MatvecWork: not
+# (Run 2026-12-06 on an H100.) Lease AK (any card): the GPU tests on d5bb853 (setup.rs's split-K store from MatvecWork: not
 # yet run on a GPU); main against `tools/variants/lm_pool.py` (the LM head's tasks claimed from
 # a pool at run time, both targets), alternating processes, and a traced pooled step (its LM
 # head's per-SM compute spread; main's layer table, attention's phases included); on an H200, `mkc probe latency` (the held release) last.
