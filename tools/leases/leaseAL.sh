@@ -1,5 +1,5 @@
 #!/bin/bash
-# Lease AL (any card): main against `tools/variants/lsu_window.py window` (pages issued in a
+# (Run 2026-12-06 on an H100.) Lease AL (any card): main against `tools/variants/lsu_window.py window` (pages issued in a
 # boundary window copied by the producer warp's 16-byte cp.async, no hold) and `always` (every
 # page so), alternating processes, persistent and pdl (pdl: main's chain in both builds, the
 # control); traced steps of main and `window` (layer 8's table). On an H200, `mkc probe
