@@ -1,5 +1,5 @@
 #!/bin/bash
-# Lease AM (any card): main against `tools/variants/held_through.py attention|o|short` (the
+# (Run 2026-12-06 on an H100.) Lease AM (any card): main against `tools/variants/held_through.py attention|o|short` (the
 # boundary hold kept through those instructions), alternating processes, persistent and pdl
 # (pdl: main's chain in every build); a traced step of the best-looking mode (attention's) with
 # layer 8's table. On an H200, `mkc probe latency` last. Files: .device/v_held_MODE.cu,
