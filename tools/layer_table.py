@@ -2,8 +2,9 @@
 """One layer of a traced step (`mkc run|bench --timeline FILE.json`): for each operator of
 layer L, the min / median / max over its units of when its wait was over ("released"), its
 inputs staged, its warp 0's last page computed and its unit ended (after the signal), in µs
-from the step's start (docs/perf.md, lease AF); for attention, "sub1" (its scores done) and
-"sub2" (its first head's softmax done), where the trace has them.
+from the step's start (docs/perf.md, lease AF); "landed" (warp 0's first page landed), and for
+attention "sub1" (its scores done) and "sub2" (its first head's softmax done), where the trace
+has them (`tools/variants/end_marks.py` gives three of them other meanings).
 
 usage: python3 tools/layer_table.py TRACE.json [LAYER]   (LAYER: default 8)
 """
@@ -26,18 +27,18 @@ def main():
     for e in events:
         if e["cat"] == "load":
             op, args, start = e["name"][: -len(" load")], e["args"], e["ts"]
-            for key in ("released_us", "prepared_us", "computed_us", "sub1_us", "sub2_us"):
+            for key in ("released_us", "prepared_us", "landed_us", "computed_us", "sub1_us", "sub2_us"):
                 marks[op][key].append(start + args[key] if args.get(key) is not None else None)
         elif e["cat"] == "compute":
             marks[e["name"]]["end"].append(e["ts"] + e["dur"])
     ops = [op for op in marks if op.startswith(f"L{layer}.")]
     if not ops:
         sys.exit(f"{sys.argv[1]}: no operator of layer {layer} (a --timeline trace?)")
-    print("| operator | units | released | inputs staged | computed | sub1 | sub2 | end |")
-    print("| --- | ---: | --- | --- | --- | --- | --- | --- |")
+    print("| operator | units | released | inputs staged | landed | computed | sub1 | sub2 | end |")
+    print("| --- | ---: | --- | --- | --- | --- | --- | --- | --- |")
     for op in sorted(ops, key=lambda o: min(x for x in marks[o]["end"])):
         m = marks[op]
-        keys = ("released_us", "prepared_us", "computed_us", "sub1_us", "sub2_us", "end")
+        keys = ("released_us", "prepared_us", "landed_us", "computed_us", "sub1_us", "sub2_us", "end")
         cells = [spread(m[k]) for k in keys]
         print(f"| {op} | {len(m['end'])} | " + " | ".join(cells) + " |")
 
