@@ -1,5 +1,5 @@
 #!/bin/bash
-# Lease AN (any card; measurement only): traced steps of `tools/variants/end_marks.py` (the
+# (Run 2026-12-06 on an H100.) Lease AN (any card; measurement only): traced steps of `tools/variants/end_marks.py` (the
 # end of each persistent instruction split: attention's output loop, its store, every
 # instruction's end barrier; see the script), two of them, with layers 4, 8 and 12's tables;
 # the untraced step is main's machine code, so one main bench beside them as a check. Files:
