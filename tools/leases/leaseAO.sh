@@ -1,5 +1,5 @@
 #!/bin/bash
-# Lease AO (any card): main against `tools/variants/own_pages_only.py` (only the running
+# (Run 2026-12-06 on an H100.) Lease AO (any card): main against `tools/variants/own_pages_only.py` (only the running
 # instruction's pages at full depth), alternating, persistent and pdl (the control); a traced
 # step of the variant with `end_marks`-free layer tables. Files: .device/v_own.cu,
 # .device/own.ron (`Tuning(kernels_cu: Some(".device/v_own.cu"))`).
