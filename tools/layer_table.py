@@ -3,8 +3,10 @@
 layer L, the min / median / max over its units of when its wait was over ("released"), its
 inputs staged, its warp 0's last page computed and its unit ended (after the signal), in µs
 from the step's start (docs/perf.md, lease AF); "landed" (warp 0's first page landed), and for
-attention "sub1" (its scores done) and "sub2" (its first head's softmax done), where the trace
-has them (`tools/variants/end_marks.py` gives three of them other meanings).
+attention "sub1" (its scores done) and "sub2" (its first head's softmax done), "barrier" (a
+persistent instruction's end barrier passed), where the trace has them
+(`tools/variants/end_marks.py` gives three of them other meanings); and "release", the median
+over units of barrier → end: thread 0's signals (docs/perf.md, lease AN).
 
 usage: python3 tools/layer_table.py TRACE.json [LAYER]   (LAYER: default 8)
 """
@@ -18,28 +20,38 @@ def spread(values):
     return " / ".join(f"{x:.1f}" for x in (v[0], v[len(v) // 2], v[-1])) if v else "-"
 
 
+KEYS = ("released_us", "prepared_us", "landed_us", "computed_us", "sub1_us", "sub2_us", "ended_us", "end")
+
+
 def main():
     if len(sys.argv) not in (2, 3):
         sys.exit(__doc__)
     layer = int(sys.argv[2]) if len(sys.argv) == 3 else 8
     events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
     marks = collections.defaultdict(lambda: collections.defaultdict(list))
+    starts = {}  # a unit's entry, by (SM, operator, its dependent slice's start)
     for e in events:
         if e["cat"] == "load":
             op, args, start = e["name"][: -len(" load")], e["args"], e["ts"]
-            for key in ("released_us", "prepared_us", "landed_us", "computed_us", "sub1_us", "sub2_us"):
+            for key in KEYS[:-1]:
                 marks[op][key].append(start + args[key] if args.get(key) is not None else None)
+            starts[(e["tid"], op, round(start + e["dur"], 3))] = start
         elif e["cat"] == "compute":
-            marks[e["name"]]["end"].append(e["ts"] + e["dur"])
+            end = e["ts"] + e["dur"]
+            marks[e["name"]]["end"].append(end)
+            entry = starts.get((e["tid"], e["name"], round(e["ts"], 3)))
+            if entry is not None and e["args"].get("ended_us") is not None:
+                marks[e["name"]]["release"].append(end - (entry + e["args"]["ended_us"]))
     ops = [op for op in marks if op.startswith(f"L{layer}.")]
     if not ops:
         sys.exit(f"{sys.argv[1]}: no operator of layer {layer} (a --timeline trace?)")
-    print("| operator | units | released | inputs staged | landed | computed | sub1 | sub2 | end |")
-    print("| --- | ---: | --- | --- | --- | --- | --- | --- | --- |")
+    print("| operator | units | released | inputs staged | landed | computed | sub1 | sub2 | barrier | end | release |")
+    print("| --- | ---: | --- | --- | --- | --- | --- | --- | --- | --- | ---: |")
     for op in sorted(ops, key=lambda o: min(x for x in marks[o]["end"])):
         m = marks[op]
-        keys = ("released_us", "prepared_us", "landed_us", "computed_us", "sub1_us", "sub2_us", "end")
-        cells = [spread(m[k]) for k in keys]
+        cells = [spread(m[k]) for k in KEYS]
+        rel = sorted(m["release"])
+        cells.append(f"{rel[len(rel) // 2]:.2f}" if rel else "-")
         print(f"| {op} | {len(m['end'])} | " + " | ".join(cells) + " |")
 
 

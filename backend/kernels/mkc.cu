@@ -1852,6 +1852,7 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         // into it goes through the async proxy.
         if (op == OP_ATTENTION) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         const bool stop = consumers_sync_or(threadIdx.x == 0 && stop_s);
+        mark(MARK_ENDED);  // the signals' release follows (the trace's `ended`)
         if (threadIdx.x == 0) {
             *(volatile int*)&boundary_s = 1;  // until the next instruction's inputs are staged
             for (int k = 0; k < signals; ++k) {

@@ -180,11 +180,15 @@ pub enum Mark {
     Sub1,
     /// A second finer mark: attention's scores and softmax done.
     Sub2,
+    /// A persistent instruction's consumers passed their end barrier: from here to its exit
+    /// mark is thread 0's signals' release, which every successor waits for (0.5-3.3 µs per
+    /// instruction on a held H100, docs/perf.md lease AN).
+    Ended,
 }
 
 impl Mark {
     /// Every mark, in slot order.
-    pub const ALL: [Mark; 12] = [
+    pub const ALL: [Mark; 13] = [
         Mark::Entry,
         Mark::Issued,
         Mark::Released,
@@ -197,6 +201,7 @@ impl Mark {
         Mark::ExitNs,
         Mark::Sub1,
         Mark::Sub2,
+        Mark::Ended,
     ];
 
     /// Its slot in a CTA's trace.
@@ -623,11 +628,19 @@ mod tests {
         assert_eq!(Mark::Sub1.c_name(), "MARK_SUB1");
         let h = header(16384);
         assert!(
-            h.contains("#define TRACE_SLOTS 12") && h.contains("MARK_SUB2 = 11"),
+            h.contains("#define TRACE_SLOTS 13")
+                && h.contains("MARK_SUB2 = 11")
+                && h.contains("MARK_ENDED = 12"),
             "{h}"
         );
         // The kernels name every slot they write through the generated enum.
-        for m in ["MARK_SM", "MARK_ENTRY_NS", "MARK_EXIT_NS", "MARK_SUB2"] {
+        for m in [
+            "MARK_SM",
+            "MARK_ENTRY_NS",
+            "MARK_EXIT_NS",
+            "MARK_SUB2",
+            "MARK_ENDED",
+        ] {
             assert!(SOURCE.contains(m), "{m}");
         }
     }

@@ -59,6 +59,9 @@ pub struct Span {
     /// The body's two finer marks ([`Mark::Sub1`], [`Mark::Sub2`]: for attention, its scores
     /// and its first head's softmax done), so that a persistent trace shows attention's phases.
     pub sub: [Option<f64>; 2],
+    /// A persistent instruction's end barrier passed ([`Mark::Ended`]): from here to `exit`
+    /// is its signals' release.
+    pub ended: Option<f64>,
 }
 
 /// The least time an SM's records must span for its own clock rate to be fitted, ns.
@@ -116,6 +119,7 @@ pub fn spans(work: &[TracedWork], nominal_ghz: f64) -> Vec<Span> {
                 landed: at(Mark::Landed),
                 computed: at(Mark::Computed),
                 sub: [at(Mark::Sub1), at(Mark::Sub2)],
+                ended: at(Mark::Ended),
             }
         })
         .collect();
@@ -200,7 +204,8 @@ pub fn chrome_trace(spans: &[Span], what: &str) -> Value {
         let args = json!({"tasks": format!("{}..{}", s.tasks.0, s.tasks.1),
             "issued_us": rel(s.issued), "released_us": rel(s.released),
             "prepared_us": rel(s.prepared), "landed_us": rel(s.landed),
-            "computed_us": rel(s.computed), "sub1_us": rel(s.sub[0]), "sub2_us": rel(s.sub[1])});
+            "computed_us": rel(s.computed), "sub1_us": rel(s.sub[0]), "sub2_us": rel(s.sub[1]),
+            "ended_us": rel(s.ended)});
         if start > s.entry {
             events.push(
                 json!({"ph": "X", "name": format!("{} load", s.label), "cat": "load",
@@ -517,6 +522,7 @@ mod tests {
             landed: None,
             computed: None,
             sub: [None, None],
+            ended: None,
         };
         let l = down.label();
         let last = down.tasks;

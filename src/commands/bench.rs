@@ -710,9 +710,9 @@ mod tests {
     /// cycles converted at the given rate), SMs carried through, unreached marks left empty.
     #[test]
     fn the_trace_csv_puts_every_cta_on_the_step_timeline() {
-        // 1 GHz: one cycle per ns. CTA slots: marks 0-6, SM, entry ns, exit ns, marks 10-11.
+        // 1 GHz: one cycle per ns. CTA slots: marks 0-6, SM, entry ns, exit ns, marks 10-12.
         let cta = |entry_clk: u64, sm: u64, entry: u64, exit: u64, issued: u64| {
-            [entry_clk, issued, 0, 0, 0, 0, 0, sm, entry, exit, 0, 0]
+            [entry_clk, issued, 0, 0, 0, 0, 0, sm, entry, exit, 0, 0, 0]
         };
         let grids = [
             GridTrace {
