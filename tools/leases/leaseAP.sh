@@ -1,5 +1,5 @@
 #!/bin/bash
-# Lease AP (any card): the GPU tests on the build with the end-barrier mark (Mark::Ended);
+# (Run 2026-12-06 on an H100.) Lease AP (any card): the GPU tests on the build with the end-barrier mark (Mark::Ended);
 # main with pdl, and a traced main step whose layer tables (4, 8, 12) show each operator's
 # release from the new mark. On an H200, also `mkc probe latency` (the h200 profile's held
 # release) and `tools/variants/early_close.py` / `long_wait.py 4` once each (lease AG's items).
