@@ -1,5 +1,5 @@
 #!/bin/bash
-# Lease AQ (any card): main against `tools/variants/cap.py 4` and `6` (at most C pages in
+# (Run 2026-12-06 on an H100.) Lease AQ (any card): main against `tools/variants/cap.py 4` and `6` (at most C pages in
 # flight outside the boundary window too), alternating, persistent and pdl (the control); a
 # traced step of cap 4 with layer 8's table (its release column). Files: .device/v_cap4.cu,
 # .device/v_cap6.cu, .device/cap4.ron, .device/cap6.ron.
