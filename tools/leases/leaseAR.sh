@@ -1,4 +1,5 @@
 #!/bin/bash
+# (Not yet run: prepared when the session's device time was spent.)
 # Lease AR (any card): lease AQ's cap 4 again, and cap 3, against main, alternating, two
 # rounds each (persistent and pdl). Files: .device/v_cap3.cu, .device/v_cap4.cu, .device/cap3.ron,
 # .device/cap4.ron.
