@@ -105,7 +105,7 @@ pub struct ProbeArgs {
     /// What to measure.
     #[arg(value_enum)]
     pub what: ProbeWhat,
-    /// Model whose operator kernels `pages` builds and measures (file, embedded name, or a
+    /// Model whose operator kernels `pages` and `attention` build and measure (file, embedded name, or a
     /// checkpoint directory); the other probes run kernels of their own.
     #[arg(long, default_value = "llama1b")]
     pub model: String,
@@ -137,6 +137,10 @@ pub enum ProbeWhat {
     /// for 1-8 consumer warps and up to a persistent ring of 10 pages, the input slice in
     /// registers or loaded from L2 in the span (results checked against the CPU).
     Pages,
+    /// How long attention's body takes alone, as the chain and the persistent kernel compile
+    /// it, for 1, 2 and 4 query heads per task and 32-1024 KV positions (results checked
+    /// against the CPU): what folding attention into the O-projection would cost per head.
+    Attention,
     /// Whether dealing an operator's pages to SMs in contiguous runs (as mkc's plans do)
     /// streams slower than the floor's interleaved sweep, and how far the slowest SM's share
     /// trails the median, on down, up/gate and LM-head sizes.

@@ -1371,6 +1371,55 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) k_lm_head(OP_PARAMS) {
 }
 #endif  // MKC_PERSISTENT
 
+// ---- attention's body alone (`mkc probe attention`) ---------------------------------------
+// k_attention_alone (k_attention_alone_persistent in the persistent build): CTA b runs attention task b (a KV head and query-head group: `m.attn_split` decides how many
+// heads) over a KV history already in memory, with nothing to wait for, on this build's
+// attention threads: the chain's ATT_THREADS, or in the persistent build its consumer threads
+// (the host passes that build's attention region, PERSISTENT_ATT_BYTES, as `bytes`). Its record
+// (rec + 5 b): SM, start and end in %globaltimer ns, start and end in clock64 cycles. The span
+// holds the history's load from global memory, which the persistent producer copies ahead of
+// the instruction, and the body compiles as a kernel of its own, not inside k_persistent's
+// register budget.
+struct AloneWork {
+    static constexpr bool WHOLE_CTA = true;
+    unsigned bytes;
+    __device__ __forceinline__ unsigned char* att_smem(unsigned& b) const {
+        b = bytes;
+        return smem_raw;
+    }
+    __device__ __forceinline__ u64* kv_history(unsigned&) const { return nullptr; }
+    __device__ __forceinline__ int task() const { return blockIdx.x; }
+};
+
+struct NoDeps {
+    __device__ __forceinline__ bool overlapped() const { return false; }
+    __device__ __forceinline__ void issued() const {}
+    __device__ __forceinline__ void wait() const {}
+    __device__ __forceinline__ void prepared() const {}
+};
+
+#ifdef MKC_PERSISTENT
+#define ALONE_THREADS CONSUMER_THREADS
+#define ALONE_ENTRY k_attention_alone_persistent
+#else
+#define ALONE_THREADS ATT_THREADS
+#define ALONE_ENTRY k_attention_alone
+#endif
+
+extern "C" __global__ void __launch_bounds__(ALONE_THREADS, 1)
+    ALONE_ENTRY(Model m, Globals g, Layer L, unsigned bytes, u64* rec) {
+    __syncthreads();
+    const u64 t0 = globaltimer(), c0 = (u64)clock64();
+    attention_body<AloneWork, NoDeps, ALONE_THREADS>(m, g, L, AloneWork{bytes}, NoDeps{});
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned sm;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        u64* r = rec + 5 * blockIdx.x;
+        r[0] = sm, r[1] = t0, r[2] = globaltimer(), r[3] = c0, r[4] = (u64)clock64();
+    }
+}
+
 // Deterministic weights: a counter-based hash the CPU reproduces bit for bit.
 __device__ __forceinline__ unsigned mix(unsigned x) {
     x ^= x >> 16; x *= 0x7feb352du; x ^= x >> 15; x *= 0x846ca68bu; x ^= x >> 16;

@@ -58,6 +58,31 @@ abi_struct! {
     }
 }
 
+impl KModel {
+    /// The geometry `model`'s kernels read: every kernel's and probe's one description of it.
+    pub fn of(model: &mkc_ir::Model) -> KModel {
+        let g = &model.geometry;
+        let l = &model.lowering;
+        KModel {
+            hidden: g.hidden as i32,
+            inter: g.intermediate as i32,
+            q_dim: model.q_dim() as i32,
+            kv_dim: model.kv_dim() as i32,
+            heads: g.heads as i32,
+            kv_heads: g.kv_heads as i32,
+            head_dim: g.head_dim as i32,
+            vocab: g.vocab as i32,
+            layers: g.layers as i32,
+            attn_split: l.attention_split as i32,
+            s_attn: l.vtp_shards.attention_o_proj as i32,
+            s_down: l.vtp_shards.up_gate_down as i32,
+            max_seq: model.workload.max_seq_len as i32,
+            eps: g.norm_eps as f32,
+            log2_theta: (g.rope_theta as f32).log2(),
+        }
+    }
+}
+
 abi_struct! {
     /// The kernels' `Globals` struct: buffers outside the layers.
     KGlobals as "Globals" {

@@ -21,10 +21,21 @@ pub use mkc_catalogue::{
 /// The CUDA source of every operator.
 pub const SOURCE: &str = include_str!("../kernels/mkc.cu");
 
+/// The attention probe's kernel in the operators' build (the chain's attention threads) and in
+/// the persistent build (that build's consumer threads: `t` is its tuning there).
+pub const ATTENTION_ALONE_ENTRIES: [&str; 2] =
+    ["k_attention_alone", "k_attention_alone_persistent"];
+
 /// Threads per CTA of the kernel named `name` (the helper kernels run 256).
 pub fn threads_of(t: &Tuning, name: &str) -> u32 {
     if name == mkc_catalogue::PERSISTENT_ENTRY {
         return mkc_catalogue::persistent_threads(t);
+    }
+    if name == ATTENTION_ALONE_ENTRIES[0] {
+        return att_threads(t);
+    }
+    if name == ATTENTION_ALONE_ENTRIES[1] {
+        return consumer_warps(t) * 32;
     }
     kind_of(name).map_or(256, |k| threads(t, k))
 }

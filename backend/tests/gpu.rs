@@ -203,3 +203,40 @@ fn the_page_loop_alone_matches_the_cpu_for_every_probed_warp_count() {
         assert!(r.err < 1e-5 && !r.x_in_span, "{r:?}");
     }
 }
+
+/// Attention's body alone (`k_attention_alone`, as the chain and the persistent build compile
+/// it) gives the CPU's output for every head count and KV length the probe runs, on fresh
+/// random inputs, and every case takes time.
+#[test]
+fn attention_alone_matches_the_cpu_in_both_builds() {
+    if gpu_sms("attention probe").is_none() {
+        return;
+    }
+    let seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(1, |d| d.subsec_nanos())
+        | 1;
+    eprintln!("attention inputs: seed {seed}");
+    let model = mkc_ir::embedded::resolve_model("llama1b").unwrap();
+    let chain = mkc_backend::kernels::compile("sm_90a", &model).unwrap();
+    let persistent = mkc_backend::kernels::compile_persistent("sm_90a", &model).unwrap();
+    let gpu = Gpu::open().unwrap();
+    let p = mkc_backend::gpu::probe_attention(&gpu, &chain.cubin, &persistent.cubin, &model, seed)
+        .unwrap();
+    let heads = mkc_backend::gpu::heads_per_task(&model);
+    assert_eq!(heads, vec![1, 2, 4]);
+    // Two builds, every head count, every length (all within llama1b's max_seq and its 8 to 32
+    // tasks within any H100/H200's SMs).
+    assert_eq!(
+        p.rows.len(),
+        2 * heads.len() * mkc_backend::gpu::ATTENTION_LENGTHS.len()
+    );
+    for r in &p.rows {
+        assert!(r.err < 1e-4, "{r:?}");
+        assert!(
+            r.cta_ns > 0.0 && r.cta_cycles > 0.0 && r.slowest_ns >= r.cta_ns,
+            "{r:?}"
+        );
+        assert_eq!(r.tasks * r.heads, model.geometry.heads, "{r:?}");
+    }
+}

@@ -155,15 +155,23 @@ pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
             infos.len(),
             tuning_label(&model.tuning)
         );
+        // The name column fits the longest entry point (at least the header's 19).
+        let w = infos
+            .iter()
+            .map(|k| k.name.len())
+            .max()
+            .unwrap_or(0)
+            .max(19);
         outln!(
-            "  kernel              threads  regs  static B  dynamic B  stack B  spill st/ld B  code          CTA/SM"
+            "  {:<w$} threads  regs  static B  dynamic B  stack B  spill st/ld B  code          CTA/SM",
+            "kernel"
         );
         for k in &infos {
             let occ = occupancy(&rules, &resources(k), None)
                 .map(|o| format!("{} ({})", o.blocks_per_sm, o.limiter.name()))
                 .unwrap_or_else(|e| format!("cannot launch: {e}"));
             outln!(
-                "  {:<19} {:>7} {:>5} {:>9} {:>10} {:>8} {:>7}/{:<6} {:012x}  {}",
+                "  {:<w$} {:>7} {:>5} {:>9} {:>10} {:>8} {:>7}/{:<6} {:012x}  {}",
                 k.name,
                 k.threads,
                 k.registers,

@@ -3,10 +3,10 @@
 //! source, and two matvec engines alone.
 
 use mkc_backend::gpu::{
-    probe_coresidency, probe_l2, probe_latency, probe_matvec, probe_page_math, probe_partition,
-    probe_sm_speeds, Deal, Gpu, OccupancyQuery, PairProbe, L2_MIXED_MIB, L2_REPEATS, L2_WARMERS,
-    MATVEC_REPEATS, PAGE_MATH_REPEATS, PARTITION_REPEATS, PROBE_REGISTERS, RESIDENT_SMEM,
-    SM_SPEED_REPEATS, SM_SPEED_SLOTS,
+    probe_attention, probe_coresidency, probe_l2, probe_latency, probe_matvec, probe_page_math,
+    probe_partition, probe_sm_speeds, Deal, Gpu, OccupancyQuery, PairProbe, ATTENTION_REPEATS,
+    L2_MIXED_MIB, L2_REPEATS, L2_WARMERS, MATVEC_REPEATS, PAGE_MATH_REPEATS, PARTITION_REPEATS,
+    PROBE_REGISTERS, RESIDENT_SMEM, SM_SPEED_REPEATS, SM_SPEED_SLOTS,
 };
 use mkc_backend::kernels;
 use mkc_ir::device::Arch;
@@ -25,9 +25,12 @@ pub fn run(args: ProbeArgs) -> Result<(), CommandError> {
     // The model `pages` builds is read, and refused if the kernels cannot run it, before the
     // GPU is opened: bad input is answered on any machine.
     let model = match args.what {
-        ProbeWhat::Pages => {
+        ProbeWhat::Pages | ProbeWhat::Attention => {
             let (model, _) = super::resolve_model(&args.model)?;
             kernels::check_model(&model)?;
+            if args.what == ProbeWhat::Attention {
+                kernels::check_persistent(&model)?;
+            }
             Some(model)
         }
         _ => None,
@@ -49,10 +52,11 @@ pub fn run(args: ProbeArgs) -> Result<(), CommandError> {
         ProbeWhat::Occupancy => occupancy_probe(&gpu, &probe_cubin()?, args.json),
         ProbeWhat::Partition => partition(&gpu, &probe_cubin()?, args.json),
         ProbeWhat::SmSpeeds => sm_speeds(&gpu, &probe_cubin()?, args.json),
-        ProbeWhat::Pages => match model {
-            Some(model) => pages(&gpu, &model, args.json),
-            None => Err(CommandError::Internal(
-                "the pages probe's model was not read".into(),
+        ProbeWhat::Pages | ProbeWhat::Attention => match (model, args.what) {
+            (Some(model), ProbeWhat::Pages) => pages(&gpu, &model, args.json),
+            (Some(model), _) => attention(&gpu, &model, args.json),
+            (None, _) => Err(CommandError::Internal(
+                "the probe's model was not read".into(),
             )),
         },
     }
@@ -406,6 +410,83 @@ fn pages(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), CommandErro
     if worst > PAGE_MATH_TOLERANCE {
         return Err(CommandError::Internal(format!(
             "mkc probe pages: the page loop's row sums are off the CPU's (relative L2 error {worst:.1e}; limit {PAGE_MATH_TOLERANCE:.0e}, seed {})",
+            p.seed
+        )));
+    }
+    Ok(())
+}
+
+/// Largest relative L2 error of attention's output against the CPU that the probe accepts
+/// (f32 softmax and sums in another order, `__expf` against `exp`).
+const ATTENTION_TOLERANCE: f64 = 1e-4;
+
+/// Prints how long attention's body takes alone in each build for 1, 2 and 4 query heads per
+/// task, beside the simulator's attention terms; an output off the CPU's fails the probe.
+fn attention(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), CommandError> {
+    let chain = kernels::compile("sm_90a", model)?;
+    let persistent = kernels::compile_persistent("sm_90a", model)?;
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.subsec_nanos())
+        | 1;
+    let p = probe_attention(gpu, &chain.cubin, &persistent.cubin, model, seed)?;
+    let profile = super::gpu_common::profile_for(&gpu.name)?;
+    let (task_ns, head_ns) = (
+        profile.latencies.attention_task_ns,
+        profile.latencies.attention_head_ns,
+    );
+    let worst = p.rows.iter().map(|r| r.err).fold(0.0, f64::max);
+    if json {
+        let rows: Vec<_> = p
+            .rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({"build": r.build.name(), "heads": r.heads,
+                    "positions": r.positions, "smem_bytes": r.smem_bytes, "tasks": r.tasks,
+                    "cta_ns": r.cta_ns, "cta_cycles": r.cta_cycles, "slowest_ns": r.slowest_ns,
+                    "rel_l2": r.err})
+            })
+            .collect();
+        outln!(
+            "{}",
+            serde_json::json!({"schema": super::schema("probe.attention"), "gpu": gpu.name,
+                "model": model.name, "head_dim": p.head_dim, "group": p.group, "seed": p.seed,
+                "modelled_task_ns": task_ns, "modelled_head_ns": head_ns, "rows": rows})
+        );
+    } else {
+        outln!(
+            "attention's body alone for {} (head_dim {}, {} query heads per KV head), one CTA per task of one layer on {} (medians of {ATTENTION_REPEATS} launches; seed {}); the span includes the KV history's load, which the persistent producer copies ahead:",
+            model.name,
+            p.head_dim,
+            p.group,
+            gpu.name,
+            p.seed
+        );
+        outln!(
+            "  build        heads  positions  tasks  smem B   CTA ns  cycles  slowest ns  rel L2"
+        );
+        for r in &p.rows {
+            outln!(
+                "  {:<11}  {:>5}  {:>9}  {:>5}  {:>6}  {:>7.0} {:>7.0} {:>11.0}  {:.1e}",
+                r.build.name(),
+                r.heads,
+                r.positions,
+                r.tasks,
+                r.smem_bytes,
+                r.cta_ns,
+                r.cta_cycles,
+                r.slowest_ns,
+                r.err
+            );
+        }
+        outln!(
+            "  the simulator charges a task {task_ns:.0} ns plus {head_ns:.0} ns per query head ({} latencies.attention_task_ns, attention_head_ns)",
+            profile.name
+        );
+    }
+    if worst > ATTENTION_TOLERANCE {
+        return Err(CommandError::Internal(format!(
+            "mkc probe attention: the output is off the CPU's (relative L2 error {worst:.1e}; limit {ATTENTION_TOLERANCE:.0e}, seed {})",
             p.seed
         )));
     }

@@ -4,8 +4,10 @@
 //! how fast weight pages held in L2 stream ([`l2`]), two matvec engines alone ([`matvec`]),
 //! whether dealing pages in contiguous runs streams slower than the floor's sweep ([`partition`]),
 //! how long the operators' own page loop (a kernel of `mkc.cu`) takes over landed pages
-//! ([`pages`]), and how fast each SM streams while all do ([`sm_speeds`]).
+//! ([`pages`]), how fast each SM streams while all do ([`sm_speeds`]), and how long
+//! attention's body takes alone for 1-4 query heads per task ([`attention`]).
 
+mod attention;
 mod coresidency;
 mod l2;
 mod latency;
@@ -24,6 +26,10 @@ use super::launch::arg;
 use super::setup::{func, load_module, opt_in_smem};
 use crate::error::{check, BackendError};
 
+pub use attention::{
+    heads_per_task, probe_attention, AttentionBuild, AttentionProbe, AttentionRow, AttentionShape,
+    ATTENTION_LENGTHS, ATTENTION_REPEATS,
+};
 pub use coresidency::{probe_coresidency, PairProbe, ProbeSide, PROBE_REGISTERS};
 pub use l2::{probe_l2, L2Probe, L2Row, L2Warmed, L2_MIXED_MIB, L2_REPEATS, L2_WARMERS};
 pub use latency::{
