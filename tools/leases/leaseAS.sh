@@ -1,12 +1,22 @@
 #!/bin/bash
 # (Not yet run.) Lease AS (any card): the GPU tests (the attention probe's test included: its
-# first run on a GPU), `mkc probe attention` on the tuned model (the chain's and the persistent
-# kernel's attention body alone, 1/2/4 query heads per task), and lease AR's cap runs if time
-# is left. Files: .device/gpu_test, and lease AR's.
-LIMIT=300 ARCHIVE=as.tgz
+# first run on a GPU); `mkc probe attention` on the tuned model with main's body and with
+# `tools/variants/gqa_body.py`'s (each K and V read shared by a task's heads); main against the
+# variant on the tuned layout (one head per task) and with attention_split 1 (four); then lease
+# AR's caps if time is left. Files (.device/): gpu_test; v_gqa.cu (`python3
+# tools/variants/gqa_body.py > .device/v_gqa.cu`); gqa.ron (`Tuning(kernels_cu:
+# Some(".device/v_gqa.cu"))`); tuned_gqa.ron (models/llama1b_tuned.ron with that tuning
+# section); split1.ron (models/llama1b_tuned.ron with attention_split 1) and split1_gqa.ron (the
+# same with the tuning section); lease AR's cap files.
+LIMIT=420 ARCHIVE=as.tgz
 source tools/leases/common.sh
 gpu_tests
-timeout 120 $M probe attention --model $T > $W/attention.log 2>&1; echo "attention rc=$?"; tail -22 $W/attention.log; keep
+for m in $T .device/tuned_gqa.ron; do
+    n=$(basename $m .ron)
+    timeout 120 $M probe attention --model $m > $W/attention_$n.log 2>&1; echo "attention $n rc=$?"
+    tail -22 $W/attention_$n.log; keep
+done
 export TARGETS=persistent,pdl
+b main_a; b gqa_a --tune .device/gqa.ron; b main_b; b gqa_b --tune .device/gqa.ron
+T=.device/split1.ron b split1_main; T=.device/split1_gqa.ron b split1_gqa
 b main_c; b cap4_c --tune .device/cap4.ron; b cap3_c --tune .device/cap3.ron
-b main_d; b cap4_d --tune .device/cap4.ron; b cap3_d --tune .device/cap3.ron
