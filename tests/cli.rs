@@ -532,6 +532,7 @@ fn gpu_commands_without_a_gpu_exit_2_with_one_line() {
         vec!["probe", "l2"],
         vec!["probe", "matvec", "--json"],
         vec!["probe", "pages"],
+        vec!["probe", "attention", "--json"],
     ] {
         let o = mkc(&args);
         let err = stderr(&o);
@@ -562,6 +563,10 @@ fn gpu_commands_without_a_gpu_exit_2_with_one_line() {
     // The page probe's model is read and checked before the GPU is opened: a model the
     // kernels cannot run is refused naming its field, on any machine.
     let o = mkc(&["probe", "pages", "--model", "tiny"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("page_bytes"), "{}", stderr(&o));
+    // The attention probe's too.
+    let o = mkc(&["probe", "attention", "--model", "tiny"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("page_bytes"), "{}", stderr(&o));
 }

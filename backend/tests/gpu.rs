@@ -225,6 +225,7 @@ fn attention_alone_matches_the_cpu_in_both_builds() {
         .unwrap();
     let heads = mkc_backend::gpu::heads_per_task(&model);
     assert_eq!(heads, vec![1, 2, 4]);
+    assert!(p.skipped.is_empty(), "{:?}", p.skipped);
     // Two builds, every head count, every length (all within llama1b's max_seq and its 8 to 32
     // tasks within any H100/H200's SMs).
     assert_eq!(

@@ -451,7 +451,8 @@ fn attention(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), Command
             "{}",
             serde_json::json!({"schema": super::schema("probe.attention"), "gpu": gpu.name,
                 "model": model.name, "head_dim": p.head_dim, "group": p.group, "seed": p.seed,
-                "modelled_task_ns": task_ns, "modelled_head_ns": head_ns, "rows": rows})
+                "modelled_task_ns": task_ns, "modelled_head_ns": head_ns, "rows": rows,
+                "skipped": p.skipped})
         );
     } else {
         outln!(
@@ -483,6 +484,9 @@ fn attention(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), Command
             "  the simulator charges a task {task_ns:.0} ns plus {head_ns:.0} ns per query head ({} latencies.attention_task_ns, attention_head_ns)",
             profile.name
         );
+        for why in &p.skipped {
+            outln!("  skipped: {why}");
+        }
     }
     if worst > ATTENTION_TOLERANCE {
         return Err(CommandError::Internal(format!(

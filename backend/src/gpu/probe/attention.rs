@@ -91,6 +91,8 @@ pub struct AttentionProbe {
     pub seed: u32,
     /// Every case, chain then persistent, by heads then positions.
     pub rows: Vec<AttentionRow>,
+    /// The head counts a build cannot run for the model, each with the catalogue's reason.
+    pub skipped: Vec<String>,
 }
 
 /// Query heads per task the probe runs for `model`: 1, 2, 4, ... up to its query heads per KV
@@ -226,14 +228,19 @@ pub fn probe_attention(
     let rec = DevBuf::new(sms * RECORD_WORDS * 8, "attention probe records")?;
     let streams = StreamPair::new()?;
     let mut rows = Vec::new();
+    let mut skipped = Vec::new();
     for (build, cubin) in [
         (AttentionBuild::Chain, chain_cubin),
         (AttentionBuild::Persistent, persistent_cubin),
     ] {
-        let sizes = heads_per_task(model)
-            .into_iter()
-            .map(|h| body_smem(model, build, h).map(|b| (h, b)))
-            .collect::<Result<Vec<_>, _>>()?;
+        // A head count this build cannot run for the model is skipped, with the reason.
+        let mut sizes = Vec::new();
+        for h in heads_per_task(model) {
+            match body_smem(model, build, h) {
+                Ok(b) => sizes.push((h, b)),
+                Err(e) => skipped.push(format!("{} build, {h} heads per task: {e}", build.name())),
+            }
+        }
         // One CTA per SM: at least RESIDENT_SMEM whatever region the body is given.
         let launch_smem = |bytes: u32| bytes.max(RESIDENT_SMEM);
         let most = sizes
@@ -340,6 +347,7 @@ pub fn probe_attention(
         group,
         seed,
         rows,
+        skipped,
     })
 }
 
@@ -379,6 +387,32 @@ mod tests {
         let b = cpu_attention(&q, &k, &v, &shape, 2);
         for (got, want) in b.iter().zip([1.5, 1.0, 1.5, 1.0]) {
             assert!((got - want).abs() < 1e-6, "{b:?}");
+        }
+    }
+
+    /// Every probed head count gets a region the catalogue sizes for it, one that holds a KV
+    /// chunk beside q and the scores; one head per task always, more where the build can run
+    /// them (the probe skips the others, saying why).
+    #[test]
+    fn every_probed_head_count_gets_a_region_of_its_own() {
+        for name in ["llama1b", "llama3b", "llama8b"] {
+            let m = mkc_ir::embedded::resolve_model(name).unwrap();
+            let hd = m.geometry.head_dim;
+            let max_seq = m.workload.max_seq_len;
+            for h in heads_per_task(&m) {
+                for build in [AttentionBuild::Chain, AttentionBuild::Persistent] {
+                    match body_smem(&m, build, h) {
+                        Ok(bytes) => {
+                            // kv_chunk_of: what is left beside q and the scores, in positions.
+                            let vectors = (h * hd + h * max_seq) * 4;
+                            assert!(bytes > vectors + 4 * hd, "{name} {build:?} {h}: {bytes}");
+                        }
+                        // Only a task of several heads may be refused, and the reason says how
+                        // to fix the lowering.
+                        Err(e) => assert!(h > 1 && format!("{e}").contains("Fix"), "{name}: {e}"),
+                    }
+                }
+            }
         }
     }
 
