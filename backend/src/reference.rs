@@ -136,14 +136,21 @@ impl<'w> Reference<'w> {
     }
 }
 
-/// Relative L2 error of `got` against `want`.
+/// Relative L2 error of `got` against `want`; infinite where either holds a NaN (an output
+/// poisoned and never written), so that a `max` over cases cannot drop it (`f64::max` ignores
+/// a NaN).
 pub fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
     let (mut num, mut den) = (0f64, 0f64);
     for (a, b) in got.iter().zip(want) {
         num += ((a - b) as f64).powi(2);
         den += (*b as f64).powi(2);
     }
-    (num / den.max(1e-30)).sqrt()
+    let e = (num / den.max(1e-30)).sqrt();
+    if e.is_nan() {
+        f64::INFINITY
+    } else {
+        e
+    }
 }
 
 /// Index of the largest value (smallest index on ties) and the margin to the runner-up.
@@ -159,4 +166,21 @@ pub fn argmax_margin(v: &[f32]) -> (usize, f32) {
         }
     }
     (best.0, best.1 - second)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An unwritten (NaN-poisoned) output is an infinite error, so that the worst over several
+    /// cases keeps it: `f64::max` would drop a NaN.
+    #[test]
+    fn a_poisoned_output_is_an_infinite_error_that_a_max_keeps() {
+        let want = [1.0f32, 2.0, 2.0];
+        assert_eq!(rel_l2(&want, &want), 0.0);
+        assert!((rel_l2(&[1.0, 2.0, 0.0], &want) - (4.0f64 / 9.0).sqrt()).abs() < 1e-12);
+        let poisoned = [1.0, f32::NAN, 2.0];
+        assert_eq!(rel_l2(&poisoned, &want), f64::INFINITY);
+        assert_eq!(0.0f64.max(rel_l2(&poisoned, &want)), f64::INFINITY);
+    }
 }
