@@ -4,7 +4,9 @@ persistent target): each SM's compute phase of one operator kind (default the LM
 every SM starts within a few µs of the others with an equal share of pages), summed over the
 step, and its speed against the median SM's (median time / its time). Prints the spread, the
 fastest and slowest SMs, and what a placement in proportion to speed would save on that
-operator (docs/perf.md "Some SMs stream 24% faster").
+operator (docs/perf.md "Some SMs stream 24% faster") if each SM's rate were its own. It is not
+where HBM is the limit: lease AK balanced the LM head with a pool and it ended at the same time
+(the fast SMs' rate is their share of a saturated HBM), so that figure is an upper bound.
 
 usage: python3 tools/sm_speeds.py TRACE.json [KIND]   (KIND: lm_head, up_gate, down, ...)
 """
@@ -42,7 +44,8 @@ def main():
     total = sum(speed.values())
     balanced = med * len(t) / total
     print(f"equal shares end at {t[order[-1]]:.1f} µs of compute; shares by speed at {balanced:.1f} "
-          f"({balanced - t[order[-1]]:+.1f})")
+          f"({balanced - t[order[-1]]:+.1f}) if each SM's rate were its own (an upper bound where "
+          "HBM is the limit: docs/perf.md, lease AK)")
 
 
 if __name__ == "__main__":
