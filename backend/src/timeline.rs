@@ -248,8 +248,12 @@ pub struct BreakdownRow {
     pub stage_us: f64,
     /// Staged until computed (waiting on weights and the matvec).
     pub compute_us: f64,
-    /// Computed until exit (epilogue stores, barrier, signals).
+    /// Computed until the end barrier (the other warps' last pages, epilogue stores, the
+    /// barrier), or until exit where no end barrier was marked (a chain CTA).
     pub finish_us: f64,
+    /// End barrier until exit: a persistent instruction's signals' release, which its successors
+    /// wait for ([`Mark::Ended`]; 0 where not marked).
+    pub release_us: f64,
     /// All of the above.
     pub total_us: f64,
 }
@@ -287,7 +291,8 @@ pub fn breakdown(spans: &[Span]) -> Breakdown {
             row.await_us += phase(s.released);
             row.stage_us += phase(s.prepared);
             row.compute_us += phase(s.computed);
-            row.finish_us += phase(Some(s.exit));
+            row.finish_us += phase(s.ended.or(Some(s.exit)));
+            row.release_us += phase(Some(s.exit));
             row.units += 1;
         }
         for v in [
@@ -296,10 +301,16 @@ pub fn breakdown(spans: &[Span]) -> Breakdown {
             &mut row.stage_us,
             &mut row.compute_us,
             &mut row.finish_us,
+            &mut row.release_us,
         ] {
             *v /= n_sms;
         }
-        row.total_us = row.issue_us + row.await_us + row.stage_us + row.compute_us + row.finish_us;
+        row.total_us = row.issue_us
+            + row.await_us
+            + row.stage_us
+            + row.compute_us
+            + row.finish_us
+            + row.release_us;
         rows.push(row);
     }
     // Between units: an SM's idle time before its first, between two, and after its last.
@@ -404,12 +415,16 @@ mod tests {
         for sm in 0..4u64 {
             let mut t = 1_000 + sm * 100;
             for (i, kind) in [OpKind::UpGate, OpKind::Down].into_iter().enumerate() {
-                let marks = [
+                // Down marks its end barrier 0.1 µs after computing: 0.2 µs of release follow.
+                let mut marks = vec![
                     (Mark::Issued, t + 200),
                     (Mark::Released, t + 1_200),
                     (Mark::Prepared, t + 1_700),
                     (Mark::Computed, t + 7_700),
                 ];
+                if kind == OpKind::Down {
+                    marks.push((Mark::Ended, t + 7_800));
+                }
                 w.push(work(
                     &format!("L0.{i}"),
                     kind,
@@ -427,6 +442,13 @@ mod tests {
         assert!(
             (up.await_us - 1.0).abs() < 0.01 && (up.compute_us - 6.0).abs() < 0.01,
             "{up:?}"
+        );
+        // Without an end barrier the finish runs to the exit; with one, the release follows it.
+        assert!(up.finish_us > 0.29 && up.release_us == 0.0, "{up:?}");
+        let down = &b.rows[1];
+        assert!(
+            (down.finish_us - 0.1).abs() < 0.01 && (down.release_us - 0.2).abs() < 0.01,
+            "{down:?}"
         );
         // Per SM: 0.5 µs between its two units, and the others' late start or early end.
         let between = &b.rows[2];

@@ -128,10 +128,10 @@ pub fn print_breakdown(
         b.step_us,
         b.sms
     );
-    outln!("    kind        units   issue   await   stage  compute  finish   total");
+    outln!("    kind        units   issue   await   stage  compute  finish  release   total");
     for r in &b.rows {
         outln!(
-            "    {:<10} {:>6} {:>7.1} {:>7.1} {:>7.1} {:>8.1} {:>7.1} {:>7.1}",
+            "    {:<10} {:>6} {:>7.1} {:>7.1} {:>7.1} {:>8.1} {:>7.1} {:>8.1} {:>7.1}",
             r.kind,
             r.units,
             r.issue_us,
@@ -139,6 +139,7 @@ pub fn print_breakdown(
             r.stage_us,
             r.compute_us,
             r.finish_us,
+            r.release_us,
             r.total_us
         );
     }
