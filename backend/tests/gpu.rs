@@ -158,6 +158,14 @@ fn a_persistent_wait_that_never_completes_is_stopped_by_the_device_watchdog() {
     assert!(err.contains(&format!("counter {counter} ")), "{err}");
 }
 
+/// A fresh, odd input seed for a probe test (printed by each test, to replay a failure).
+fn fresh_seed() -> u32 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(1, |d| d.subsec_nanos())
+        | 1
+}
+
 /// The operators' page loop (`k_page_math`, the code every streaming body inlines) over pages
 /// already in shared memory gives the CPU's row sums for every warp count and input placement
 /// the probe measures, on fresh random weights, and every case takes time.
@@ -166,10 +174,7 @@ fn the_page_loop_alone_matches_the_cpu_for_every_probed_warp_count() {
     if gpu_sms("page-math probe").is_none() {
         return;
     }
-    let seed = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(1, |d| d.subsec_nanos())
-        | 1;
+    let seed = fresh_seed();
     eprintln!("page-math inputs: seed {seed}");
     let model = mkc_ir::embedded::resolve_model("llama1b").unwrap();
     let compiled = mkc_backend::kernels::compile("sm_90a", &model).unwrap();
@@ -212,10 +217,7 @@ fn attention_alone_matches_the_cpu_in_both_builds() {
     if gpu_sms("attention probe").is_none() {
         return;
     }
-    let seed = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(1, |d| d.subsec_nanos())
-        | 1;
+    let seed = fresh_seed();
     eprintln!("attention inputs: seed {seed}");
     let model = mkc_ir::embedded::resolve_model("llama1b").unwrap();
     let chain = mkc_backend::kernels::compile("sm_90a", &model).unwrap();

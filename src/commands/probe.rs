@@ -331,6 +331,15 @@ fn partition(gpu: &Gpu, cubin: &[u8], json: bool) -> Result<(), CommandError> {
     Ok(())
 }
 
+/// A probe's fresh, odd input seed (fresh weights and inputs each run), printed with its figures
+/// so that a failure can be replayed.
+fn fresh_seed() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.subsec_nanos())
+        | 1
+}
+
 /// Largest relative L2 error of the page loop's row sums against the CPU that the probe accepts
 /// (f32 sums of 2048 products in another order).
 const PAGE_MATH_TOLERANCE: f64 = 1e-5;
@@ -339,11 +348,7 @@ const PAGE_MATH_TOLERANCE: f64 = 1e-5;
 /// the simulator's `page_compute_ns`; a row sum off the CPU's fails the probe.
 fn pages(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), CommandError> {
     let compiled = kernels::compile("sm_90a", model)?;
-    // Fresh weights and input each run; the seed is printed so that a failure can be replayed.
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.subsec_nanos())
-        | 1;
+    let seed = fresh_seed();
     let p = probe_page_math(gpu, &compiled.cubin, model, seed)?;
     let profile = super::gpu_common::profile_for(&gpu.name)?;
     let modelled = profile.latencies.page_compute_ns;
@@ -425,10 +430,7 @@ const ATTENTION_TOLERANCE: f64 = 1e-4;
 fn attention(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), CommandError> {
     let chain = kernels::compile("sm_90a", model)?;
     let persistent = kernels::compile_persistent("sm_90a", model)?;
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.subsec_nanos())
-        | 1;
+    let seed = fresh_seed();
     let p = probe_attention(gpu, &chain.cubin, &persistent.cubin, model, seed)?;
     let profile = super::gpu_common::profile_for(&gpu.name)?;
     let (task_ns, head_ns) = (
