@@ -29,19 +29,19 @@ def main():
     layer = int(sys.argv[2]) if len(sys.argv) == 3 else 8
     events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
     marks = collections.defaultdict(lambda: collections.defaultdict(list))
-    starts = {}  # a unit's entry, by (SM, operator, its dependent slice's start)
     for e in events:
         if e["cat"] == "load":
             op, args, start = e["name"][: -len(" load")], e["args"], e["ts"]
             for key in KEYS[:-1]:
                 marks[op][key].append(start + args[key] if args.get(key) is not None else None)
-            starts[(e["tid"], op, round(start + e["dur"], 3))] = start
         elif e["cat"] == "compute":
-            end = e["ts"] + e["dur"]
-            marks[e["name"]]["end"].append(end)
-            entry = starts.get((e["tid"], e["name"], round(e["ts"], 3)))
-            if entry is not None and e["args"].get("ended_us") is not None:
-                marks[e["name"]]["release"].append(end - (entry + e["args"]["ended_us"]))
+            args = e["args"]
+            marks[e["name"]]["end"].append(e["ts"] + e["dur"])
+            # The dependent slice starts at the release (its args count from the unit's entry),
+            # so the barrier → end is its length less the barrier's distance from the release.
+            if args.get("ended_us") is not None:
+                release_at = args.get("released_us") or 0.0
+                marks[e["name"]]["release"].append(e["dur"] - (args["ended_us"] - release_at))
     ops = [op for op in marks if op.startswith(f"L{layer}.")]
     if not ops:
         sys.exit(f"{sys.argv[1]}: no operator of layer {layer} (a --timeline trace?)")

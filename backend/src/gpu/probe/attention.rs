@@ -251,10 +251,13 @@ pub fn probe_attention(
         let module = ProbeModule::load(cubin)?;
         let entry = build.entry();
         let kernel = module.kernel_with_smem(entry, most)?;
-        let threads = match build {
-            AttentionBuild::Chain => mkc_catalogue::att_threads(&model.tuning),
-            AttentionBuild::Persistent => mkc_catalogue::persistent_warps(&model.tuning) * 32,
+        // The build's threads, as `mkc kernels` reports them (the persistent build's tuning
+        // has its consumer warps).
+        let tuning = match build {
+            AttentionBuild::Chain => model.tuning.clone(),
+            AttentionBuild::Persistent => mkc_catalogue::persistent_tuning(&model.tuning),
         };
+        let threads = crate::kernels::threads_of(&tuning, entry);
         for &(heads_per, bytes) in &sizes {
             for positions in ATTENTION_LENGTHS
                 .into_iter()
