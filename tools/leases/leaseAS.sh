@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run.) Lease AS (any card): the GPU tests (the attention probe's test included: its
+# (Run 2026-12-06 on an H100: docs/perf.md "Lease AS".) Lease AS (any card): the GPU tests (the attention probe's test included: its
 # first run on a GPU); `mkc probe attention` on the tuned model with main's body and with
 # `tools/variants/gqa_body.py`'s (each K and V read shared by a task's heads); the fold's upper
 # bound (`tools/variants/edge_free.py o_proj`, and `attention`: an ablation, its checks fail);
@@ -19,8 +19,7 @@ for m in $T .device/tuned_gqa.ron; do
     tail -22 $W/attention_$n.log; keep
 done
 export TARGETS=persistent,pdl
-b main_a; b free_o_a --tune .device/free_o_proj.ron; b gqa_a --tune .device/gqa.ron
-b free_att_a --tune .device/free_attention.ron
-b main_b; b free_o_b --tune .device/free_o_proj.ron; b gqa_b --tune .device/gqa.ron
+b main_a; b cap4_a --tune .device/cap4.ron; b gqa_a --tune .device/gqa.ron; b free_o_a --tune .device/free_o_proj.ron
+b main_b; b cap4_b --tune .device/cap4.ron; b gqa_b --tune .device/gqa.ron; b free_o_b --tune .device/free_o_proj.ron
+b cap3_c --tune .device/cap3.ron; b free_att_c --tune .device/free_attention.ron
 T=.device/split1.ron b split1_main; T=.device/split1_gqa.ron b split1_gqa
-b main_c; b cap4_c --tune .device/cap4.ron; b cap3_c --tune .device/cap3.ron
