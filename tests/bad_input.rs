@@ -802,6 +802,23 @@ fn a_persistent_ring_that_does_not_fit_is_refused_with_its_largest_size() {
             "between 0 and 16",
         ],
     );
+    // The limit outside the window cannot be 0: the producer would never issue a page.
+    let stream = file("stream0.ron", "Tuning(persistent_stream_inflight: 0)");
+    refused(
+        &[
+            "compile",
+            model,
+            "--target",
+            "persistent",
+            "--tune",
+            &stream,
+        ],
+        &[
+            "stream0.ron",
+            "tuning.persistent_stream_inflight",
+            "between 1 and 16",
+        ],
+    );
 }
 
 /// A checkpoint MLP wider than the model's, or of width 0, is refused by field: the loader pads,

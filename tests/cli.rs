@@ -647,13 +647,20 @@ fn kernels_compile_or_say_nvrtc_is_missing() {
 }
 
 /// `mkc kernels --device` builds with the card's knob defaults wherever the model leaves a knob
-/// unset, and a knob the model sets wins: the Hopper profiles' boundary limit changes
-/// k_persistent against a profile that sets none (a100's), and setting that value (no limit) on
-/// the h100 gives the a100 profile's machine code; the h200 and h100 set the same limit.
+/// unset, and a knob the model sets wins: the Hopper profiles' producer limits change
+/// k_persistent against a profile that sets none (a100's); the h100 also caps the stream
+/// outside the boundary window, so lifting that cap on the h100 gives the h200's machine code
+/// and lifting both gives the a100's.
 #[test]
 fn a_card_profile_fills_the_knobs_the_model_leaves_unset() {
     let unlimited = scratch("unlimited.ron");
-    std::fs::write(&unlimited, "Tuning(persistent_boundary_inflight: Some(16))").unwrap();
+    std::fs::write(
+        &unlimited,
+        "Tuning(persistent_boundary_inflight: Some(16), persistent_stream_inflight: Some(16))",
+    )
+    .unwrap();
+    let uncapped = scratch("uncapped.ron");
+    std::fs::write(&uncapped, "Tuning(persistent_stream_inflight: Some(16))").unwrap();
     let hash = |device: &str, tune: Option<&std::path::Path>| {
         let mut args = vec!["kernels", "--persistent", "--json", "--device", device];
         if let Some(t) = tune {
@@ -674,12 +681,11 @@ fn a_card_profile_fills_the_knobs_the_model_leaves_unset() {
         return;
     };
     let h100 = hash("h100", None).unwrap();
-    assert_ne!(h100, unset, "the h100 profile's boundary limit is built in");
-    assert_eq!(
-        hash("h200", None).unwrap(),
-        h100,
-        "both Hopper profiles hold at one page"
-    );
+    let h200 = hash("h200", None).unwrap();
+    assert_ne!(h100, unset, "the h100 profile's limits are built in");
+    assert_ne!(h200, unset, "the h200 profile's boundary limit is built in");
+    assert_ne!(h100, h200, "only the h100 caps the stream");
+    assert_eq!(hash("h100", Some(&uncapped)).unwrap(), h200);
     assert_eq!(hash("h100", Some(&unlimited)).unwrap(), unset);
 }
 
@@ -713,9 +719,14 @@ fn a_schedule_compiled_for_a_card_carries_its_knobs() {
     };
     assert_eq!(compiled("card.ron", None), card);
     let own = scratch("own_knob.ron");
-    std::fs::write(&own, "Tuning(persistent_boundary_inflight: Some(16))").unwrap();
+    std::fs::write(
+        &own,
+        "Tuning(persistent_boundary_inflight: Some(16), persistent_stream_inflight: Some(8))",
+    )
+    .unwrap();
     let mine = mkc_ir::Tuning {
         persistent_boundary_inflight: Some(16),
+        persistent_stream_inflight: Some(8),
         ..Default::default()
     };
     assert_eq!(

@@ -515,38 +515,44 @@ __device__ __forceinline__ bool mbar_wait_unless(u64* bar, unsigned parity, cons
     }
 }
 
-// Waits, before the producer issues ring page q while `*boundary` is set, until page q - held
-// has landed (held 0: until the flag is cleared) or the flag is cleared; false if `left` was
-// set first. Page q - held's slot is not refilled before page q is issued, so its full
-// barrier's awaited phase is still that page's.
-__device__ __forceinline__ bool throttled_issue(const Stream& s, int q, int held, const volatile int* boundary,
-                                                const volatile int* left) {
-    int slot = -1, lap = 0;
-    if (held > 0) {
-        if (q < held) return true;  // fewer than `held` pages issued so far
-        ring_slot(s, q - held, slot, lap);
-    }
-    while (*boundary) {
+// Whether ring page q has landed in its slot. Page q's slot is not refilled before a later
+// page is issued, so its full barrier's awaited phase is still that page's.
+__device__ __forceinline__ bool page_landed(const Stream& s, int q) {
+    int slot, lap;
+    ring_slot(s, q, slot, lap);
+    return mbar_try(&s.full[slot], (unsigned)lap & 1);
+}
+
+// Waits until the persistent producer may issue ring page q: while `*boundary` is set, once
+// page q - held has landed (held 0: once the flag is cleared); otherwise once page q - cap
+// has landed (cap at least the ring's slots: at once, the slot's own wait implies it). False
+// if `left` was set first.
+__device__ __forceinline__ bool gated_issue(const Stream& s, int q, int held, int cap, const volatile int* boundary,
+                                            const volatile int* left) {
+    for (;;) {
+        if (*boundary) {
+            if (held > 0 && (q < held || page_landed(s, q - held))) return true;
+        } else if (cap >= s.slots || q < cap || page_landed(s, q - cap)) {
+            return true;
+        }
         if (left && *left) return false;
-        if (slot >= 0 && mbar_try(&s.full[slot], (unsigned)lap & 1)) return true;
     }
-    return true;
 }
 
 // Producer (one lane): streams `count` pages from `first` through the ring, as its pages
 // s.page0 .. s.page0 + count - 1. Returns the pages issued: fewer if `left` was set while it
-// waited for a slot. While `*boundary` is set (the persistent kernel's consumers are between
-// two instructions: null for a chain CTA) it keeps at most `held` pages in flight: page q is
-// issued once page q - held has landed, or once the flag is cleared.
+// waited for a slot. With `boundary` (the persistent kernel's flag: its consumers are between
+// two instructions; null for a chain CTA) it keeps at most `held` pages in flight while the
+// flag is set and at most `cap` otherwise (gated_issue).
 __device__ int produce(const Stream& s, const Matvec& v, int first, int count, const volatile int* left = nullptr,
-                       const volatile int* boundary = nullptr, int held = 0) {
+                       const volatile int* boundary = nullptr, int held = 0, int cap = 0) {
     const unsigned bytes = (unsigned)(v.page_rows * v.k * 2);
     const u64 policy = evict_first_policy();
     for (int i = 0; i < count; ++i) {
         int slot, lap;
         ring_slot(s, s.page0 + i, slot, lap);
         if (lap > 0 && !mbar_wait_unless(&s.empty[slot], (lap - 1) & 1, left)) return i;
-        if (boundary && *boundary && !throttled_issue(s, s.page0 + i, held, boundary, left)) return i;
+        if (boundary && !gated_issue(s, s.page0 + i, held, cap, boundary, left)) return i;
         bf16* dst = s.ring + (long)slot * (PAGE_BYTES / 2);
         mbar_expect_tx(&s.full[slot], bytes);
         // One copy per page, two for a gate/up pair (a half from each matrix): split-K weights
@@ -1742,7 +1748,8 @@ __device__ void persistent_producer(const Model& m, const Globals& g, const Pers
         const Matvec v = op_matvec(ins.op, m, g, L);
         int first, count;
         page_range(PersistentWork{ins.first, ins.count, page0, -1}, v, first, count);
-        const int issued = produce(s, v, first, count, left, boundary, PERSISTENT_BOUNDARY_INFLIGHT);
+        const int issued = produce(s, v, first, count, left, boundary, PERSISTENT_BOUNDARY_INFLIGHT,
+                                   PERSISTENT_STREAM_INFLIGHT);
         page0 += issued;
         go = issued == count;
     }
@@ -1785,7 +1792,9 @@ __device__ __forceinline__ bool consumers_sync_or(bool pred) {
 // staged (`boundary_s`, cleared by CounterDeps::prepared) the producer keeps at most
 // PERSISTENT_BOUNDARY_INFLIGHT pages in flight (tuning.persistent_boundary_inflight): the
 // release's acknowledgement, the next poll and the activation loads then queue behind fewer
-// weight copies (-48 µs per step on an H100, docs/perf.md). Nothing but the loop counter and the step stays in a register
+// weight copies (-48 µs per step on an H100, docs/perf.md); outside it, at most
+// PERSISTENT_STREAM_INFLIGHT (tuning.persistent_stream_inflight: 4 gained 1.7-3.3 µs on an
+// H100, lease AQ). Nothing but the loop counter and the step stays in a register
 // across a body: with 9 warps (tuning.persistent_warps 8) ptxas caps it at 168 registers (3
 // warps share a sub-partition's 16K), measured slower than the default 7 consumer warps
 // (176 registers; docs/perf.md).
@@ -1838,7 +1847,10 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
     if (threadIdx.x >= CONSUMER_THREADS) {
         if (threadIdx.x == CONSUMER_THREADS)
             persistent_producer(m, g, p, begin, end, &left_s,
-                                PERSISTENT_BOUNDARY_INFLIGHT < PERSISTENT_SLOTS ? &boundary_s : nullptr);
+                                PERSISTENT_BOUNDARY_INFLIGHT < PERSISTENT_SLOTS ||
+                                        PERSISTENT_STREAM_INFLIGHT < PERSISTENT_SLOTS
+                                    ? &boundary_s
+                                    : nullptr);
         return;
     }
     const unsigned step = step_s;

@@ -350,6 +350,10 @@ pub fn model_header(model: &mkc_ir::Model) -> String {
                 "BOUNDARY_INFLIGHT",
                 mkc_catalogue::persistent_boundary_inflight(&model.tuning),
             ),
+            (
+                "STREAM_INFLIGHT",
+                mkc_catalogue::persistent_stream_inflight(&model.tuning),
+            ),
         ] {
             s += &format!("#define PERSISTENT_{name} {v}\n");
         }

@@ -1076,34 +1076,45 @@ fn every_persistent_ablation_build_compiles() {
     }
 }
 
-/// The persistent producer's limit between instructions is k_persistent's alone: it changes no
-/// chain kernel of the persistent build, a limit of at least the ring's slots compiles to the
-/// unlimited producer (the same machine code whatever the value), and a smaller one to
-/// another.
+/// The persistent producer's limits (between instructions and outside that window) are
+/// k_persistent's alone: each changes no chain kernel of the persistent build, a limit of at
+/// least the ring's slots compiles to the unlimited producer (the same machine code whatever
+/// the value), and a smaller one to another.
 #[test]
-fn boundary_inflight_changes_only_k_persistent() {
-    let build = |inflight: u32| {
-        let mut m = llama1b();
-        m.tuning.persistent_slots = Some(10);
-        m.tuning.persistent_boundary_inflight = Some(inflight);
-        kernels::compile_persistent("sm_90a", &m)
-    };
-    let limited = match build(2) {
-        Err(mkc_backend::BackendError::NoNvrtc) => {
-            eprintln!("SKIPPED: no NVRTC library found (set LD_LIBRARY_PATH to an NVRTC 13 lib directory)");
-            return;
-        }
-        other => other.unwrap(),
-    };
-    let (at_slots, above) = (build(10).unwrap(), build(16).unwrap());
-    let persistent = |c: &kernels::Compiled| {
-        c.kernels
-            .iter()
-            .find(|k| k.name == "k_persistent")
-            .map(|k| k.code_hash)
-            .expect("k_persistent built")
-    };
-    assert!(changed_kernels(&limited, &above).is_empty());
-    assert_ne!(persistent(&limited), persistent(&above));
-    assert_eq!(persistent(&at_slots), persistent(&above));
+fn producer_limits_change_only_k_persistent() {
+    type Knob = fn(&mut Tuning, u32);
+    let knobs: [(&str, Knob); 2] = [
+        ("persistent_boundary_inflight", |t, v| {
+            t.persistent_boundary_inflight = Some(v)
+        }),
+        ("persistent_stream_inflight", |t, v| {
+            t.persistent_stream_inflight = Some(v)
+        }),
+    ];
+    for (name, set) in knobs {
+        let build = |inflight: u32| {
+            let mut m = llama1b();
+            m.tuning.persistent_slots = Some(10);
+            set(&mut m.tuning, inflight);
+            kernels::compile_persistent("sm_90a", &m)
+        };
+        let limited = match build(2) {
+            Err(mkc_backend::BackendError::NoNvrtc) => {
+                eprintln!("SKIPPED: no NVRTC library found (set LD_LIBRARY_PATH to an NVRTC 13 lib directory)");
+                return;
+            }
+            other => other.unwrap(),
+        };
+        let (at_slots, above) = (build(10).unwrap(), build(16).unwrap());
+        let persistent = |c: &kernels::Compiled| {
+            c.kernels
+                .iter()
+                .find(|k| k.name == "k_persistent")
+                .map(|k| k.code_hash)
+                .expect("k_persistent built")
+        };
+        assert!(changed_kernels(&limited, &above).is_empty(), "{name}");
+        assert_ne!(persistent(&limited), persistent(&above), "{name}");
+        assert_eq!(persistent(&at_slots), persistent(&above), "{name}");
+    }
 }

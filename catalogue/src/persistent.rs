@@ -49,6 +49,19 @@ pub fn persistent_boundary_inflight(t: &Tuning) -> u32 {
         .unwrap_or(PERSISTENT_BOUNDARY_INFLIGHT)
 }
 
+/// Weight pages the persistent producer keeps in flight at most outside the boundary window,
+/// where neither the model nor the device profile sets it: no limit (16, at least any ring's
+/// slots). 4 gained 1.7-3.3 us per step on an H100 with the hold at 1 (four rounds, lease AQ
+/// and AS), so the h100 profile sets it; the H200 keeps no limit until measured (docs/perf.md).
+pub const PERSISTENT_STREAM_INFLIGHT: u32 = 16;
+
+/// [`PERSISTENT_STREAM_INFLIGHT`], or `tuning.persistent_stream_inflight` (validated: 1-16;
+/// at least the ring's slots leaves the producer unlimited).
+pub fn persistent_stream_inflight(t: &Tuning) -> u32 {
+    t.persistent_stream_inflight
+        .unwrap_or(PERSISTENT_STREAM_INFLIGHT)
+}
+
 /// The tuning the persistent kernel's build compiles with: `t` with the streaming bodies'
 /// warps (`consumer_warps`, the source's one `CONSUMER_WARPS`) set to the persistent kernel's,
 /// so that everything sized from the streaming warps agrees with the kernel as built.

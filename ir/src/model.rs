@@ -59,6 +59,11 @@ pub struct Tuning {
     /// H200 at 1-3 (docs/perf.md, twenty-seventh and twenty-eighth sessions), so the h100
     /// profile sets 1.
     pub persistent_boundary_inflight: Option<u32>,
+    /// Weight pages the persistent producer keeps in flight at most outside that window
+    /// (1-16; at least the ring's slots: no limit; default: the device profile's, else no
+    /// limit). Measured -1.7 to -3.3 us per step on an H100 at 4 with the hold at 1 (docs/perf.md,
+    /// lease AQ), so the h100 profile sets 4.
+    pub persistent_stream_inflight: Option<u32>,
     /// Shared memory a streaming CTA budgets for its ring, bytes (default: the whole SM).
     pub stream_smem: Option<u32>,
     /// Threads per attention CTA (128-1024, a multiple of 128; default 512); another value
@@ -105,7 +110,7 @@ impl Tuning {
 
     /// Every numeric knob by its field name, with its value (`None`: the default): the one
     /// list that validation and reports read.
-    pub fn knobs(&self) -> [(&'static str, Option<u32>); 14] {
+    pub fn knobs(&self) -> [(&'static str, Option<u32>); 15] {
         [
             ("consumer_warps", self.consumer_warps),
             ("persistent_warps", self.persistent_warps),
@@ -113,6 +118,10 @@ impl Tuning {
             (
                 "persistent_boundary_inflight",
                 self.persistent_boundary_inflight,
+            ),
+            (
+                "persistent_stream_inflight",
+                self.persistent_stream_inflight,
             ),
             ("stream_smem", self.stream_smem),
             ("att_threads", self.att_threads),
@@ -137,6 +146,9 @@ impl Tuning {
             persistent_boundary_inflight: self
                 .persistent_boundary_inflight
                 .or(card.persistent_boundary_inflight),
+            persistent_stream_inflight: self
+                .persistent_stream_inflight
+                .or(card.persistent_stream_inflight),
             stream_smem: self.stream_smem.or(card.stream_smem),
             att_threads: self.att_threads.or(card.att_threads),
             att_chunk: self.att_chunk.or(card.att_chunk),
@@ -474,6 +486,7 @@ mod tests {
             persistent_warps: Some(v + 1),
             persistent_slots: Some(v + 2),
             persistent_boundary_inflight: Some(v + 3),
+            persistent_stream_inflight: Some(v + 14),
             stream_smem: Some(v + 4),
             att_threads: Some(v + 5),
             att_chunk: Some(v + 6),

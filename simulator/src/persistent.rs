@@ -117,6 +117,8 @@ pub fn simulate(
     // producer issues no fresh copy ahead of the release's acknowledgement, so the release is
     // the held one. Its other effects (shorter waits and staging, a later refill) are not
     // modelled: the H100's trace puts three quarters of its gain in the release (perf.md).
+    // The cap outside the window (`tuning.persistent_stream_inflight`) changes nothing here:
+    // this loader keeps one page per SM in flight, sharing the pool's bandwidth, whatever it is.
     let held = s.model.as_ref().is_some_and(|m| {
         (mkc_catalogue::persistent_boundary_inflight(&m.tuning) as usize) < ring_slots
     });

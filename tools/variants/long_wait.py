@@ -19,8 +19,8 @@ src = (pathlib.Path(__file__).resolve().parents[2] / "backend/kernels/mkc.cu").r
 edits = [
     ("            *(volatile int*)boundary = 1;  // already set, except before the SM's first instruction\n",
      "            *(volatile int*)boundary = ins.op == OP_O_PROJ ? 2 : 1;  // variant: 2 marks attention's wait\n"),
-    ("        if (boundary && *boundary && !throttled_issue(s, s.page0 + i, held, boundary, left)) return i;\n",
-     f"        if (boundary && *boundary && !throttled_issue(s, s.page0 + i, *boundary == 2 ? {limit} : held, boundary, left)) return i;\n"),
+    ("        if (boundary && !gated_issue(s, s.page0 + i, held, cap, boundary, left)) return i;\n",
+     f"        if (boundary && !gated_issue(s, s.page0 + i, *boundary == 2 ? {limit} : held, cap, boundary, left)) return i;\n"),
 ]
 for old, new in edits:
     assert src.count(old) == 1, old
