@@ -781,44 +781,35 @@ fn a_persistent_ring_that_does_not_fit_is_refused_with_its_largest_size() {
     let o = compile(&file("slots12.ron", "Tuning(persistent_slots: 12)"));
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!stderr(&o).contains("cannot run"), "{}", stderr(&o));
-    let range = file("slots17.ron", "Tuning(persistent_slots: 17)");
-    refused(
-        &["compile", model, "--target", "persistent", "--tune", &range],
-        &["slots17.ron", "tuning.persistent_slots", "between 1 and 16"],
-    );
-    let inflight = file("inflight17.ron", "Tuning(persistent_boundary_inflight: 17)");
-    refused(
-        &[
-            "compile",
-            model,
-            "--target",
-            "persistent",
-            "--tune",
-            &inflight,
-        ],
-        &[
-            "inflight17.ron",
-            "tuning.persistent_boundary_inflight",
-            "between 0 and 16",
-        ],
-    );
-    // The limit outside the window cannot be 0: the producer would never issue a page.
-    let stream = file("stream0.ron", "Tuning(persistent_stream_inflight: 0)");
-    refused(
-        &[
-            "compile",
-            model,
-            "--target",
-            "persistent",
-            "--tune",
-            &stream,
-        ],
-        &[
-            "stream0.ron",
-            "tuning.persistent_stream_inflight",
+    // Each knob out of its range is refused by file and field (the stream's cap cannot be 0:
+    // the producer would never issue a page).
+    for (name, text, field, range) in [
+        (
+            "slots17.ron",
+            "persistent_slots: 17",
+            "persistent_slots",
             "between 1 and 16",
-        ],
-    );
+        ),
+        (
+            "inflight17.ron",
+            "persistent_boundary_inflight: 17",
+            "persistent_boundary_inflight",
+            "between 0 and 16",
+        ),
+        (
+            "stream0.ron",
+            "persistent_stream_inflight: 0",
+            "persistent_stream_inflight",
+            "between 1 and 16",
+        ),
+    ] {
+        let tune = file(name, &format!("Tuning({text})"));
+        let field = format!("tuning.{field}");
+        refused(
+            &["compile", model, "--target", "persistent", "--tune", &tune],
+            &[name, &field, range],
+        );
+    }
 }
 
 /// A checkpoint MLP wider than the model's, or of width 0, is refused by field: the loader pads,
