@@ -386,6 +386,27 @@ fn every_field_of_a_device_profile_is_used_or_refused() {
         &["compile", "tiny", "--device", &clock],
         &["sm_clock_mhz", "Device profile format"],
     );
+    // Fast SMs are some of the card's, and faster.
+    for (name, from, to, words) in [
+        (
+            "fast_count.ron",
+            "count: 12",
+            "count: 200",
+            ["fast_sms.count", "200 fast SMs of 132"],
+        ),
+        (
+            "fast_speedup.ron",
+            "speedup: 1.31",
+            "speedup: 0.5",
+            ["fast_sms.speedup", "outside 1 to 4"],
+        ),
+    ] {
+        let d = file(name, &edited("devices/h200.ron", &[(from, to)]));
+        refused(
+            &["compile", "tiny", "--device", &d],
+            &[name, words[0], words[1]],
+        );
+    }
     // A card's knob defaults are checked as a model's are, and cannot replace the kernels.
     let card_knob = file(
         "card_knob.ron",
@@ -715,9 +736,20 @@ fn every_device_field_changes_the_prediction_or_is_refused() {
             "release_held_ns: Some(530.0)",
             "release_held_ns: Some(5300.0)",
         ),
+        ("speedup: 1.31", "speedup: 2.0"),
+        ("count: 12", "count: 66"),
     ] {
         decides(&[], from, to);
     }
+    // The h200 profile does not set the held activation latency; one that does decides.
+    decides(
+        &[(
+            "release_held_ns: Some(530.0),",
+            "release_held_ns: Some(530.0), load_latency_held_ns: Some(400.0),",
+        )],
+        "load_latency_held_ns: Some(400.0)",
+        "load_latency_held_ns: Some(4000.0)",
+    );
     // The profile holds its producer (tuning.persistent_boundary_inflight 1), so the unheld
     // release decides where a model's tuning lifts the hold.
     decides(

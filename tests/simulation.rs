@@ -282,26 +282,51 @@ fn pdl_on_an_a100_is_refused() {
     assert!(err.to_string().contains("Programmatic Dependent Launch"));
 }
 
-/// The persistent model's producer runs ahead across instructions: with no dependent work and
-/// no waits, the kernel's page ring keeps every SM streaming through every instruction
-/// boundary, so the step is the bandwidth floor within 2% (a loader that restarts at each
-/// instruction pays a load latency ~80 times per SM: ~3% on Llama-3.2-1B).
-#[test]
-fn the_persistent_producer_streams_across_instruction_boundaries() {
+/// The persistent step with no dependent work and no waits (the ablation ladder's last rung)
+/// over the bandwidth floor, on `dev`.
+fn stream_alone_over_floor(dev: &mkc_ir::device::DeviceProfile) -> f64 {
     let model = mkc_ir::embedded::resolve_model("llama1b").unwrap();
-    let dev = resolve_device("h200").unwrap();
-    let s = schedule(&model, &dev, Target::Persistent);
+    let s = schedule(&model, dev, Target::Persistent);
     let opts = SimOptions::default();
-    let (report, _) = simulate(&s, &dev, &opts, None).unwrap();
-    let ladder = ablation_ladder(&s, &dev, &opts, report.step.step_us);
+    let (report, _) = simulate(&s, dev, &opts, None).unwrap();
+    let ladder = ablation_ladder(&s, dev, &opts, report.step.step_us);
     let bottom = ladder.last().unwrap();
     assert_eq!(bottom.removed, "attention+loads+waits+compute");
-    let ratio = bottom.step_us / report.step.floor_us;
-    assert!(
-        (1.0..1.02).contains(&ratio),
-        "{ladder:?} floor {}",
-        report.step.floor_us
-    );
+    bottom.step_us / report.step.floor_us
+}
+
+/// The persistent model's producer runs ahead across instructions: with no dependent work and
+/// no waits, the kernel's page ring keeps every SM streaming through every instruction
+/// boundary, so on a card whose SMs stream alike the step is the bandwidth floor within 2% (a
+/// loader that restarts at each instruction pays a load latency ~80 times per SM: ~3% on
+/// Llama-3.2-1B).
+#[test]
+fn the_persistent_producer_streams_across_instruction_boundaries() {
+    let mut dev = resolve_device("h200").unwrap();
+    dev.fast_sms = None;
+    let ratio = stream_alone_over_floor(&dev);
+    assert!((1.0..1.02).contains(&ratio), "{ratio}");
+}
+
+/// Where some SMs stream faster (`fast_sms`), the others pace the stream: no SM draws more
+/// than its speed's share of the card, so the stream alone takes the floor over the slow SMs'
+/// speed (within 2%), and a larger speedup costs more.
+#[test]
+fn the_slow_sms_pace_the_persistent_stream() {
+    let mut dev = resolve_device("h200").unwrap();
+    let mut last = 1.0;
+    for speedup in [1.2, 1.5, 2.0] {
+        dev.fast_sms = Some(mkc_ir::device::FastSms { count: 12, speedup });
+        let slow = dev.sm_speed(1, dev.sms);
+        assert!(slow < 1.0 && (dev.sm_speed(0, dev.sms) / slow - speedup).abs() < 1e-9);
+        let ratio = stream_alone_over_floor(&dev);
+        assert!(
+            (1.0 / slow..1.02 / slow).contains(&ratio),
+            "{speedup}: {ratio} against 1/{slow}"
+        );
+        assert!(ratio > last, "{speedup}: {ratio} after {last}");
+        last = ratio;
+    }
 }
 
 /// Page math (`page_compute_ns`) is paid where a consumer waited: each microsecond more per page

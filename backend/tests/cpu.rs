@@ -783,7 +783,11 @@ fn the_latency_probe_names_the_profile_terms_it_measures() {
         .collect();
     assert_eq!(
         terms,
-        vec![("load_latency_ns", 2211.0), ("release_held_ns", 427.0)]
+        vec![
+            ("load_latency_ns", 2211.0),
+            ("release_held_ns", 427.0),
+            ("load_latency_held_ns", 426.0)
+        ]
     );
     let without = LatencyProbe {
         loaded: vec![case(StreamKind::Bulk(4), false, 1319.0)],

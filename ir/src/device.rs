@@ -87,6 +87,8 @@ pub fn expects(field: &str) -> Option<String> {
             format!("a number of GB/s from {lo} to {hi:e}")
         }
         l if l.ends_with("_ns") => format!("a number of ns from 0 to {MAX_LATENCY_NS:e}"),
+        "count" if field.starts_with("fast_sms.") => "a whole number of SMs, at most `sms`".into(),
+        "speedup" => format!("a number from {} to {}", SPEEDUP_RANGE.0, SPEEDUP_RANGE.1),
         "arch" => "one of Sm80, Sm86, Sm89, Sm90, Sm100, Sm120".into(),
         _ if field.starts_with("limits.") => "a whole number".into(),
         _ => return None,
@@ -173,12 +175,18 @@ pub struct Latencies {
     /// (the hold does not shorten it on that card, or it was never measured there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release_held_ns: Option<f64>,
+    /// The activation loads a persistent instruction issues after a held boundary: an L2 hit
+    /// beside one bulk copy per SM (`mkc probe latency`), where the unheld kernel's see the
+    /// ring's full queue (`load_latency_ns`). Absent: `load_latency_ns` (not probed there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_latency_held_ns: Option<f64>,
 }
 
 impl Latencies {
     /// Every latency term by its field name, mutable: what `mkc simulate --sensitivity` halves
-    /// one at a time. `chain_load_latency_ns` and `release_held_ns` are listed only where the
-    /// profile sets them (absent, they follow `load_latency_ns` and `release_ns`).
+    /// one at a time. `chain_load_latency_ns`, `release_held_ns` and `load_latency_held_ns` are
+    /// listed only where the profile sets them (absent, they follow `load_latency_ns` and
+    /// `release_ns`).
     pub fn terms_mut(&mut self) -> Vec<(&'static str, &mut f64)> {
         let mut terms = vec![
             ("launch_gap_ns", &mut self.launch_gap_ns),
@@ -198,6 +206,9 @@ impl Latencies {
         if let Some(v) = self.release_held_ns.as_mut() {
             terms.push(("release_held_ns", v));
         }
+        if let Some(v) = self.load_latency_held_ns.as_mut() {
+            terms.push(("load_latency_held_ns", v));
+        }
         terms
     }
 
@@ -205,6 +216,12 @@ impl Latencies {
     /// boundary: `release_held_ns`, else `release_ns`.
     pub fn held_release(&self) -> f64 {
         self.release_held_ns.unwrap_or(self.release_ns)
+    }
+
+    /// The activation loads' latency after a held boundary: `load_latency_held_ns`, else
+    /// `load_latency_ns`.
+    pub fn held_load_latency(&self) -> f64 {
+        self.load_latency_held_ns.unwrap_or(self.load_latency_ns)
     }
 
     /// The load latency the chain model charges: `chain_load_latency_ns`, else
@@ -216,6 +233,20 @@ impl Latencies {
 
 /// The head dimension `attention_head_ns` is given at (Llama-3.2-1B's, where it was measured).
 pub const ATTENTION_HEAD_DIM: u32 = 64;
+
+/// Some SMs of a card stream faster than the others when all stream: `count` of them at
+/// `speedup` times the others' rate (`mkc probe sm-speeds`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FastSms {
+    /// How many SMs are fast.
+    pub count: u32,
+    /// Their rate over the others' (at least 1).
+    pub speedup: f64,
+}
+
+/// Accepted `fast_sms.speedup` (a faster SM, at most 4x: the probe measured 1.3-1.5x).
+pub const SPEEDUP_RANGE: (f64, f64) = (1.0, 4.0);
 
 /// Everything mkc knows about one GPU.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -231,6 +262,10 @@ pub struct DeviceProfile {
     pub read_bandwidth_gbps: f64,
     /// Most one SM can stream on its own, GB/s (bounds a lone SM's share of the bandwidth).
     pub sm_read_bandwidth_gbps: f64,
+    /// SMs that stream faster than the rest while all stream (`mkc probe sm-speeds`: whole
+    /// TPCs, fixed by where they sit). Absent: every SM streams alike.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fast_sms: Option<FastSms>,
     /// Resource limits.
     pub limits: Limits,
     /// Latencies.
@@ -294,8 +329,31 @@ impl DeviceProfile {
             ("latencies.page_compute_ns", l.page_compute_ns),
             ("latencies.chain_load_latency_ns", l.chain_load_latency()),
             ("latencies.release_held_ns", l.held_release()),
+            ("latencies.load_latency_held_ns", l.held_load_latency()),
         ] {
             check_latency(file, field, v)?;
+        }
+        if let Some(f) = self.fast_sms {
+            if !(1..=self.sms).contains(&f.count) {
+                return Err(InputError::invalid(
+                    file,
+                    "fast_sms.count",
+                    format!("{} fast SMs of {} is out of range", f.count, self.sms),
+                    format!(
+                        "give how many SMs `mkc probe sm-speeds` shows fast (1..{})",
+                        self.sms
+                    ),
+                ));
+            }
+            let (lo, hi) = SPEEDUP_RANGE;
+            if !(f.speedup.is_finite() && (lo..=hi).contains(&f.speedup)) {
+                return Err(InputError::invalid(
+                    file,
+                    "fast_sms.speedup",
+                    format!("{} is outside {lo} to {hi}", f.speedup),
+                    "give the fast SMs' rate over the others' from `mkc probe sm-speeds`, e.g. 1.3",
+                ));
+            }
         }
         self.validate_limits(file)
     }
@@ -379,8 +437,29 @@ impl DeviceProfile {
         self.read_bandwidth_gbps / self.sms as f64
     }
 
-    /// The same profile with a different SM count (the `--sms` override).
+    /// SM `sm`'s streaming rate against the mean of the card's `sms` SMs while all stream:
+    /// the `fast_sms` are spread evenly over the SM indices (which ones does not matter to a
+    /// schedule whose streams are dealt in order), the rest share what they leave.
+    pub fn sm_speed(&self, sm: u32, sms: u32) -> f64 {
+        let Some(f) = self.fast_sms.filter(|f| f.count < sms) else {
+            return 1.0;
+        };
+        let slow = sms as f64 / (sms as f64 + f.count as f64 * (f.speedup - 1.0));
+        let fast = (sm as u64 * f.count as u64) % (sms as u64) < (f.count as u64);
+        if fast {
+            slow * f.speedup
+        } else {
+            slow
+        }
+    }
+
+    /// The same profile with a different SM count (the `--sms` override); its fast SMs keep
+    /// their proportion of the card (none where that rounds to none or to all).
     pub fn with_sms(mut self, sms: u32) -> DeviceProfile {
+        self.fast_sms = self.fast_sms.and_then(|f| {
+            let count = (f.count as f64 * sms as f64 / self.sms as f64).round() as u32;
+            (1..sms).contains(&count).then_some(FastSms { count, ..f })
+        });
         self.sms = sms;
         self
     }
@@ -412,4 +491,39 @@ pub fn check_latency(file: &str, field: &str, v: f64) -> Result<(), InputError> 
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FastSms;
+
+    /// The SMs' speeds average one (the card's bandwidth is the measured total), the fast ones
+    /// are `speedup` times the rest and there are `count` of them; `--sms` keeps their
+    /// proportion, and a card with none or all fast streams alike.
+    #[test]
+    fn sm_speeds_average_one_and_keep_their_proportion() {
+        let mut d = crate::embedded::resolve_device("h100").unwrap();
+        d.fast_sms = Some(FastSms {
+            count: 12,
+            speedup: 1.5,
+        });
+        for sms in [132, 66, 13] {
+            let d = d.clone().with_sms(sms);
+            let speeds: Vec<f64> = (0..sms).map(|sm| d.sm_speed(sm, sms)).collect();
+            let mean = speeds.iter().sum::<f64>() / sms as f64;
+            assert!((mean - 1.0).abs() < 1e-9, "{sms}: mean {mean}");
+            let slow = speeds.iter().cloned().fold(f64::INFINITY, f64::min);
+            let fast: Vec<&f64> = speeds.iter().filter(|&&v| v > slow * 1.01).collect();
+            let expected = (12.0 * sms as f64 / 132.0).round() as usize;
+            assert_eq!(fast.len(), expected, "{sms} SMs");
+            assert!(fast.iter().all(|&&v| (v / slow - 1.5).abs() < 1e-9));
+        }
+        assert_eq!(
+            d.clone().with_sms(5).fast_sms,
+            None,
+            "12 of 132 rounds to none of 5"
+        );
+        d.fast_sms = None;
+        assert_eq!(d.sm_speed(0, 132), 1.0);
+    }
 }

@@ -77,8 +77,10 @@ pub struct Pool<F> {
     updated_at: f64,
     /// Active flows by the service at which they finish.
     finishing: BinaryHeap<Reverse<(Time, u64)>>,
-    tags: Vec<Option<F>>,
+    tags: Vec<Option<(F, f64)>>,
     active: usize,
+    /// Sum of the active flows' weights.
+    active_weight: f64,
     /// Bytes served so far (for achieved-bandwidth accounting).
     pub bytes_served: f64,
 }
@@ -94,15 +96,17 @@ impl<F> Pool<F> {
             finishing: BinaryHeap::new(),
             tags: Vec::new(),
             active: 0,
+            active_weight: 0.0,
             bytes_served: 0.0,
         }
     }
 
+    /// Service per unit of weight, bytes per ns.
     fn rate(&self) -> f64 {
         if self.active == 0 {
             0.0
         } else {
-            self.per_flow_cap.min(self.bandwidth / self.active as f64)
+            self.per_flow_cap.min(self.bandwidth / self.active_weight)
         }
     }
 
@@ -110,18 +114,24 @@ impl<F> Pool<F> {
         let dt = (now - self.updated_at).max(0.0);
         let r = self.rate();
         self.service += r * dt;
-        self.bytes_served += r * dt * self.active as f64;
+        self.bytes_served += r * dt * self.active_weight;
         self.updated_at = now;
     }
 
     /// Starts a flow of `bytes` at `now`, tagged `tag`.
     pub fn start(&mut self, now: f64, bytes: f64, tag: F) {
+        self.start_weighted(now, bytes, 1.0, tag);
+    }
+
+    /// Starts a flow that draws `weight` times an average flow's share.
+    pub fn start_weighted(&mut self, now: f64, bytes: f64, weight: f64, tag: F) {
         self.advance(now);
         let id = self.tags.len() as u64;
-        self.tags.push(Some(tag));
+        self.tags.push(Some((tag, weight)));
         self.finishing
-            .push(Reverse((Time(self.service + bytes.max(0.0)), id)));
+            .push(Reverse((Time(self.service + bytes.max(0.0) / weight), id)));
         self.active += 1;
+        self.active_weight += weight;
     }
 
     /// When the next flow finishes, if any is active.
@@ -135,10 +145,16 @@ impl<F> Pool<F> {
     pub fn finish_next(&mut self, now: f64) -> F {
         self.advance(now);
         let Reverse((_, id)) = self.finishing.pop().expect("an active flow");
-        self.active -= 1;
-        self.tags[id as usize]
+        let (tag, weight) = self.tags[id as usize]
             .take()
-            .expect("each flow finishes once")
+            .expect("each flow finishes once");
+        self.active -= 1;
+        self.active_weight = if self.active == 0 {
+            0.0
+        } else {
+            self.active_weight - weight
+        };
+        tag
     }
 
     /// Flows currently streaming.

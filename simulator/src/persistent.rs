@@ -12,7 +12,8 @@
 //! `load_latency_ns` later (the pipe refills). The consumer is admitted once every counter the
 //! instruction waits on is complete and visible and its previous instruction has released; it
 //! then stages its activations (instruction overhead, the load latency, its activations and
-//! writes at the SM's bandwidth) and only then uses its pages as they land, freeing their ring
+//! writes at the SM's bandwidth; after a held boundary the activations queue behind one copy
+//! per SM: `load_latency_held_ns`) and only then uses its pages as they land, freeing their ring
 //! room; its consumer warps take the pages in turn, each `page_compute_ns` per page, a page no
 //! sooner than it landed (the room is freed as a page is taken, not when its products are
 //! done: a little optimistic for the loader). Attention computes (scores, softmax, output:
@@ -20,7 +21,9 @@
 //! dimension against the measured 64; from the chain kernel's clock marks) once staged and its
 //! history landed. The instruction ends when all of that is done (its last page's products,
 //! or attention's compute); its signals leave `release_ns` later (the release waits for its
-//! stores' acknowledgement), and the SM admits its next instruction no sooner.
+//! stores' acknowledgement), and the SM admits its next instruction no sooner. The SMs share
+//! the card's bandwidth, each at most its speed's share (`fast_sms`): the slow SMs pace the
+//! stream.
 
 use mkc_ir::device::DeviceProfile;
 use mkc_scheduler::Schedule;
@@ -122,6 +125,12 @@ pub fn simulate(
     let held = s.model.as_ref().is_some_and(|m| {
         (mkc_catalogue::persistent_boundary_inflight(&m.tuning) as usize) < ring_slots
     });
+    // Held, the activation loads after a wait queue behind one copy per SM, not the ring's.
+    let activation_ns = if held {
+        lat.held_load_latency()
+    } else {
+        lat.load_latency_ns
+    };
     let release_ns = if held {
         lat.held_release()
     } else {
@@ -158,7 +167,13 @@ pub fn simulate(
             .find(|(k, _)| *k == kind)
             .map_or(default_page, |&(_, b)| b)
     };
-    let mut pool: Pool<(usize, usize)> = Pool::new(bw, cap);
+    // Each SM streams at most its speed times the card's fair share (`DeviceProfile::sm_speed`,
+    // the probe's rates while all stream): bandwidth an idle SM leaves does not reach an SM
+    // whose own path is the limit (with it the H100's held ladder is within 4% at every rung,
+    // without it the stream alone was 5% under; docs/perf.md, lease AT).
+    let sms_n = plan.streams.len().max(1) as u32;
+    let sm_speed: Vec<f64> = (0..sms_n).map(|sm| device.sm_speed(sm, sms_n)).collect();
+    let mut pool: Pool<(usize, usize)> = Pool::new(bw, cap.min(bw / sms_n as f64));
     let mut queue: EventQueue<Event> = EventQueue::default();
     let mut sms: Vec<Sm> = plan
         .streams
@@ -251,7 +266,7 @@ pub fn simulate(
             }
             if bytes > 0.0 {
                 st.loading = true;
-                pool.start(now, bytes, (sm, j));
+                pool.start_weighted(now, bytes, sm_speed[sm], (sm, j));
             } else {
                 st.loads[j].landed = true;
                 st.loads[j].landed_at = now;
@@ -417,7 +432,7 @@ pub fn simulate(
                 sms[sm].admitted = Some(now);
                 // As in a chain CTA: activations read after the wait land a load latency
                 // later; the consumers use their pages only once they are staged.
-                let activations = activation_latency(&ablate, kind, lat.load_latency_ns);
+                let activations = activation_latency(&ablate, kind, activation_ns);
                 let duration = lat.instruction_overhead_ns + activations + dependent / cap;
                 queue.push(now + duration, Event::Staged(sm));
             }

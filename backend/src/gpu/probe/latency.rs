@@ -80,6 +80,11 @@ impl LatencyProbe {
                 ns: c.release.after_store_ns,
                 from: "a release after a store beside 1 bulk copy per SM",
             });
+            terms.push(ProfileTerm {
+                field: "load_latency_held_ns",
+                ns: c.ns,
+                from: "an L2 hit beside 1 bulk copy per SM",
+            });
         }
         terms
     }
