@@ -168,10 +168,12 @@ pub fn simulate(
             .map_or(default_page, |&(_, b)| b)
     };
     // Each SM streams at most its speed times the card's fair share (`DeviceProfile::sm_speed`,
-    // the probe's rates while all stream): bandwidth an idle SM leaves does not reach an SM
-    // whose own path is the limit (with it the H100's held ladder is within 4% at every rung,
-    // without it the stream alone was 5% under; docs/perf.md, lease AT). The chain model has
-    // no such cap: its smaller grids stream faster than their share (with it, pdl +11-15%).
+    // the probe's rates while all stream). A stand-in, not a law of the card: with it the
+    // H100's held ladder is within 4% at every rung (without it the stream alone was 5% under),
+    // but a balanced LM head measured no faster (lease AK), so the slow SMs do take freed
+    // bandwidth; what the cap stands for is most likely a per-boundary refill of the held
+    // stream, not yet modelled (docs/perf.md, "The model sees the SMs' speeds"). The chain
+    // model has no such cap: with it, pdl +11-15%.
     let sms_n = plan.streams.len().max(1) as u32;
     let sm_speed: Vec<f64> = (0..sms_n).map(|sm| device.sm_speed(sm, sms_n)).collect();
     let mut pool: Pool<(usize, usize)> = Pool::new(bw, cap.min(bw / sms_n as f64));
