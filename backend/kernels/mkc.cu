@@ -515,26 +515,28 @@ __device__ __forceinline__ bool mbar_wait_unless(u64* bar, unsigned parity, cons
     }
 }
 
-// Whether ring page q has landed in its slot. Page q's slot is not refilled before a later
-// page is issued, so its full barrier's awaited phase is still that page's.
+// Whether ring page q has landed in its slot; valid while page q + slots has not been issued
+// (until then the slot's full barrier awaits page q's phase).
 __device__ __forceinline__ bool page_landed(const Stream& s, int q) {
     int slot, lap;
     ring_slot(s, q, slot, lap);
     return mbar_try(&s.full[slot], (unsigned)lap & 1);
 }
 
-// Waits until the persistent producer may issue ring page q: while `*boundary` is set, once
-// page q - held has landed (held 0: once the flag is cleared); otherwise once page q - cap
-// has landed (cap at least the ring's slots: at once, the slot's own wait implies it). False
-// if `left` was set first.
+// Whether the producer may issue ring page q while at most `limit` pages may be in flight:
+// once page q - limit has landed. A limit of at least the ring's slots is no limit (the
+// slot's own wait implies it, and page q - limit's slot may hold a later page by then).
+__device__ __forceinline__ bool within_limit(const Stream& s, int q, int limit) {
+    return limit >= s.slots || q < limit || page_landed(s, q - limit);
+}
+
+// Waits until the persistent producer may issue ring page q: within `held` pages in flight
+// while `*boundary` is set (held 0: not before the flag is cleared), within `cap` otherwise.
+// False if `left` was set first.
 __device__ __forceinline__ bool gated_issue(const Stream& s, int q, int held, int cap, const volatile int* boundary,
                                             const volatile int* left) {
     for (;;) {
-        if (*boundary) {
-            if (held > 0 && (q < held || page_landed(s, q - held))) return true;
-        } else if (cap >= s.slots || q < cap || page_landed(s, q - cap)) {
-            return true;
-        }
+        if (*boundary ? held > 0 && within_limit(s, q, held) : within_limit(s, q, cap)) return true;
         if (left && *left) return false;
     }
 }

@@ -1095,6 +1095,13 @@ fn producer_limits_change_only_k_persistent() {
             t.persistent_stream_inflight = Some(v)
         }),
     ];
+    let persistent = |c: &kernels::Compiled| {
+        c.kernels
+            .iter()
+            .find(|k| k.name == "k_persistent")
+            .map(|k| k.code_hash)
+            .expect("k_persistent built")
+    };
     for (name, set) in knobs {
         let build = |inflight: u32| {
             let mut m = llama1b();
@@ -1110,15 +1117,18 @@ fn producer_limits_change_only_k_persistent() {
             other => other.unwrap(),
         };
         let (at_slots, above) = (build(10).unwrap(), build(16).unwrap());
-        let persistent = |c: &kernels::Compiled| {
-            c.kernels
-                .iter()
-                .find(|k| k.name == "k_persistent")
-                .map(|k| k.code_hash)
-                .expect("k_persistent built")
-        };
         assert!(changed_kernels(&limited, &above).is_empty(), "{name}");
         assert_ne!(persistent(&limited), persistent(&above), "{name}");
         assert_eq!(persistent(&at_slots), persistent(&above), "{name}");
     }
+    // With the stream capped, a hold of at least the ring's slots is no hold either.
+    let capped = |held: u32| {
+        let mut m = llama1b();
+        m.tuning.persistent_slots = Some(10);
+        m.tuning.persistent_stream_inflight = Some(2);
+        m.tuning.persistent_boundary_inflight = Some(held);
+        kernels::compile_persistent("sm_90a", &m).unwrap()
+    };
+    assert_eq!(persistent(&capped(10)), persistent(&capped(16)));
+    assert_ne!(persistent(&capped(1)), persistent(&capped(16)));
 }
