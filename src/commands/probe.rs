@@ -352,7 +352,6 @@ fn pages(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), CommandErro
     let p = probe_page_math(gpu, &compiled.cubin, model, seed)?;
     let profile = super::gpu_common::profile_for(&gpu.name)?;
     let modelled = profile.latencies.page_compute_ns;
-    let worst = p.rows.iter().map(|r| r.err).fold(0.0, f64::max);
     if json {
         let rows: Vec<_> = p
             .rows
@@ -412,10 +411,28 @@ fn pages(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), CommandErro
             profile.name
         );
     }
-    if worst > PAGE_MATH_TOLERANCE {
+    matches_the_cpu(
+        "pages",
+        "the page loop's row sums are",
+        p.rows.iter().map(|r| r.err),
+        PAGE_MATH_TOLERANCE,
+        p.seed,
+    )
+}
+
+/// Fails probe `probe` (after it has printed) where a case's relative L2 error against the
+/// CPU (`errors`) is over `limit`: `what` names the output, and the seed reproduces it.
+fn matches_the_cpu(
+    probe: &str,
+    what: &str,
+    errors: impl Iterator<Item = f64>,
+    limit: f64,
+    seed: u32,
+) -> Result<(), CommandError> {
+    let worst = errors.fold(0.0, f64::max);
+    if worst > limit {
         return Err(CommandError::Internal(format!(
-            "mkc probe pages: the page loop's row sums are off the CPU's (relative L2 error {worst:.1e}; limit {PAGE_MATH_TOLERANCE:.0e}, seed {})",
-            p.seed
+            "mkc probe {probe}: {what} off the CPU's (relative L2 error {worst:.1e}; limit {limit:.0e}, seed {seed})"
         )));
     }
     Ok(())
@@ -437,7 +454,6 @@ fn attention(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), Command
         profile.latencies.attention_task_ns,
         profile.latencies.attention_head_ns,
     );
-    let worst = p.rows.iter().map(|r| r.err).fold(0.0, f64::max);
     if json {
         let rows: Vec<_> = p
             .rows
@@ -490,13 +506,13 @@ fn attention(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), Command
             outln!("  skipped: {why}");
         }
     }
-    if worst > ATTENTION_TOLERANCE {
-        return Err(CommandError::Internal(format!(
-            "mkc probe attention: the output is off the CPU's (relative L2 error {worst:.1e}; limit {ATTENTION_TOLERANCE:.0e}, seed {})",
-            p.seed
-        )));
-    }
-    Ok(())
+    matches_the_cpu(
+        "attention",
+        "the output is",
+        p.rows.iter().map(|r| r.err),
+        ATTENTION_TOLERANCE,
+        p.seed,
+    )
 }
 
 /// Prints the L2 latency of a dependent chain, idle and under concurrent HBM streams.
