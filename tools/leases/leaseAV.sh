@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run.) Lease AV (any card): two copies in the boundary window under the stream cap
+# (Run 2026-12-06 on an H100: docs/perf.md "Lease AV".) Lease AV (any card): two copies in the boundary window under the stream cap
 # (docs/perf.md "Two copies in the window under the cap"). The tune files (written here) set
 # the window's K and the cap C outside it. H100 (main K = 1, C = 4): K = 2 with C = 4 and 3,
 # two alternating rounds. H200 (main K = 1, no cap): C = 4, and K = 2 with C = 4, then the
