@@ -6,7 +6,7 @@
 # (`python3 tools/variants/mma_pages.py MODE`), mma_hi.ron, mma_hilo.ron
 # (`Tuning(kernels_cu: Some(".device/v_mma_MODE.cu"))`), tuned_mma_hi.ron, tuned_mma_hilo.ron
 # (models/llama1b_tuned.ron with that tuning).
-LIMIT=420 ARCHIVE=aw.tgz
+LIMIT=300 ARCHIVE=aw.tgz
 source tools/leases/common.sh
 export TARGETS=persistent,pdl
 for v in main hi hilo; do
