@@ -9,15 +9,19 @@ that A is what the lane loads and B the lane's own input slice, and the diagonal
 dot product (mma_page_dots below). Both targets take it (the chain kernels share the loop).
 Mode `hilo`: the input as two bf16 parts (the rounding and its residue: ~16 bits of each
 float's mantissa); `hi`: the input rounded to bf16 once (as bf16 inference stacks hold their
-activations; fewer registers: `hilo` spills in k_persistent).
+activations; fewer registers: `hilo` spills in k_persistent); `hilo2`: `hi` in registers and
+the residue recomputed for each page from the input where it lies (shared memory, or global
+memory through L1), ~22 more instructions per group, no fragments beyond `hi`'s 32 registers.
 
-usage: python3 tools/variants/mma_pages.py hilo|hi > v_mma.cu
+usage: python3 tools/variants/mma_pages.py hilo|hi|hilo2 > v_mma.cu
 """
 import pathlib
 import sys
 
-assert len(sys.argv) == 2 and sys.argv[1] in ("hilo", "hi"), __doc__
-lo = sys.argv[1] == "hilo"
+assert len(sys.argv) == 2 and sys.argv[1] in ("hilo", "hi", "hilo2"), __doc__
+mode = sys.argv[1]
+lo = mode == "hilo"
+re_lo = mode == "hilo2"  # lo recomputed for every page from the input (x: shared or L1)
 src = (pathlib.Path(__file__).resolve().parents[2] / "backend/kernels/mkc.cu").read_text()
 
 frag = """// The lane's input slice as the B operand of m16n8k16 bf16 MMAs (mma_page_dots): for group j
@@ -85,7 +89,7 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], unsigned a0, unsigned a1
 // ra's (rb's) products over those 128 columns, held by lane 4g + g / 2. The lane returns its
 // diagonal elements, zero elsewhere: the warp's sum is the dot product.
 template <int NJ, int R, int K>
-__device__ __forceinline__ void mma_page_dots(const bf16* page, const XFrag<NJ>& xf, float (&out)[R]) {
+__device__ __forceinline__ void mma_page_dots(const bf16* page, const XFrag<NJ>& xf, float (&out)[R], const float* xs) {
     static_assert(R % 2 == 0, "row pairs");
     const int lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
     float acc[R / 2][2][4];  // row pair, half: independent accumulator chains
@@ -97,7 +101,21 @@ __device__ __forceinline__ void mma_page_dots(const bf16* page, const XFrag<NJ>&
             for (int e = 0; e < 4; ++e) acc[p][h][e] = 0.f;
 #pragma unroll
     for (int j = 0; j < NJ; ++j) {
-        uint4 w[R];
+""" + ("""        unsigned lo_j[2][2];
+        {
+            const float4* px = reinterpret_cast<const float4*>(xs + (lane + 32 * j) * 8);
+            const float4 u = px[0], v = px[1];
+            const float f[8] = {u.x, u.y, u.z, u.w, v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int q = 0; q < 2; ++q) {
+                    const unsigned hi = xf.hi[j][h][q];
+                    lo_j[h][q] = pack_bf16x2(f[4 * h + 2 * q] - __uint_as_float(hi << 16),
+                                             f[4 * h + 2 * q + 1] - __uint_as_float(hi & 0xFFFF0000u));
+                }
+        }
+""" if re_lo else "") + """        uint4 w[R];
 #pragma unroll
         for (int r = 0; r < R; ++r) w[r] = *reinterpret_cast<const uint4*>(page + r * K + (lane + 32 * j) * 8);
 #pragma unroll
@@ -105,7 +123,9 @@ __device__ __forceinline__ void mma_page_dots(const bf16* page, const XFrag<NJ>&
             const uint4 a = w[2 * p], b = w[2 * p + 1];
             mma_bf16(acc[p][0], a.x, b.x, a.y, b.y, xf.hi[j][0][0], xf.hi[j][0][1]);
             mma_bf16(acc[p][1], a.z, b.z, a.w, b.w, xf.hi[j][1][0], xf.hi[j][1][1]);
-""" + ("""            mma_bf16(acc[p][0], a.x, b.x, a.y, b.y, xf.lo[j][0][0], xf.lo[j][0][1]);
+""" + ("""            mma_bf16(acc[p][0], a.x, b.x, a.y, b.y, lo_j[0][0], lo_j[0][1]);
+            mma_bf16(acc[p][1], a.z, b.z, a.w, b.w, lo_j[1][0], lo_j[1][1]);
+""" if re_lo else "") + ("""            mma_bf16(acc[p][0], a.x, b.x, a.y, b.y, xf.lo[j][0][0], xf.lo[j][0][1]);
             mma_bf16(acc[p][1], a.z, b.z, a.w, b.w, xf.lo[j][1][0], xf.lo[j][1][1]);
 """ if lo else "") + """        }
     }
@@ -123,8 +143,8 @@ __device__ __forceinline__ void mma_page_dots(const bf16* page, const XFrag<NJ>&
 // Dot products of the R rows of a page (row stride 256 * NJ elements) with the lane's input
 // fragments; every lane returns every row's full sum.
 template <int NJ, int R>
-__device__ __forceinline__ void page_dots(const bf16* page, const XFrag<NJ>& xf, float (&out)[R]) {
-    mma_page_dots<NJ, R, 256 * NJ>(page, xf, out);
+__device__ __forceinline__ void page_dots(const bf16* page, const XFrag<NJ>& xf, float (&out)[R], const float* xs) {
+    mma_page_dots<NJ, R, 256 * NJ>(page, xf, out, xs);
 #pragma unroll
     for (int r = 0; r < R; ++r) out[r] = warp_sum(out[r]);
 }
@@ -149,13 +169,13 @@ __device__ __forceinline__ void page_dots(const bf16* page, const float (&xr)[NJ
             loaded = chunk;""", """            load_x_fragments<NX>(xf, x, v.k, chunk);
             loaded = chunk;"""),
     ("        else page_dots<NJ, R>(s.ring + (long)slot * (PAGE_BYTES / 2), xr, sums);",
-     "        else page_dots<NJ, R>(s.ring + (long)slot * (PAGE_BYTES / 2), xf, sums);"),
+     "        else page_dots<NJ, R>(s.ring + (long)slot * (PAGE_BYTES / 2), xf, sums, x + (long)chunk * v.k);"),
     ("""    if (!BLOCKED && x_in_span) load_x<NX>(xr, x, 0, 0);
     for (int i = warp; i < pages; i += warps) {""", """    if (!BLOCKED && x_in_span) load_x<NX>(xr, x, 0, 0);
     XFrag<NX> xf;
     if (!BLOCKED) x_fragments<NX>(xr, xf);
     for (int i = warp; i < pages; i += warps) {"""),
-    ("        else page_dots<NJ, R>(page, xr, sums);", "        else page_dots<NJ, R>(page, xf, sums);"),
+    ("        else page_dots<NJ, R>(page, xr, sums);", "        else page_dots<NJ, R>(page, xf, sums, x);"),
 ]
 for old, new in edits:
     assert src.count(old) == 1, old
