@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run.) Lease AW (any card): the page math on the tensor cores
+# (Run 2026-12-06 on an H100: docs/perf.md "Lease AW"; its variant, tools/variants/mma_pages.py, is in commit 5b801b5.) Lease AW (any card): the page math on the tensor cores
 # (docs/perf.md "The page math on the tensor cores"): `mkc probe pages` on main and on the
 # three modes of tools/variants/mma_pages.py (model files naming the variant as kernels_cu), then
 # alternating benches. Files (.device/): mkc; v_mma_MODE.cu for MODE hi, hilo, hilo2
