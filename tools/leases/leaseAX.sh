@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run.) Lease AX (an H200 only; on any other card it runs nothing): lease AU's H200
+# (Called 2026-12-06: the call got an H100 and ran nothing; docs/perf.md "Lease AX".) Lease AX (an H200 only; on any other card it runs nothing): lease AU's H200
 # branch in the device time one call has left (docs/perf.md "What the share cap stands for",
 # predicted there): main (K = 1, no cap) against the stream cap 4, `mkc probe latency` (its
 # one-copy L2 hit is the h200 profile's missing `load_latency_held_ns`), the held ladder.
