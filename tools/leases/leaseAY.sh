@@ -1,13 +1,15 @@
 #!/bin/bash
-# (Not yet run.) Lease AY (any card): two landed pages at once (docs/perf.md "Two landed pages
-# at once"): main against tools/variants/pair_pages.py, three alternating rounds; on an H200
+# (Not yet run.) Lease AY (any card): two landed pages at once and half a page in the window
+# (docs/perf.md "Two landed pages at once", "Half a page in the window"): main against
+# tools/variants/pair_pages.py (three alternating rounds) and half_window.py (two); on an H200
 # then lease AX's branch (the stream cap 4, probe latency, the held ladder). Files (.device/):
-# mkc, v_pair.cu (`python3 tools/variants/pair_pages.py`), pair.ron
-# (`Tuning(kernels_cu: Some(".device/v_pair.cu"))`).
-LIMIT=300 ARCHIVE=ay.tgz
+# mkc, v_pair.cu and v_half.cu (`python3 tools/variants/NAME.py`), pair.ron and half.ron
+# (`Tuning(kernels_cu: Some(".device/v_NAME.cu"))`).
+LIMIT=360 ARCHIVE=ay.tgz
 source tools/leases/common.sh
 export TARGETS=persistent,pdl
-b main_a; b pair_a --tune .device/pair.ron; b main_b; b pair_b --tune .device/pair.ron
+b main_a; b pair_a --tune .device/pair.ron; b half_a --tune .device/half.ron
+b main_b; b pair_b --tune .device/pair.ron; b half_b --tune .device/half.ron
 b main_c; b pair_c --tune .device/pair.ron
 if grep -q H200 $W/gpu.txt; then
     S4=$W/s4.ron; echo "Tuning(persistent_stream_inflight: Some(4))" > $S4
