@@ -3,8 +3,10 @@
 # (docs/perf.md "Two landed pages at once", "Half a page in the window"): main against
 # tools/variants/pair_pages.py (three alternating rounds) and half_window.py (two); on an H200
 # then lease AX's branch (the stream cap 4, probe latency, the held ladder). Files (.device/):
-# mkc, v_pair.cu and v_half.cu (`python3 tools/variants/NAME.py`), pair.ron and half.ron
-# (`Tuning(kernels_cu: Some(".device/v_NAME.cu"))`).
+# mkc; v_pair.cu (`python3 tools/variants/pair_pages.py > .device/v_pair.cu`) and v_half.cu
+# (`python3 tools/variants/half_window.py > .device/v_half.cu`), written from the mkc.cu the
+# binary was built from; pair.ron and half.ron (`Tuning(kernels_cu: Some(".device/v_pair.cu"))`,
+# and v_half.cu).
 LIMIT=360 ARCHIVE=ay.tgz
 source tools/leases/common.sh
 export TARGETS=persistent,pdl
