@@ -13,7 +13,8 @@
 //! instruction waits on is complete and visible and its previous instruction has released; it
 //! then stages its activations (instruction overhead, the load latency, its activations and
 //! writes at the SM's bandwidth; after a held boundary the activations queue behind one copy
-//! per SM: `load_latency_held_ns`) and only then uses its pages as they land, freeing their ring
+//! per SM, `load_latency_held_ns`, unless the operator reads them in its page loop, after the
+//! window: [`input_latency`]) and only then uses its pages as they land, freeing their ring
 //! room; its consumer warps take the pages in turn, each `page_compute_ns` per page, a page no
 //! sooner than it landed (the room is freed as a page is taken, not when its products are
 //! done: a little optimistic for the loader). Attention computes (scores, softmax, output:
@@ -86,6 +87,30 @@ struct Sm {
     free_at: f64,
 }
 
+/// How long after its wait a persistent instruction of `kind` has its input: held (the
+/// boundary window open), an L2 round trip beside one copy per SM (`load_latency_held_ns`),
+/// except for an operator that reads its input in its page loop (the O-projection and down
+/// with K chunks in registers: `mkc_catalogue::staged_input` 0), whose window closes at its
+/// wait's end, so that its reads queue behind the refilling ring (`load_latency_ns`), as every
+/// read does unheld. (With this, lease AU's held ladder puts 40 µs in the activation loads
+/// against 54 measured, where one held latency for all put 11; docs/perf.md.)
+pub fn input_latency(
+    model: Option<&mkc_ir::Model>,
+    kind: mkc_ir::OpKind,
+    held: bool,
+    device: &DeviceProfile,
+) -> f64 {
+    let lat = &device.latencies;
+    let in_page_loop = model.is_some_and(|m| {
+        mkc_ir::work::matvec(m, kind).is_some_and(|w| mkc_catalogue::staged_input(m, kind, &w) == 0)
+    });
+    if held && !in_page_loop {
+        lat.held_load_latency()
+    } else {
+        lat.load_latency_ns
+    }
+}
+
 /// Simulates one step at KV length `kv_len`. The chain targets' knobs (trigger,
 /// co-residency, phase release) do not apply to a persistent kernel; of `options` it takes
 /// the ablation only.
@@ -125,12 +150,6 @@ pub fn simulate(
     let held = s.model.as_ref().is_some_and(|m| {
         (mkc_catalogue::persistent_boundary_inflight(&m.tuning) as usize) < ring_slots
     });
-    // Held, the activation loads after a wait queue behind one copy per SM, not the ring's.
-    let activation_ns = if held {
-        lat.held_load_latency()
-    } else {
-        lat.load_latency_ns
-    };
     let release_ns = if held {
         lat.held_release()
     } else {
@@ -435,7 +454,8 @@ pub fn simulate(
                 sms[sm].admitted = Some(now);
                 // As in a chain CTA: activations read after the wait land a load latency
                 // later; the consumers use their pages only once they are staged.
-                let activations = activation_latency(&ablate, kind, activation_ns);
+                let latency = input_latency(s.model.as_ref(), kind, held, device);
+                let activations = activation_latency(&ablate, kind, latency);
                 let duration = lat.instruction_overhead_ns + activations + dependent / cap;
                 queue.push(now + duration, Event::Staged(sm));
             }
@@ -456,5 +476,44 @@ pub fn simulate(
     StepTimeline {
         step_ns: end + lat.launch_gap_ns,
         spans,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mkc_ir::OpKind;
+
+    /// Held, the staged operators' inputs land a held round trip after the wait, the operators
+    /// that read theirs in the page loop a loaded one (the window closed); unheld, every one
+    /// a loaded one; and where the O-projection's K chunk is too long for registers it stages
+    /// its input and counts as held.
+    #[test]
+    fn held_inputs_are_fast_only_where_staged_in_the_window() {
+        let dev = mkc_ir::embedded::resolve_device("h100").unwrap();
+        let lat = &dev.latencies;
+        assert!(
+            lat.held_load_latency() < lat.load_latency_ns,
+            "the profile must differ"
+        );
+        let m = mkc_ir::embedded::resolve_model("llama1b").unwrap();
+        let at = |m: &mkc_ir::Model, kind, held| input_latency(Some(m), kind, held, &dev);
+        for kind in [OpKind::QkvRope, OpKind::UpGate, OpKind::LmHead] {
+            assert_eq!(at(&m, kind, true), lat.held_load_latency(), "{kind:?}");
+            assert_eq!(at(&m, kind, false), lat.load_latency_ns, "{kind:?}");
+        }
+        for kind in [OpKind::OProj, OpKind::Down] {
+            assert_eq!(at(&m, kind, true), lat.load_latency_ns, "{kind:?}");
+        }
+        let mut wide = m.clone();
+        wide.geometry.heads = 48;
+        wide.geometry.hidden = 3072;
+        let w = mkc_ir::work::matvec(&wide, OpKind::OProj).unwrap();
+        assert!(
+            mkc_catalogue::blocked_k(w.k),
+            "an O K chunk past the registers: {}",
+            w.k
+        );
+        assert_eq!(at(&wide, OpKind::OProj, true), lat.held_load_latency());
     }
 }
