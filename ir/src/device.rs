@@ -175,8 +175,9 @@ pub struct Latencies {
     /// (the hold does not shorten it on that card, or it was never measured there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release_held_ns: Option<f64>,
-    /// The activation loads a persistent instruction issues after a held boundary: an L2 hit
-    /// beside one bulk copy per SM (`mkc probe latency`), where the unheld kernel's see the
+    /// The activation loads a persistent instruction stages in a held boundary's window: an L2
+    /// hit beside one bulk copy per SM (`mkc probe latency`), where the unheld kernel's, and
+    /// the held O-projection's and down's reads in the page loop after the window, see the
     /// ring's full queue (`load_latency_ns`). Absent: `load_latency_ns` (not probed there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_latency_held_ns: Option<f64>,
