@@ -23,8 +23,8 @@
 //! history landed. The instruction ends when all of that is done (its last page's products,
 //! or attention's compute); its signals leave `release_ns` later (the release waits for its
 //! stores' acknowledgement), and the SM admits its next instruction no sooner. The SMs share
-//! the card's bandwidth, each at most its speed's share (`fast_sms`): the slow SMs pace the
-//! stream.
+//! the card's bandwidth, each at most its speed's share (`fast_sms`): a stand-in for what the
+//! boundary hold costs the stream (see `simulate`).
 
 use mkc_ir::device::DeviceProfile;
 use mkc_scheduler::Schedule;
@@ -143,8 +143,9 @@ pub fn simulate(
     let kind_of = |t: mkc_ir::TaskId| g.op(g.task(t).op).kind;
     // The boundary hold (`tuning.persistent_boundary_inflight` below the ring's slots): the
     // producer issues no fresh copy ahead of the release's acknowledgement, so the release is
-    // the held one. Its other effects (shorter waits and staging, a later refill) are not
-    // modelled: the H100's trace puts three quarters of its gain in the release (perf.md).
+    // the held one, and inputs staged inside the window land sooner (input_latency). Its
+    // other effects (shorter waits, a later refill) are not modelled: the H100's trace puts
+    // three quarters of its gain in the release (perf.md).
     // The cap outside the window (`tuning.persistent_stream_inflight`) changes nothing here:
     // this loader keeps one page per SM in flight, sharing the pool's bandwidth, whatever it is.
     let held = s.model.as_ref().is_some_and(|m| {
@@ -180,6 +181,19 @@ pub fn simulate(
             )
         })
         .collect();
+    // Each operator's input latency after its wait (input_latency), once per kind rather
+    // than at every admission.
+    let input_ns: Vec<(mkc_ir::OpKind, f64)> = mkc_ir::work::MATVECS
+        .iter()
+        .chain(&[mkc_ir::OpKind::Attention])
+        .map(|&kind| (kind, input_latency(s.model.as_ref(), kind, held, device)))
+        .collect();
+    let input_ns_of = |kind: mkc_ir::OpKind| {
+        input_ns.iter().find(|(k, _)| *k == kind).map_or_else(
+            || input_latency(s.model.as_ref(), kind, held, device),
+            |&(_, v)| v,
+        )
+    };
     let page_bytes_of = |kind: mkc_ir::OpKind| {
         page_bytes
             .iter()
@@ -189,10 +203,10 @@ pub fn simulate(
     // Each SM streams at most its speed times the card's fair share (`DeviceProfile::sm_speed`,
     // the probe's rates while all stream). A stand-in, not a law of the card: with it the
     // H100's held ladder is within 4% at every rung (without it the stream alone was 5% under),
-    // but a balanced LM head measured no faster (lease AK), so the slow SMs do take freed
-    // bandwidth; what the cap stands for is most likely a per-boundary refill of the held
-    // stream, not yet modelled (docs/perf.md, "The model sees the SMs' speeds"). The chain
-    // model has no such cap: with it, pdl +11-15%.
+    // but the slow SMs do take freed bandwidth (lease AK's LM head; lease AU's unheld stream
+    // alone ran at the floor). What it stands for is the hold's price on the stream (51 µs
+    // held against none unheld, lease AU), not yet modelled: four models of it did not fit
+    // (docs/perf.md). The chain model has no such cap: with it, pdl +11-15%.
     let sms_n = plan.streams.len().max(1) as u32;
     let sm_speed: Vec<f64> = (0..sms_n).map(|sm| device.sm_speed(sm, sms_n)).collect();
     let mut pool: Pool<(usize, usize)> = Pool::new(bw, cap.min(bw / sms_n as f64));
@@ -454,8 +468,7 @@ pub fn simulate(
                 sms[sm].admitted = Some(now);
                 // As in a chain CTA: activations read after the wait land a load latency
                 // later; the consumers use their pages only once they are staged.
-                let latency = input_latency(s.model.as_ref(), kind, held, device);
-                let activations = activation_latency(&ablate, kind, latency);
+                let activations = activation_latency(&ablate, kind, input_ns_of(kind));
                 let duration = lat.instruction_overhead_ns + activations + dependent / cap;
                 queue.push(now + duration, Event::Staged(sm));
             }
