@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run.) Lease AY (any card): two landed pages at once and half a page in the window
+# (Run 2026-12-06 on an H100: docs/perf.md "Lease AY"; its variants are in commit a8d8596.) Lease AY (any card): two landed pages at once and half a page in the window
 # (docs/perf.md "Two landed pages at once", "Half a page in the window"): main against
 # tools/variants/pair_pages.py (three alternating rounds) and half_window.py (two); on an H200
 # then lease AX's branch (the stream cap 4, probe latency, the held ladder). Files (.device/):
