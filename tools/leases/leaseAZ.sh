@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run.) Lease AZ (any card): the page math on the tensor cores by column subsets
+# (Run 2026-12-06 on an H100: docs/perf.md "Lease AZ"; its variant is in commit 643ff52.) Lease AZ (any card): the page math on the tensor cores by column subsets
 # (docs/perf.md "The page math on the tensor cores, by column subsets"): `mkc probe pages` on
 # main and on tools/variants/mma_segments.py with 4 and 8 accumulator sets, then alternating
 # benches. Files (.device/): mkc; v_seg4.cu and v_seg8.cu (`python3
