@@ -668,10 +668,137 @@ __device__ __forceinline__ void page_dots_blocked(const bf16* page, const float*
     for (int r = 0; r < R; ++r) out[r] = warp_sum(total[r]);
 }
 
+// ---- the page loop on the tensor cores (2,048-column pages of a staged input) --------------
+// Where an operator stages its input in shared memory (QKV, up/gate, the LM head) and its pages
+// are 4 rows of 2,048 columns (NJ = 8), each page takes 32 `mma.sync.m16n8k16` (bf16 in, f32
+// accumulate) instead of the FMA loop's 256 FFMAs and ~250 conversions. The input enters at full
+// precision as two bf16 parts, its rounding and what that rounding left (~16 bits of mantissa),
+// and one MMA multiplies every weight by both:
+// - A's 16 M-rows are the page's 4 rows times 4 column subsets. B's 8 columns are the 4 subsets
+//   times the 2 parts. D[m][n] is a useful partial sum where m's subset is n's (32 of 128
+//   entries: the tensor cores have throughput to spare, the loop's instructions are its cost).
+// - The k index inside an MMA is a permutation that A and B share. It is chosen so that lane l
+//   reads row l / 8 at 16-byte chunk 8 j + l % 8 for k-step j (a warp's load: four rows' 128
+//   contiguous bytes), and those 4 words are its A fragment as loaded. M-row g (= l / 4) takes
+//   the chunk's columns 0, 1, 4, 5; M-row g + 8 takes columns 2, 3, 6, 7.
+// - The input's B fragments are written once per CTA, in place over the staged floats
+//   (stage_fragments), and each warp loads its 64 words with 16 conflict-free 16-byte loads.
+//   Built per warp, they cost ~400 instructions per lane after the wait and ate the loop's gain
+//   (docs/perf.md, leases AZ and BA). The O-projection and down read their input from L2 in the
+//   page loop, so they keep the FMA loop.
+// Fragment layout of a 2,048-column chunk: word 4 (32 jp + l) + w is lane l's B register w % 2
+// of k-step 2 jp + w / 2. Lane l = 4 g + t takes subset u = g / 2 of part h = g % 2, at columns
+// c, c + 1 (register 0) and c + 4, c + 5 (register 1), where c = 64 j + 8 (4 (u / 2) + t) + 2 (u % 2).
+
+// bf16x2 of (first, second): `first` in the low half, as two consecutive elements in memory.
+__device__ __forceinline__ unsigned pack_bf16x2(float first, float second) {
+    unsigned r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(second), "f"(first));
+    return r;
+}
+
+// d += A B for one m16n8k16 tile (bf16 in, f32 accumulate).
+__device__ __forceinline__ void mma_bf16(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                         unsigned b0, unsigned b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// The fragment word, within its 2,048-column chunk, that holds part h of the column pair
+// (c, c + 1), c even: the inverse of the layout above.
+__device__ __forceinline__ int fragment_word(int c, int h) {
+    const int j = c >> 6, chunk8 = (c >> 3) & 7, r = c & 7;
+    const int t = chunk8 & 3, u = 2 * (chunk8 >> 2) + ((r >> 1) & 1), b = r >> 2;
+    const int lane = 4 * (2 * u + h) + t;
+    return ((j >> 1) * 32 + lane) * 4 + 2 * (j & 1) + b;
+}
+
+// Writes input columns at .. at + 3 (at a multiple of 4), values v, as their fragment words
+// into `words`, the fragments of the whole input (chunk after chunk, 2,048 words each).
+__device__ __forceinline__ void write_fragments(unsigned* words, int at, float4 v) {
+    unsigned* chunk = words + (at & ~2047);
+    const int c = at & 2047;
+    const float f[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {
+        const unsigned hi = pack_bf16x2(f[2 * p], f[2 * p + 1]);
+        const unsigned lo =
+            pack_bf16x2(f[2 * p] - __uint_as_float(hi << 16), f[2 * p + 1] - __uint_as_float(hi & 0xFFFF0000u));
+        chunk[fragment_word(c + 2 * p, 0)] = hi;
+        chunk[fragment_word(c + 2 * p, 1)] = lo;
+    }
+}
+
+// Rewrites the staged input (n floats at x, n a multiple of 2,048; run by the consumer threads)
+// in place as its fragments: each 2,048-column chunk's 4,096 bf16 parts in its 8 KiB. Begins and
+// ends with the consumers' barrier (every float read before any word lands; every word landed
+// before a warp loads its fragments).
+__device__ void stage_fragments(float* x, int n) {
+    constexpr int G = (HIDDEN + 4 * CONSUMER_THREADS - 1) / (4 * CONSUMER_THREADS);  // float4s per thread
+    float4 v[G];
+#pragma unroll
+    for (int q = 0; q < G; ++q) {
+        const int at = (threadIdx.x + q * CONSUMER_THREADS) * 4;
+        if (at < n) v[q] = *reinterpret_cast<const float4*>(x + at);
+    }
+    consumers_sync();
+#pragma unroll
+    for (int q = 0; q < G; ++q) {
+        const int at = (threadIdx.x + q * CONSUMER_THREADS) * 4;
+        if (at < n) write_fragments(reinterpret_cast<unsigned*>(x), at, v[q]);
+    }
+    consumers_sync();
+}
+
+// The lane's 64 fragment words of input chunk `chunk` (its fragments start at x + chunk * k),
+// into xr's registers.
+__device__ __forceinline__ void load_fragments(float (&xr)[8][8], const float* x, int k, int chunk) {
+    const uint4* p = reinterpret_cast<const uint4*>(x + (long)chunk * k) + threadIdx.x % 32;
+#pragma unroll
+    for (int jp = 0; jp < 16; ++jp) {
+        const uint4 w = p[32 * jp];
+        xr[jp / 2][4 * (jp % 2) + 0] = __uint_as_float(w.x);
+        xr[jp / 2][4 * (jp % 2) + 1] = __uint_as_float(w.y);
+        xr[jp / 2][4 * (jp % 2) + 2] = __uint_as_float(w.z);
+        xr[jp / 2][4 * (jp % 2) + 3] = __uint_as_float(w.w);
+    }
+}
+
+// The four rows' dot products of a 2,048-column page with the input whose fragments xr holds
+// (load_fragments), on the tensor cores; every lane returns every row's full sum. Row r's useful
+// D entries are in lanes 8 r + {0, 1} (M-rows 2 r, 2 r + 8 of its even chunks) and 8 r + {6, 7}
+// (M-rows 2 r + 1, 2 r + 9 of its odd ones).
+__device__ __forceinline__ void page_dots_mma(const bf16* page, const float (&xr)[8][8], float (&out)[4]) {
+    const int lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+    const bf16* p = page + (lane >> 3) * 2048 + (lane & 7) * 8;
+    float acc[4][4];  // four independent accumulator chains of 8 MMAs
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[c][e] = 0.f;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+        const uint4 w = *reinterpret_cast<const uint4*>(p + 64 * j);
+        mma_bf16(acc[j % 4], w.x, w.y, w.z, w.w, __float_as_uint(xr[j / 4][2 * (j % 4)]),
+                 __float_as_uint(xr[j / 4][2 * (j % 4) + 1]));
+    }
+    float d[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) d[e] = (acc[0][e] + acc[1][e]) + (acc[2][e] + acc[3][e]);
+    const int subset = 2 * (g & 1);  // M-row g's subset; M-row g + 8's is the next
+    float y = (t == subset ? d[0] + d[1] : 0.f) + (t == subset + 1 ? d[2] + d[3] : 0.f);
+#pragma unroll
+    for (int off = 1; off < 8; off *= 2) y += __shfl_xor_sync(0xffffffffu, y, off);
+#pragma unroll
+    for (int r = 0; r < 4; ++r) out[r] = __shfl_sync(0xffffffffu, y, 8 * r);
+}
+
 // Consumer warp: computes its pages (every CONSUMER_WARPS-th of the CTA's range) with the input
-// vector `x` (shared or global memory; shared where NJ > 8) and hands each page's row sums to
-// `epilogue(chunk, row0, sums)`.
-template <int NJ, typename Epilogue>
+// vector `x` (shared or global memory; shared where NJ > 8; with MMA, its fragments in shared
+// memory: stage_fragments) and hands each page's row sums to `epilogue(chunk, row0, sums)`.
+template <int NJ, bool MMA, typename Epilogue>
 __device__ void consume(const Stream& s, const Matvec& v, const float* x, int first, int count, Epilogue& epilogue) {
     constexpr int R = PAGE_BYTES / (2 * 256 * NJ);
     constexpr bool BLOCKED = NJ > 8;
@@ -688,7 +815,8 @@ __device__ void consume(const Stream& s, const Matvec& v, const float* x, int fi
         int chunk, row0;
         page_coords(v, first + i, chunk, row0);
         if (!BLOCKED && chunk != loaded) {
-            load_x<NX>(xr, x, v.k, chunk);
+            if constexpr (MMA) load_fragments(xr, x, v.k, chunk);
+            else load_x<NX>(xr, x, v.k, chunk);
             loaded = chunk;
         }
         int slot, lap;
@@ -708,6 +836,7 @@ __device__ void consume(const Stream& s, const Matvec& v, const float* x, int fi
         for (int r = 0; r < R; ++r) sums[r] = zero;
 #else
         if constexpr (BLOCKED) page_dots_blocked<NJ, R>(s.ring + (long)slot * (PAGE_BYTES / 2), x + (long)chunk * v.k, sums);
+        else if constexpr (MMA) page_dots_mma(s.ring + (long)slot * (PAGE_BYTES / 2), xr, sums);
         else page_dots<NJ, R>(s.ring + (long)slot * (PAGE_BYTES / 2), xr, sums);
 #endif
         __syncwarp();
@@ -839,6 +968,9 @@ __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, 
     prepare(s);
 #endif
     consumers_sync();  // prepare's shared-memory writes before the dot products
+    // A staged input of 2,048-column chunks runs the page loop on the tensor cores.
+    constexpr bool MMA = NJ == 8 && !X_GLOBAL;
+    if constexpr (MMA) stage_fragments(s.x, x_len);
     mark(MARK_PREPARED);
     deps.prepared();
     // One page loop per operator: its K chunk's 256-column groups are the generated K_GROUPS_*
@@ -846,8 +978,8 @@ __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, 
     // from L2; else s.x, staged in shared memory), so that the one inlined copy knows it.
     static_assert(NJ == 2 || NJ == 4 || NJ == 8 || (NJ > 8 && !X_GLOBAL),
                   "a page row is 512, 1024 or 2048 columns, or longer and staged in shared memory");
-    if (X_GLOBAL) consume<NJ>(s, v, x_global, first, count, epilogue);
-    else consume<NJ>(s, v, s.x, first, count, epilogue);
+    if (X_GLOBAL) consume<NJ, false>(s, v, x_global, first, count, epilogue);
+    else consume<NJ, MMA>(s, v, s.x, first, count, epilogue);
     mark(MARK_COMPUTED);
     finish(s);
 }
@@ -1489,8 +1621,11 @@ extern "C" __global__ void k_read_bw(const uint4* p, unsigned long long n, unsig
 // variants are measured without the stream around them. Each CTA copies `pages` pages of `w`
 // (page i at i * PAGE_BYTES, its R rows of K = 256 * NJ columns at row stride K) into shared
 // memory, and a blocked loop's input after them; then warps 0..warps-1 take pages warp,
-// warp + warps, ... With `x_in_span` a warp loads its input slice from global memory (an L2
-// hit) inside its timed span, else before it (a blocked loop's is staged before either way).
+// warp + warps, ... `input` (PAGE_INPUT_*, generated from abi::PageInput): the FMA loop with
+// the warp's input slice loaded from global memory (an L2 hit) before its timed span, or inside
+// it (a blocked loop's input is staged before either way); or, with NJ = 8, the tensor-core
+// loop of the staged operators, its input's fragments written to shared memory before the span
+// and loaded inside it.
 // With `stream` (not null) the CTA's last warp keeps `stream_slots` bulk copies of one page
 // each from `stream` (its `stream_pages` pages, from HBM) landing in slots of its own (after
 // the pages and the input, their mbarriers after them) until the page math is done, as a
@@ -1499,7 +1634,7 @@ extern "C" __global__ void k_read_bw(const uint4* p, unsigned long long n, unsig
 // its start and end in %globaltimer ns and in clock64 cycles; y gets every CTA's row sums
 // (CTA-major). The host sizes all of it (backend/src/gpu/probe/pages.rs).
 template <int NJ>
-__device__ void page_math_probe(const bf16* w, const float* x, float* y, int pages, int warps, int x_in_span,
+__device__ void page_math_probe(const bf16* w, const float* x, float* y, int pages, int warps, int input,
                                 const bf16* stream, int stream_pages, int stream_slots, u64* rec,
                                 int record_words) {
     constexpr int R = PAGE_BYTES / (2 * 256 * NJ);
@@ -1508,14 +1643,19 @@ __device__ void page_math_probe(const bf16* w, const float* x, float* y, int pag
     extern __shared__ __align__(128) unsigned char probe_pages[];
     __shared__ int computed;  // warps done with their pages
     const int cta_warps = blockDim.x / 32;
-    if (record_words < 4 + 4 * cta_warps || (stream && warps >= cta_warps)) return;  // the host's fault: no record
+    const bool mma = input == PAGE_INPUT_TENSOR_CORES, x_in_span = input == PAGE_INPUT_L2_IN_SPAN;
+    if (record_words < 4 + 4 * cta_warps || (stream && warps >= cta_warps) || (mma && NJ != 8))
+        return;  // the host's fault: no record
     const uint4* src = reinterpret_cast<const uint4*>(w);
     uint4* dst = reinterpret_cast<uint4*>(probe_pages);
     for (int i = threadIdx.x; i < pages * (PAGE_BYTES / 16); i += blockDim.x) dst[i] = src[i];
     float* xs = reinterpret_cast<float*>(probe_pages + (long)pages * PAGE_BYTES);
     if (BLOCKED)
         for (int i = threadIdx.x; i < 256 * NJ; i += blockDim.x) xs[i] = x[i];
-    bf16* slots = reinterpret_cast<bf16*>(probe_pages + (long)pages * PAGE_BYTES + (BLOCKED ? 256 * NJ * 4 : 0));
+    if (mma)
+        for (int at = 4 * threadIdx.x; at < 256 * NJ; at += 4 * blockDim.x)
+            write_fragments(reinterpret_cast<unsigned*>(xs), at, *reinterpret_cast<const float4*>(x + at));
+    bf16* slots = reinterpret_cast<bf16*>(probe_pages + (long)pages * PAGE_BYTES + (BLOCKED || mma ? 256 * NJ * 4 : 0));
     u64* stream_full = reinterpret_cast<u64*>(slots + (long)stream_slots * (PAGE_BYTES / 2));
     if (threadIdx.x == 0) {
         computed = 0;
@@ -1550,18 +1690,24 @@ __device__ void page_math_probe(const bf16* w, const float* x, float* y, int pag
     }
     if (warp >= warps) return;
     float xr[NX][8];
-    if (!BLOCKED && !x_in_span) {
+    if (!BLOCKED && input == PAGE_INPUT_REGISTERS) {
         load_x<NX>(xr, x, 0, 0);
         if (tree_total(xr) == 1e30f) y[0] = 0.f;  // never: a branch on the loads, so they land first
     }
     __syncwarp();
     const u64 t0 = globaltimer(), c0 = (u64)clock64();
+    if constexpr (NJ == 8) {
+        if (mma) load_fragments(xr, xs, 0, 0);
+    }
     if (!BLOCKED && x_in_span) load_x<NX>(xr, x, 0, 0);
     for (int i = warp; i < pages; i += warps) {
         const bf16* page = reinterpret_cast<const bf16*>(probe_pages) + (long)i * (PAGE_BYTES / 2);
         float sums[R];
         if constexpr (BLOCKED) page_dots_blocked<NJ, R>(page, xs, sums);
-        else page_dots<NJ, R>(page, xr, sums);
+        else if constexpr (NJ == 8) {
+            if (mma) page_dots_mma(page, xr, sums);
+            else page_dots<NJ, R>(page, xr, sums);
+        } else page_dots<NJ, R>(page, xr, sums);
         if (lane == 0)
 #pragma unroll
             for (int q = 0; q < R; ++q) y[((long)blockIdx.x * pages + i) * R + q] = sums[q];
@@ -1575,9 +1721,9 @@ __device__ void page_math_probe(const bf16* w, const float* x, float* y, int pag
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-    k_page_math(const bf16* w, const float* x, float* y, int pages, int warps, int x_in_span, const bf16* stream,
+    k_page_math(const bf16* w, const float* x, float* y, int pages, int warps, int input, const bf16* stream,
                 int stream_pages, int stream_slots, u64* rec, int record_words) {
-    page_math_probe<K_GROUPS_O_PROJ>(w, x, y, pages, warps, x_in_span, stream, stream_pages, stream_slots, rec,
+    page_math_probe<K_GROUPS_O_PROJ>(w, x, y, pages, warps, input, stream, stream_pages, stream_slots, rec,
                                      record_words);
 }
 

@@ -248,6 +248,43 @@ impl Mark {
     }
 }
 
+/// Where `k_page_math` (`mkc probe pages`) takes its page loop's input from, and so which loop
+/// it times; the kernels get it as the C enum `PAGE_INPUT_*` from [`header`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageInput {
+    /// The FMA loop, the warp's input slice loaded from L2 before the timed span.
+    Registers,
+    /// The FMA loop, the slice loaded inside the span (as the O-projection and down do after
+    /// their wait).
+    L2InSpan,
+    /// The tensor-core loop of the operators that stage their input (2,048-column pages only):
+    /// its fragments written to shared memory before the span, loaded inside it.
+    TensorCores,
+}
+
+impl PageInput {
+    /// Every placement, in value order.
+    pub const ALL: [PageInput; 3] = [
+        PageInput::Registers,
+        PageInput::L2InSpan,
+        PageInput::TensorCores,
+    ];
+
+    /// The value `k_page_math` takes.
+    pub const fn value(self) -> i32 {
+        self as i32
+    }
+
+    /// Its name in the kernels (`PAGE_INPUT_REGISTERS`, ...).
+    pub fn c_name(self) -> &'static str {
+        match self {
+            PageInput::Registers => "PAGE_INPUT_REGISTERS",
+            PageInput::L2InSpan => "PAGE_INPUT_L2_IN_SPAN",
+            PageInput::TensorCores => "PAGE_INPUT_TENSOR_CORES",
+        }
+    }
+}
+
 /// Slots per CTA in a phase trace (the kernels' `TRACE_SLOTS`).
 pub const TRACE_SLOTS: usize = Mark::ALL.len();
 
@@ -393,6 +430,11 @@ pub fn header(page_bytes: u32) -> String {
         .collect();
     s += &marks.join(",");
     s += " };\n";
+    let inputs: Vec<String> = PageInput::ALL
+        .iter()
+        .map(|p| format!(" {} = {}", p.c_name(), p.value()))
+        .collect();
+    s += &format!("enum {{{} }};\n", inputs.join(","));
     let ops: Vec<String> = mkc_catalogue::ENTRY_POINTS
         .iter()
         .map(|(_, k)| format!(" OP_{} = {}", k.name().to_ascii_uppercase(), op_id(*k)))
@@ -672,6 +714,24 @@ mod tests {
         ] {
             assert!(SOURCE.contains(m), "{m}");
         }
+    }
+
+    /// The page-math probe's placements reach the kernel as the generated enum, each with its
+    /// own value, and the kernel names every one (no number of its own).
+    #[test]
+    fn the_page_probe_inputs_are_generated_and_named_by_the_kernel() {
+        let h = header(16384);
+        let mut values: Vec<i32> = PageInput::ALL.iter().map(|p| p.value()).collect();
+        values.dedup();
+        assert_eq!(values.len(), PageInput::ALL.len());
+        for p in PageInput::ALL {
+            assert!(
+                h.contains(&format!("{} = {}", p.c_name(), p.value())),
+                "{h}"
+            );
+            assert!(SOURCE.contains(p.c_name()), "{}", p.c_name());
+        }
+        assert!(!SOURCE.contains("#define PAGE_INPUT_"));
     }
 
     #[test]

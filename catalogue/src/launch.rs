@@ -39,12 +39,12 @@ pub struct Resources {
 /// by the register limit a tuning imposes.
 pub fn declared_registers(t: &Tuning, kind: OpKind) -> u32 {
     let base = match kind {
-        OpKind::QkvRope => 123,
+        OpKind::QkvRope => 142,
         OpKind::Attention => 58,
         OpKind::OProj => 117,
-        OpKind::UpGate => 110,
+        OpKind::UpGate => 136,
         OpKind::Down => 111,
-        OpKind::LmHead => 108,
+        OpKind::LmHead => 130,
     };
     match kind {
         // A smaller attention CTA is built with at most 72 registers (-DATT_MAXNREG).

@@ -2,6 +2,7 @@
 //! share an SM (against the simulator's co-residency rule), L2 latency under load, L2 as a weight
 //! source, and two matvec engines alone.
 
+use mkc_backend::abi::PageInput;
 use mkc_backend::gpu::{
     probe_attention, probe_coresidency, probe_l2, probe_latency, probe_matvec, probe_page_math,
     probe_partition, probe_sm_speeds, Deal, Gpu, OccupancyQuery, PairProbe, ATTENTION_REPEATS,
@@ -344,6 +345,17 @@ fn fresh_seed() -> u32 {
 /// (f32 sums of 2048 products in another order).
 const PAGE_MATH_TOLERANCE: f64 = 1e-5;
 
+/// The probe's name for where a case's loop takes its input: a blocked loop's registers are
+/// its staged input's blocks.
+fn page_input_label(input: PageInput, k_groups: u32) -> &'static str {
+    match input {
+        PageInput::Registers if k_groups > 8 => "staged",
+        PageInput::Registers => "registers",
+        PageInput::L2InSpan => "L2 in span",
+        PageInput::TensorCores => "tensor cores",
+    }
+}
+
 /// Prints how long the page loop of `model`'s operator kernels takes over landed pages, beside
 /// the simulator's `page_compute_ns`; a row sum off the CPU's fails the probe.
 fn pages(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), CommandError> {
@@ -357,7 +369,7 @@ fn pages(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), CommandErro
             .rows
             .iter()
             .map(|r| {
-                serde_json::json!({"warps": r.warps, "pages": r.pages, "x_in_span": r.x_in_span,
+                serde_json::json!({"warps": r.warps, "pages": r.pages, "input": page_input_label(r.input, p.k_groups),
                     "beside_stream": r.beside_stream, "stream_gbps": r.stream_gbps,
                     "cta_ns": r.cta_ns, "cta_cycles": r.cta_cycles, "slowest_ns": r.slowest_ns,
                     "rel_l2": r.err})
@@ -381,19 +393,15 @@ fn pages(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), CommandErro
             p.seed
         );
         outln!(
-            "  warps  pages  input        CTA ns  cycles  slowest ns  ns per page per warp  rel L2   beside a stream"
+            "  warps  pages  input         CTA ns  cycles  slowest ns  ns per page per warp  rel L2   beside a stream"
         );
         for r in &p.rows {
             let rounds = r.pages.div_ceil(r.warps);
             outln!(
-                "  {:>5}  {:>5}  {:<11} {:>7.0} {:>7.0} {:>11.0} {:>21.0}  {:.1e}  {}",
+                "  {:>5}  {:>5}  {:<12} {:>7.0} {:>7.0} {:>11.0} {:>21.0}  {:.1e}  {}",
                 r.warps,
                 r.pages,
-                match (r.x_in_span, p.k_groups > 8) {
-                    (true, _) => "L2 in span",
-                    (false, false) => "registers",
-                    (false, true) => "staged",
-                },
+                page_input_label(r.input, p.k_groups),
                 r.cta_ns,
                 r.cta_cycles,
                 r.slowest_ns,

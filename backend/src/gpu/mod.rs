@@ -32,15 +32,15 @@ pub use info::loaded_kernel_info;
 pub use launch::StepGraph;
 pub use operators::{OperatorCheck, OutputCheck, OPERATOR_TOLERANCE};
 pub use probe::{
-    chase_cycle, heads_per_task, occupancy_kernels, probe_attention, probe_coresidency, probe_l2,
-    probe_latency, probe_matvec, probe_occupancy, probe_page_math, probe_partition,
-    probe_sm_speeds, AttentionBuild, AttentionProbe, AttentionRow, AttentionShape, Deal,
-    KernelShape, L2Probe, L2Row, L2Warmed, LatencyProbe, LoadedLatency, MatvecRow, OccupancyQuery,
-    PageMathProbe, PageMathRow, PairProbe, PartitionProbe, PartitionRow, ProbeSide, ProfileTerm,
-    ReleaseCost, SmSpeedProbe, StreamKind, ATTENTION_LENGTHS, ATTENTION_REPEATS, L2_MIXED_MIB,
-    L2_REPEATS, L2_WARMERS, LOADED_CASES, MATVEC_REPEATS, MATVEC_SHAPES, OCCUPANCY_KERNELS,
-    PAGE_MATH_CASES, PAGE_MATH_REPEATS, PAGE_MATH_STREAM_CASES, PARTITION_REPEATS, PROBE_REGISTERS,
-    RESIDENT_SMEM, SM_SPEED_REPEATS, SM_SPEED_SLOTS,
+    chase_cycle, heads_per_task, occupancy_kernels, page_inputs, probe_attention,
+    probe_coresidency, probe_l2, probe_latency, probe_matvec, probe_occupancy, probe_page_math,
+    probe_partition, probe_sm_speeds, AttentionBuild, AttentionProbe, AttentionRow, AttentionShape,
+    Deal, KernelShape, L2Probe, L2Row, L2Warmed, LatencyProbe, LoadedLatency, MatvecRow,
+    OccupancyQuery, PageMathProbe, PageMathRow, PairProbe, PartitionProbe, PartitionRow, ProbeSide,
+    ProfileTerm, ReleaseCost, SmSpeedProbe, StreamKind, ATTENTION_LENGTHS, ATTENTION_REPEATS,
+    L2_MIXED_MIB, L2_REPEATS, L2_WARMERS, LOADED_CASES, MATVEC_REPEATS, MATVEC_SHAPES,
+    OCCUPANCY_KERNELS, PAGE_MATH_CASES, PAGE_MATH_REPEATS, PAGE_MATH_STREAM_CASES,
+    PARTITION_REPEATS, PROBE_REGISTERS, RESIDENT_SMEM, SM_SPEED_REPEATS, SM_SPEED_SLOTS,
 };
 pub use run::{RunOptions, RunOutput};
 pub use setup::WeightSource;

@@ -41,7 +41,7 @@ pub use occupancy::{
     occupancy_kernels, probe_occupancy, KernelShape, OccupancyQuery, OCCUPANCY_KERNELS,
 };
 pub use pages::{
-    probe_page_math, PageMathProbe, PageMathRow, PAGE_MATH_CASES, PAGE_MATH_REPEATS,
+    page_inputs, probe_page_math, PageMathProbe, PageMathRow, PAGE_MATH_CASES, PAGE_MATH_REPEATS,
     PAGE_MATH_STREAM_CASES,
 };
 pub use partition::{probe_partition, PartitionProbe, PartitionRow, PARTITION_REPEATS};

@@ -5,7 +5,8 @@
 //! `compute` rung (103 µs, docs/perf.md) says the page math after each wait is on its critical
 //! path; this measures the loop itself (kernel `k_page_math` of the operators' own build, the
 //! code every streaming body inlines: the O-projection's K groups, in registers or, past 8
-//! groups, taken in blocks from an input staged in shared memory), checked against the CPU.
+//! groups, taken in blocks from an input staged in shared memory; and, for 2,048-column pages,
+//! the tensor-core loop of the operators that stage their input), checked against the CPU.
 
 use cudarc::driver::result;
 
@@ -13,7 +14,7 @@ use super::super::device::{fill_bytes, upload, DevBuf, Gpu};
 use super::super::launch::arg;
 use super::super::median;
 use super::{launch, read_u64s, values, ProbeModule, StreamPair, RESIDENT_SMEM};
-use crate::abi;
+use crate::abi::{self, PageInput};
 use crate::error::{check, BackendError};
 use crate::reference::{self, rel_l2};
 use crate::weights::f2bf;
@@ -44,17 +45,18 @@ const PROBE_WARPS: usize = 8;
 /// ns, then (start ns, end ns, start cycle, end cycle) for each warp.
 const RECORD_WORDS: usize = 4 + 4 * PROBE_WARPS;
 
-/// One case: `warps` consumer warps over `pages` landed pages, the input slice in registers
-/// before the span or loaded inside it (an L2 hit).
+/// One case: `warps` consumer warps over `pages` landed pages, with the input and loop that
+/// `input` says.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PageMathRow {
     /// Consumer warps computing.
     pub warps: u32,
     /// Pages in shared memory, dealt to the warps in turn.
     pub pages: u32,
-    /// Whether each warp loads its input slice inside its timed span (never for a blocked
-    /// loop, whose input is staged in shared memory before it).
-    pub x_in_span: bool,
+    /// Where the loop's input comes from, and so which loop runs: the FMA loop's slice loaded
+    /// before the span or inside it (never inside for a blocked loop, whose input is staged in
+    /// shared memory before it), or the tensor-core loop's staged fragments.
+    pub input: PageInput,
     /// Whether a warp of the CTA kept bulk copies landing in its shared memory meanwhile.
     pub beside_stream: bool,
     /// That stream's rate per SM (GB/s; 0 without one), median over CTAs and launches.
@@ -82,7 +84,9 @@ pub struct PageMathProbe {
     pub page_bytes: u32,
     /// The seed of the weights and input (fresh per run).
     pub seed: u32,
-    /// Every case: the input before and inside the span, then beside a stream.
+    /// Every case: each input placement (registers, L2 in span, the tensor cores; only the first
+    /// for a blocked loop, not the last unless the pages are 2,048 columns), then beside a
+    /// stream (registers).
     pub rows: Vec<PageMathRow>,
 }
 
@@ -101,6 +105,18 @@ fn cta_spans(records: &[u64], warps: usize) -> (Vec<f64>, Vec<f64>) {
             (span(0, 1), span(2, 3))
         })
         .unzip()
+}
+
+/// The input placements the probe runs for a loop of `k_groups` 256-column groups: registers
+/// only for a blocked loop (its input is staged either way); registers and L2 in span
+/// otherwise; and the tensor cores where the pages are 2,048 columns, the one shape that loop
+/// takes.
+pub fn page_inputs(k_groups: u32) -> Vec<PageInput> {
+    match k_groups {
+        g if g > 8 => vec![PageInput::Registers],
+        8 => PageInput::ALL.to_vec(),
+        _ => vec![PageInput::Registers, PageInput::L2InSpan],
+    }
 }
 
 /// The O-projection's page loop as `model`'s build compiles it: its K groups (the generated
@@ -123,7 +139,6 @@ pub fn probe_page_math(
     let (k_groups, rows_per_page) = o_projection_loop(model)?;
     let page_bytes = model.lowering.page_bytes;
     let k = (k_groups * 256) as usize;
-    let blocked = k_groups > 8;
     let module = ProbeModule::load(cubin)?;
     let most_pages = PAGE_MATH_CASES
         .iter()
@@ -158,16 +173,16 @@ pub fn probe_page_math(
     let y = DevBuf::new(y_len * 4, "page-math y")?;
     let rec = DevBuf::new(sms as usize * RECORD_WORDS * 8, "page-math records")?;
     let mut rows = Vec::new();
-    let placements: &[bool] = if blocked { &[false] } else { &[false, true] };
+    let placements = page_inputs(k_groups);
     let cases = placements
         .iter()
         .flat_map(|&x| PAGE_MATH_CASES.iter().map(move |&(w, p)| (w, p, x, false)))
         .chain(
             PAGE_MATH_STREAM_CASES
                 .iter()
-                .map(|&(w, p)| (w, p, false, true)),
+                .map(|&(w, p)| (w, p, PageInput::Registers, true)),
         );
-    for (warps, pages, x_in_span, beside_stream) in cases {
+    for (warps, pages, input, beside_stream) in cases {
         let (mut ns, mut cycles, mut slowest, mut err) = (vec![], vec![], vec![], 0f64);
         let mut gbps = Vec::new();
         for _ in 0..PAGE_MATH_REPEATS {
@@ -180,7 +195,7 @@ pub fn probe_page_math(
                 "page-math records",
             )?;
             let (mut wp, mut xp, mut yp, mut rp) = (w.ptr, x.ptr, y.ptr, rec.ptr);
-            let (mut np, mut nw, mut xs) = (pages as i32, warps as i32, i32::from(x_in_span));
+            let (mut np, mut nw, mut xs) = (pages as i32, warps as i32, input.value());
             let mut sp = if beside_stream { stream_buf.ptr } else { 0 };
             let mut spages = (STREAM_BYTES / page_bytes as usize) as i32;
             let (mut slots, mut words) = (STREAM_SLOTS as i32, RECORD_WORDS as i32);
@@ -244,7 +259,7 @@ pub fn probe_page_math(
         rows.push(PageMathRow {
             warps,
             pages,
-            x_in_span,
+            input,
             beside_stream,
             stream_gbps: if gbps.is_empty() { 0.0 } else { median(gbps) },
             cta_ns: median(ns),
@@ -265,6 +280,17 @@ pub fn probe_page_math(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tensor_core_loop_is_probed_only_on_2048_column_pages() {
+        assert_eq!(page_inputs(12), vec![PageInput::Registers]);
+        assert_eq!(
+            page_inputs(4),
+            vec![PageInput::Registers, PageInput::L2InSpan]
+        );
+        assert_eq!(page_inputs(8).len(), 3);
+        assert!(page_inputs(8).contains(&PageInput::TensorCores));
+    }
 
     #[test]
     fn a_cta_span_runs_from_its_first_warp_start_to_its_last_warp_end() {
