@@ -968,8 +968,9 @@ __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, 
     prepare(s);
 #endif
     consumers_sync();  // prepare's shared-memory writes before the dot products
-    // A staged input of 2,048-column chunks runs the page loop on the tensor cores.
-    constexpr bool MMA = NJ == 8 && !X_GLOBAL;
+    // A staged input with pages of 4 rows of 2,048 columns runs the page loop on the tensor
+    // cores (the generated TENSOR_CORE_*: mkc_catalogue::tensor_core_pages).
+    constexpr bool MMA = NJ == TENSOR_CORE_K_GROUPS && PAGE_BYTES == TENSOR_CORE_PAGE_BYTES && !X_GLOBAL;
     if constexpr (MMA) stage_fragments(s.x, x_len);
     mark(MARK_PREPARED);
     deps.prepared();
@@ -1623,8 +1624,8 @@ extern "C" __global__ void k_read_bw(const uint4* p, unsigned long long n, unsig
 // memory, and a blocked loop's input after them; then warps 0..warps-1 take pages warp,
 // warp + warps, ... `input` (PAGE_INPUT_*, generated from abi::PageInput): the FMA loop with
 // the warp's input slice loaded from global memory (an L2 hit) before its timed span, or inside
-// it (a blocked loop's input is staged before either way); or, with NJ = 8, the tensor-core
-// loop of the staged operators, its input's fragments written to shared memory before the span
+// it (a blocked loop's input is staged before either way); or, for pages of 4 rows of 2,048
+// columns, the tensor-core loop of the staged operators, its input's fragments written to shared memory before the span
 // and loaded inside it.
 // With `stream` (not null) the CTA's last warp keeps `stream_slots` bulk copies of one page
 // each from `stream` (its `stream_pages` pages, from HBM) landing in slots of its own (after
@@ -1644,7 +1645,8 @@ __device__ void page_math_probe(const bf16* w, const float* x, float* y, int pag
     __shared__ int computed;  // warps done with their pages
     const int cta_warps = blockDim.x / 32;
     const bool mma = input == PAGE_INPUT_TENSOR_CORES, x_in_span = input == PAGE_INPUT_L2_IN_SPAN;
-    if (record_words < 4 + 4 * cta_warps || (stream && warps >= cta_warps) || (mma && NJ != 8))
+    constexpr bool CAN_MMA = NJ == TENSOR_CORE_K_GROUPS && PAGE_BYTES == TENSOR_CORE_PAGE_BYTES;
+    if (record_words < 4 + 4 * cta_warps || (stream && warps >= cta_warps) || (mma && !CAN_MMA))
         return;  // the host's fault: no record
     const uint4* src = reinterpret_cast<const uint4*>(w);
     uint4* dst = reinterpret_cast<uint4*>(probe_pages);
@@ -1696,7 +1698,7 @@ __device__ void page_math_probe(const bf16* w, const float* x, float* y, int pag
     }
     __syncwarp();
     const u64 t0 = globaltimer(), c0 = (u64)clock64();
-    if constexpr (NJ == 8) {
+    if constexpr (CAN_MMA) {
         if (mma) load_fragments(xr, xs, 0, 0);
     }
     if (!BLOCKED && x_in_span) load_x<NX>(xr, x, 0, 0);
@@ -1704,7 +1706,7 @@ __device__ void page_math_probe(const bf16* w, const float* x, float* y, int pag
         const bf16* page = reinterpret_cast<const bf16*>(probe_pages) + (long)i * (PAGE_BYTES / 2);
         float sums[R];
         if constexpr (BLOCKED) page_dots_blocked<NJ, R>(page, xs, sums);
-        else if constexpr (NJ == 8) {
+        else if constexpr (CAN_MMA) {
             if (mma) page_dots_mma(page, xr, sums);
             else page_dots<NJ, R>(page, xr, sums);
         } else page_dots<NJ, R>(page, xr, sums);

@@ -430,6 +430,11 @@ pub fn header(page_bytes: u32) -> String {
         .collect();
     s += &marks.join(",");
     s += " };\n";
+    s += &format!(
+        "#define TENSOR_CORE_K_GROUPS {}\n#define TENSOR_CORE_PAGE_BYTES {}\n",
+        mkc_catalogue::REGISTER_K / 256,
+        mkc_catalogue::TENSOR_CORE_PAGE_BYTES
+    );
     let inputs: Vec<String> = PageInput::ALL
         .iter()
         .map(|p| format!(" {} = {}", p.c_name(), p.value()))

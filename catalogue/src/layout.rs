@@ -252,6 +252,22 @@ pub fn staged_input(model: &Model, kind: OpKind, work: &MatvecWork) -> u32 {
     }
 }
 
+/// The one page shape whose page loop runs on the tensor cores (`page_dots_mma`): 4 rows of
+/// [`REGISTER_K`] bf16 columns.
+pub const TENSOR_CORE_PAGE_BYTES: u32 = 4 * 2 * REGISTER_K;
+
+/// Whether operator `kind`'s page loop runs on the tensor cores: its input staged in shared
+/// memory whole ([`staged_input`]: QKV, up/gate, the LM head), its K chunk [`REGISTER_K`]
+/// columns and its pages [`TENSOR_CORE_PAGE_BYTES`]. Every other operator, and every other
+/// shape, runs the FMA loop. The kernels decide the same at compile time from the generated
+/// `TENSOR_CORE_K_GROUPS` and `TENSOR_CORE_PAGE_BYTES` (`run_stream`'s `MMA`); the simulator
+/// charges these pages `page_compute_mma_ns`.
+pub fn tensor_core_pages(model: &Model, kind: OpKind, work: &MatvecWork) -> bool {
+    staged_input(model, kind, work) > 0
+        && work.k == REGISTER_K
+        && model.lowering.page_bytes == TENSOR_CORE_PAGE_BYTES
+}
+
 /// Bytes of one KV position of one KV head (its key and value rows).
 pub(crate) fn kv_position_bytes(model: &Model) -> u64 {
     2 * model.geometry.head_dim as u64 * model.geometry.dtype.bytes()
@@ -282,6 +298,31 @@ pub fn dynamic_smem(model: &Model, kind: OpKind) -> u32 {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The tensor cores take the staged operators' 2,048-column pages of 4 rows, and nothing
+    /// else: not the O-projection's or down's (read from L2), not a wider hidden size's
+    /// (blocked), not 8-row pages.
+    #[test]
+    fn only_staged_four_row_2048_column_pages_run_on_the_tensor_cores() {
+        let on = |m: &Model, kind| {
+            let w = mkc_ir::work::matvec(m, kind).unwrap();
+            tensor_core_pages(m, kind, &w)
+        };
+        let m = mkc_ir::embedded::resolve_model("llama1b").unwrap();
+        for kind in [OpKind::QkvRope, OpKind::UpGate, OpKind::LmHead] {
+            assert!(on(&m, kind), "{kind:?}");
+        }
+        for kind in [OpKind::OProj, OpKind::Down] {
+            assert!(!on(&m, kind), "{kind:?}");
+        }
+        let wide = mkc_ir::embedded::resolve_model("llama3b").unwrap();
+        for kind in mkc_ir::work::MATVECS {
+            assert!(!on(&wide, kind), "{kind:?}");
+        }
+        let mut big_pages = m.clone();
+        big_pages.lowering.page_bytes *= 2;
+        assert!(!on(&big_pages, OpKind::QkvRope));
+    }
 
     proptest! {
         /// Attention's shared memory holds its output partial sums as well as its chunk, q and

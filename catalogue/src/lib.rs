@@ -15,8 +15,9 @@ pub use launch::{cta_tasks, declared_resources, grid, GridShape, ResourceSource,
 pub use layout::{
     att_threads, attention_chunk, blocked_k, consumer_warps, dynamic_smem, page_range,
     prefetch_bytes, ring_next, ring_owner, ring_slot, staged_input, stream, stream_threads,
-    streamable_k, threads, warm_depth, warm_slot, Stream, ATT_THREADS, CONSUMER_WARPS, MAX_SLOTS,
-    REGISTER_K, SMEM_PER_CTA, SMEM_PER_SM, WARM_DEPTH,
+    streamable_k, tensor_core_pages, threads, warm_depth, warm_slot, Stream, ATT_THREADS,
+    CONSUMER_WARPS, MAX_SLOTS, REGISTER_K, SMEM_PER_CTA, SMEM_PER_SM, TENSOR_CORE_PAGE_BYTES,
+    WARM_DEPTH,
 };
 
 pub use persistent::{

@@ -162,6 +162,12 @@ pub struct Latencies {
     /// profiles: 0.
     #[serde(default)]
     pub page_compute_ns: f64,
+    /// `page_compute_ns` for the pages whose loop runs on the tensor cores
+    /// (`mkc_catalogue::tensor_core_pages`: the staged operators' 4-row, 2,048-column pages).
+    /// `mkc probe pages` times that loop beside the FMA one. Absent: `page_compute_ns` (not
+    /// measured on that card).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_compute_mma_ns: Option<f64>,
     /// The load latency of a chain CTA (its first weight pages after it issues them, its
     /// activations after its release), where it is not `load_latency_ns`: a chain's grid
     /// boundaries drain the copies a persistent stream keeps queued, so the probe's figure
@@ -185,9 +191,9 @@ pub struct Latencies {
 
 impl Latencies {
     /// Every latency term by its field name, mutable: what `mkc simulate --sensitivity` halves
-    /// one at a time. `chain_load_latency_ns`, `release_held_ns` and `load_latency_held_ns` are
-    /// listed only where the profile sets them (absent, they follow `load_latency_ns` and
-    /// `release_ns`).
+    /// one at a time. `page_compute_mma_ns`, `chain_load_latency_ns`, `release_held_ns` and
+    /// `load_latency_held_ns` are listed only where the profile sets them (absent, they follow
+    /// `page_compute_ns`, `load_latency_ns` and `release_ns`).
     pub fn terms_mut(&mut self) -> Vec<(&'static str, &mut f64)> {
         let mut terms = vec![
             ("launch_gap_ns", &mut self.launch_gap_ns),
@@ -201,6 +207,9 @@ impl Latencies {
             ("attention_head_ns", &mut self.attention_head_ns),
             ("page_compute_ns", &mut self.page_compute_ns),
         ];
+        if let Some(v) = self.page_compute_mma_ns.as_mut() {
+            terms.push(("page_compute_mma_ns", v));
+        }
         if let Some(v) = self.chain_load_latency_ns.as_mut() {
             terms.push(("chain_load_latency_ns", v));
         }
@@ -223,6 +232,15 @@ impl Latencies {
     /// `load_latency_ns`.
     pub fn held_load_latency(&self) -> f64 {
         self.load_latency_held_ns.unwrap_or(self.load_latency_ns)
+    }
+
+    /// One consumer warp's math over one landed page: `page_compute_mma_ns` where the page loop
+    /// runs on the tensor cores and the profile has it, else `page_compute_ns`.
+    pub fn page_compute(&self, tensor_cores: bool) -> f64 {
+        match self.page_compute_mma_ns {
+            Some(ns) if tensor_cores => ns,
+            _ => self.page_compute_ns,
+        }
     }
 
     /// The load latency the chain model charges: `chain_load_latency_ns`, else
@@ -328,6 +346,7 @@ impl DeviceProfile {
             ("latencies.attention_task_ns", l.attention_task_ns),
             ("latencies.attention_head_ns", l.attention_head_ns),
             ("latencies.page_compute_ns", l.page_compute_ns),
+            ("latencies.page_compute_mma_ns", l.page_compute(true)),
             ("latencies.chain_load_latency_ns", l.chain_load_latency()),
             ("latencies.release_held_ns", l.held_release()),
             ("latencies.load_latency_held_ns", l.held_load_latency()),

@@ -15,7 +15,8 @@
 //! writes at the SM's bandwidth; after a held boundary the activations queue behind one copy
 //! per SM, `load_latency_held_ns`, unless the operator reads them in its page loop, after the
 //! window: [`input_latency`]) and only then uses its pages as they land, freeing their ring
-//! room; its consumer warps take the pages in turn, each `page_compute_ns` per page, a page no
+//! room; its consumer warps take the pages in turn, each `page_compute_ns` per page
+//! (`page_compute_mma_ns` where the loop runs on the tensor cores), a page no
 //! sooner than it landed (the room is freed as a page is taken, not when its products are
 //! done: a little optimistic for the loader). Attention computes (scores, softmax, output:
 //! `attention_task_ns` plus `attention_head_ns` per query head of the task, scaled by its head
@@ -187,6 +188,18 @@ pub fn simulate(
         .iter()
         .chain(&[mkc_ir::OpKind::Attention])
         .map(|&kind| (kind, input_latency(s.model.as_ref(), kind, held, device)))
+        .collect();
+    // Which operators' page loops run on the tensor cores (their pages' math is
+    // `page_compute_mma_ns`), once per kind.
+    let tensor_cores: Vec<mkc_ir::OpKind> = mkc_ir::work::MATVECS
+        .iter()
+        .copied()
+        .filter(|&kind| {
+            s.model.as_ref().is_some_and(|m| {
+                mkc_ir::work::matvec(m, kind)
+                    .is_some_and(|w| mkc_catalogue::tensor_core_pages(m, kind, &w))
+            })
+        })
         .collect();
     let input_ns_of = |kind: mkc_ir::OpKind| {
         input_ns.iter().find(|(k, _)| *k == kind).map_or_else(
@@ -476,9 +489,10 @@ pub fn simulate(
                 try_load(sm, now, &mut sms, &mut pool, &mut spans);
             }
             Next::Event(now, Event::Staged(sm)) => {
+                let kind = kind_of(plan.streams[sm][sms[sm].consumer].first);
                 let st = &mut sms[sm];
                 st.staged = true;
-                st.math.start(now);
+                st.math.start(now, tensor_cores.contains(&kind));
                 progress!(sm, now);
             }
             Next::Event(now, Event::Computed(sm)) => {

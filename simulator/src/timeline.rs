@@ -46,7 +46,8 @@ pub fn activation_latency(ablate: &Ablation, kind: mkc_ir::OpKind, latency_ns: f
 }
 
 /// The consumer warps of one persistent instruction taking its weight pages in turn: page p
-/// goes to warp p % warps, which computes it `page_compute_ns` (none where `ablate.compute`)
+/// goes to warp p % warps, which computes it in `page_compute_ns`, or `page_compute_mma_ns`
+/// where the instruction's page loop runs on the tensor cores (none where `ablate.compute`),
 /// after both the page and the warp are ready. What finishes last is when the instruction's
 /// products are done. (The chain model does not charge page math: with the same figure it
 /// over-predicts Llama-3.2-1B's pdl chain by 12%; docs/perf.md.)
@@ -55,27 +56,40 @@ pub struct PageMath {
     free: Vec<f64>,
     taken: usize,
     page_ns: f64,
+    /// A page's math by the FMA loop and by the tensor cores.
+    fma_ns: f64,
+    mma_ns: f64,
 }
 
 impl PageMath {
     /// `warps` consumer warps (at least one) on `device`, under `ablate`.
     pub fn new(warps: u32, ablate: &Ablation, device: &DeviceProfile) -> PageMath {
-        let page_ns = if ablate.compute {
-            0.0
-        } else {
-            device.latencies.page_compute_ns
+        let of = |tensor_cores| {
+            if ablate.compute {
+                0.0
+            } else {
+                device.latencies.page_compute(tensor_cores)
+            }
         };
         PageMath {
             free: vec![0.0; warps.max(1) as usize],
             taken: 0,
-            page_ns,
+            page_ns: of(false),
+            fma_ns: of(false),
+            mma_ns: of(true),
         }
     }
 
-    /// A new instruction whose warps may start at `at` (its activations are staged).
-    pub fn start(&mut self, at: f64) {
+    /// A new instruction whose warps may start at `at` (its activations are staged), its page
+    /// loop on the tensor cores or not (`mkc_catalogue::tensor_core_pages`).
+    pub fn start(&mut self, at: f64, tensor_cores: bool) {
         self.free.fill(at);
         self.taken = 0;
+        self.page_ns = if tensor_cores {
+            self.mma_ns
+        } else {
+            self.fma_ns
+        };
     }
 
     /// One page, ready at `ready`, to the next warp in turn.
@@ -203,22 +217,50 @@ mod tests {
         PageMath::new(warps, &ablate, &device)
     }
 
+    /// An instruction whose page loop runs on the tensor cores pays the profile's
+    /// `page_compute_mma_ns` per page, the next one the FMA figure again; without the figure,
+    /// both pay `page_compute_ns`; the compute ablation removes both.
+    #[test]
+    fn tensor_core_pages_cost_their_own_figure() {
+        let mut device = mkc_ir::embedded::resolve_device("h200").unwrap();
+        device.latencies.page_compute_ns = 10.0;
+        device.latencies.page_compute_mma_ns = Some(4.0);
+        let mut m = PageMath::new(1, &Ablation::default(), &device);
+        let pages = |m: &mut PageMath, tensor_cores| {
+            m.start(0.0, tensor_cores);
+            m.take(0.0);
+            m.take(0.0);
+            m.done()
+        };
+        assert_eq!(pages(&mut m, true), 8.0);
+        assert_eq!(pages(&mut m, false), 20.0);
+        device.latencies.page_compute_mma_ns = None;
+        let mut fma = PageMath::new(1, &Ablation::default(), &device);
+        assert_eq!(pages(&mut fma, true), 20.0);
+        let ablated = Ablation {
+            compute: true,
+            ..Ablation::default()
+        };
+        let mut none = PageMath::new(1, &ablated, &device);
+        assert_eq!(pages(&mut none, true), 0.0);
+    }
+
     #[test]
     fn warps_take_pages_in_turn_each_no_sooner_than_it_is_ready() {
         // Seven pages ready at once on three warps: three rounds of 10 ns after the start.
         let mut m = math(3, 10.0, false);
-        m.start(100.0);
+        m.start(100.0, false);
         for _ in 0..7 {
             m.take(0.0);
         }
         assert_eq!(m.done(), 130.0);
         // A page that lands late starts when it lands, on the next warp in turn.
-        m.start(0.0);
+        m.start(0.0, false);
         m.take(0.0);
         m.take(50.0);
         assert_eq!(m.done(), 60.0);
         // Nothing taken: done at the start.
-        m.start(7.0);
+        m.start(7.0, false);
         assert_eq!(m.done(), 7.0);
     }
 
@@ -226,13 +268,13 @@ mod tests {
     fn pages_landing_faster_than_one_warp_computes_queue_and_ablated_math_is_free() {
         // Four pages land at 10, 20, 30, 40; one warp of 15 ns each.
         let mut m = math(1, 15.0, false);
-        m.start(0.0);
+        m.start(0.0, false);
         for landed in [10.0, 20.0, 30.0, 40.0] {
             m.take(landed);
         }
         assert_eq!(m.done(), 70.0); // from the first landing (10), 4 x 15: the warp is the bottleneck
         let mut free = math(1, 15.0, true);
-        free.start(0.0);
+        free.start(0.0, false);
         for landed in [10.0, 20.0, 30.0, 40.0] {
             free.take(landed);
         }

@@ -380,6 +380,7 @@ fn pages(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), CommandErro
             serde_json::json!({"schema": super::schema("probe.pages"), "gpu": gpu.name,
                 "model": model.name, "k_groups": p.k_groups, "rows_per_page": p.rows_per_page,
                 "page_bytes": p.page_bytes, "seed": p.seed, "modelled_page_ns": modelled,
+                "modelled_mma_page_ns": profile.latencies.page_compute(true),
                 "rows": rows})
         );
     } else {
@@ -418,6 +419,13 @@ fn pages(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), CommandErro
             "  the simulator charges a consumer warp {modelled:.0} ns per page ({} latencies.page_compute_ns)",
             profile.name
         );
+        if p.rows.iter().any(|r| r.input == PageInput::TensorCores) {
+            outln!(
+                "  and {:.0} ns per page on the tensor cores ({} latencies.page_compute_mma_ns, else page_compute_ns)",
+                profile.latencies.page_compute(true),
+                profile.name
+            );
+        }
     }
     matches_the_cpu(
         "pages",

@@ -107,14 +107,16 @@ fn cta_spans(records: &[u64], warps: usize) -> (Vec<f64>, Vec<f64>) {
         .unzip()
 }
 
-/// The input placements the probe runs for a loop of `k_groups` 256-column groups: registers
-/// only for a blocked loop (its input is staged either way); registers and L2 in span
-/// otherwise; and the tensor cores where the pages are 2,048 columns, the one shape that loop
-/// takes.
-pub fn page_inputs(k_groups: u32) -> Vec<PageInput> {
+/// The input placements the probe runs for a loop of `k_groups` 256-column groups in pages of
+/// `page_bytes`: registers only for a blocked loop (its input is staged either way); registers
+/// and L2 in span otherwise; and the tensor cores where the pages have the one shape that loop
+/// takes (`mkc_catalogue::TENSOR_CORE_PAGE_BYTES` of 2,048-column rows).
+pub fn page_inputs(k_groups: u32, page_bytes: u32) -> Vec<PageInput> {
+    let tensor_cores = k_groups * 256 == mkc_catalogue::REGISTER_K
+        && page_bytes == mkc_catalogue::TENSOR_CORE_PAGE_BYTES;
     match k_groups {
         g if g > 8 => vec![PageInput::Registers],
-        8 => PageInput::ALL.to_vec(),
+        _ if tensor_cores => PageInput::ALL.to_vec(),
         _ => vec![PageInput::Registers, PageInput::L2InSpan],
     }
 }
@@ -173,7 +175,7 @@ pub fn probe_page_math(
     let y = DevBuf::new(y_len * 4, "page-math y")?;
     let rec = DevBuf::new(sms as usize * RECORD_WORDS * 8, "page-math records")?;
     let mut rows = Vec::new();
-    let placements = page_inputs(k_groups);
+    let placements = page_inputs(k_groups, page_bytes);
     let cases = placements
         .iter()
         .flat_map(|&x| PAGE_MATH_CASES.iter().map(move |&(w, p)| (w, p, x, false)))
@@ -283,13 +285,12 @@ mod tests {
 
     #[test]
     fn the_tensor_core_loop_is_probed_only_on_2048_column_pages() {
-        assert_eq!(page_inputs(12), vec![PageInput::Registers]);
-        assert_eq!(
-            page_inputs(4),
-            vec![PageInput::Registers, PageInput::L2InSpan]
-        );
-        assert_eq!(page_inputs(8).len(), 3);
-        assert!(page_inputs(8).contains(&PageInput::TensorCores));
+        assert_eq!(page_inputs(12, 16384), vec![PageInput::Registers]);
+        let fma = vec![PageInput::Registers, PageInput::L2InSpan];
+        assert_eq!(page_inputs(4, 16384), fma);
+        assert_eq!(page_inputs(8, 32768), fma, "8 rows a page: the FMA loop");
+        assert_eq!(page_inputs(8, 16384).len(), 3);
+        assert!(page_inputs(8, 16384).contains(&PageInput::TensorCores));
     }
 
     #[test]
