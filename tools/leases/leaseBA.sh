@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run.) Lease BA (any card): the tensor-core page loop where the input is staged
+# (Run 2026-12-06 on an H100: docs/perf.md "Lease BA"; the variant, now main's code, is in commit bfdf8c5.) Lease BA (any card): the tensor-core page loop where the input is staged
 # (docs/perf.md "The tensor-core page loop where the input is staged"): main against
 # tools/variants/mma_staged.py, three alternating rounds. Files (.device/): mkc; v_staged.cu
 # (`python3 tools/variants/mma_staged.py > .device/v_staged.cu`, from the mkc.cu the binary was

@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run.) Lease BB (any card): the tensor-core page loop of the staged operators as
+# (Run 2026-12-06 on an H100: docs/perf.md "Lease BB".) Lease BB (any card): the tensor-core page loop of the staged operators as
 # main's code (docs/perf.md "The tensor-core page loop as main's code"): the GPU tests (the page
 # probe's new tensor-core rows against the CPU among them), `mkc probe pages`, main against the
 # previous kernels (.device/v_old.cu: `git show bfdf8c5:backend/kernels/mkc.cu`, with
