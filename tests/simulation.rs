@@ -329,7 +329,7 @@ fn the_slow_sms_pace_the_persistent_stream() {
     }
 }
 
-/// Page math (`page_compute_ns`) is paid where a consumer waited: each microsecond more per page
+/// Page math (`page_compute_ns`, `page_compute_mma_ns` on the tensor cores) is paid where a consumer waited: each microsecond more per page
 /// costs at least a microsecond per layer of the full persistent step (the pages already in the
 /// ring when a wait ends are computed on the critical path), while with no dependent work the
 /// consumers out-compute the stream and the page math costs under 2% (measured: 103 µs of the
@@ -339,8 +339,10 @@ fn persistent_page_math_costs_after_waits_and_hides_in_the_stream() {
     let model = mkc_ir::embedded::resolve_model("llama1b").unwrap();
     let dev = resolve_device("h200").unwrap();
     let s = schedule(&model, &dev, Target::Persistent);
+    // Both page loops' figures (every llama1b page runs on the tensor cores).
     let mut slower = dev.clone();
     slower.latencies.page_compute_ns += 1000.0;
+    slower.latencies.page_compute_mma_ns = Some(dev.latencies.page_compute(true) + 1000.0);
     let step = |dev: &mkc_ir::device::DeviceProfile, ablate: Ablation| {
         let opts = SimOptions {
             ablate,

@@ -668,10 +668,10 @@ __device__ __forceinline__ void page_dots_blocked(const bf16* page, const float*
     for (int r = 0; r < R; ++r) out[r] = warp_sum(total[r]);
 }
 
-// ---- the page loop on the tensor cores (2,048-column pages of a staged input) --------------
-// Where an operator stages its input in shared memory (QKV, up/gate, the LM head) and its pages
-// are 4 rows of 2,048 columns (NJ = 8), each page takes 32 `mma.sync.m16n8k16` (bf16 in, f32
-// accumulate) instead of the FMA loop's 256 FFMAs and ~250 conversions. The input enters at full
+// ---- the page loop on the tensor cores (4-row pages of 2,048 columns) ----------------------
+// Where an operator's pages are 4 rows of 2,048 columns (NJ = 8; every Llama-3.2-1B matvec),
+// each page takes 32 `mma.sync.m16n8k16` (bf16 in, f32 accumulate) instead of the FMA loop's
+// 256 FFMAs and ~250 conversions. The input enters at full
 // precision as two bf16 parts, its rounding and what that rounding left (~16 bits of mantissa),
 // and one MMA multiplies every weight by both:
 // - A's 16 M-rows are the page's 4 rows times 4 column subsets. B's 8 columns are the 4 subsets
@@ -681,11 +681,13 @@ __device__ __forceinline__ void page_dots_blocked(const bf16* page, const float*
 //   reads row l / 8 at 16-byte chunk 8 j + l % 8 for k-step j (a warp's load: four rows' 128
 //   contiguous bytes), and those 4 words are its A fragment as loaded. M-row g (= l / 4) takes
 //   the chunk's columns 0, 1, 4, 5; M-row g + 8 takes columns 2, 3, 6, 7.
-// - The input's B fragments are written once per CTA, in place over the staged floats
-//   (stage_fragments), and each warp loads its 64 words with 16 conflict-free 16-byte loads.
-//   Built per warp, they cost ~400 instructions per lane after the wait and ate the loop's gain
-//   (docs/perf.md, leases AZ and BA). The O-projection and down read their input from L2 in the
-//   page loop, so they keep the FMA loop.
+// - The input's B fragments are never built by the warps that use them: built per warp, they
+//   cost ~400 instructions per lane after the wait and ate the loop's gain (docs/perf.md, lease
+//   AZ). A staged input (QKV, up/gate, the LM head) is rewritten as fragments once per CTA, in
+//   place over the staged floats (stage_fragments). The O-projection's and down's inputs, read
+//   from L2 in the page loop, are written as fragments by their producers: attention its
+//   output, up/gate's epilogue h (store_fragment_value; ATTN_FRAGMENTS, H_FRAGMENTS). Each warp
+//   loads its 64 words with 16 16-byte loads (leases BA, BB, BC).
 // Fragment layout of a 2,048-column chunk: word 4 (32 jp + l) + w is lane l's B register w % 2
 // of k-step 2 jp + w / 2. Lane l = 4 g + t takes subset u = g / 2 of part h = g % 2, at columns
 // c, c + 1 (register 0) and c + 4, c + 5 (register 1), where c = 64 j + 8 (4 (u / 2) + t) + 2 (u % 2).
@@ -752,9 +754,36 @@ __device__ void stage_fragments(float* x, int n) {
     consumers_sync();
 }
 
+// Stores input value `v` of column c as its two fragment halfwords (its bf16 rounding and the
+// residue) into the fragments of an input vector at x (2,048 words per chunk): how a producer
+// writes a vector that its consumer reads from L2 on the tensor cores.
+__device__ __forceinline__ void store_fragment_value(float* x, int c, float v) {
+    unsigned short* halves = reinterpret_cast<unsigned short*>(x + (c & ~2047));
+    const int cc = c & 2047;
+    const unsigned hi = pack_bf16x2(v, 0.f) & 0xFFFFu;
+    const unsigned lo = pack_bf16x2(v - __uint_as_float(hi << 16), 0.f) & 0xFFFFu;
+    halves[2 * fragment_word(cc & ~1, 0) + (cc & 1)] = (unsigned short)hi;
+    halves[2 * fragment_word(cc & ~1, 1) + (cc & 1)] = (unsigned short)lo;
+}
+
+// ATTN_FRAGMENTS (H_FRAGMENTS), generated from mkc_catalogue::fragment_input: attention's
+// output (h) is stored as fragments, since the O-projection (down) reads it from L2 in pages of
+// 4 rows of 2,048 columns, the tensor cores' one shape; elsewhere it is floats.
+
 // The lane's 64 fragment words of input chunk `chunk` (its fragments start at x + chunk * k),
 // into xr's registers.
 __device__ __forceinline__ void load_fragments(float (&xr)[8][8], const float* x, int k, int chunk) {
+#ifdef MKC_ABLATE_LOADS
+    // The rung removes the input's loads: every value 1/64 (part 0: bf16 0x3C80 twice; the
+    // residue 0), as load_x gives.
+    (void)x, (void)k, (void)chunk;
+    const unsigned constant = ((threadIdx.x % 32) >> 2) & 1 ? 0u : 0x3C803C80u;
+#pragma unroll
+    for (int jp = 0; jp < 16; ++jp)
+#pragma unroll
+        for (int w = 0; w < 4; ++w) xr[jp / 2][4 * (jp % 2) + w] = __uint_as_float(constant);
+    return;
+#endif
     const uint4* p = reinterpret_cast<const uint4*>(x + (long)chunk * k) + threadIdx.x % 32;
 #pragma unroll
     for (int jp = 0; jp < 16; ++jp) {
@@ -968,10 +997,13 @@ __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, 
     prepare(s);
 #endif
     consumers_sync();  // prepare's shared-memory writes before the dot products
-    // A staged input with pages of 4 rows of 2,048 columns runs the page loop on the tensor
-    // cores (the generated TENSOR_CORE_*: mkc_catalogue::tensor_core_pages).
-    constexpr bool MMA = NJ == TENSOR_CORE_K_GROUPS && PAGE_BYTES == TENSOR_CORE_PAGE_BYTES && !X_GLOBAL;
-    if constexpr (MMA) stage_fragments(s.x, x_len);
+    // Pages of 4 rows of 2,048 columns run the page loop on the tensor cores (the generated
+    // TENSOR_CORE_*: mkc_catalogue::tensor_core_pages): a staged input is rewritten as
+    // fragments here, an input read from L2 was written as fragments by its producer.
+    constexpr bool MMA = NJ == TENSOR_CORE_K_GROUPS && PAGE_BYTES == TENSOR_CORE_PAGE_BYTES;
+#ifndef MKC_ABLATE_LOADS  // nothing was staged (prepare is skipped), and load_fragments loads nothing
+    if constexpr (MMA && !X_GLOBAL) stage_fragments(s.x, x_len);
+#endif
     mark(MARK_PREPARED);
     deps.prepared();
     // One page loop per operator: its K chunk's 256-column groups are the generated K_GROUPS_*
@@ -979,7 +1011,7 @@ __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, 
     // from L2; else s.x, staged in shared memory), so that the one inlined copy knows it.
     static_assert(NJ == 2 || NJ == 4 || NJ == 8 || (NJ > 8 && !X_GLOBAL),
                   "a page row is 512, 1024 or 2048 columns, or longer and staged in shared memory");
-    if (X_GLOBAL) consume<NJ, false>(s, v, x_global, first, count, epilogue);
+    if (X_GLOBAL) consume<NJ, MMA>(s, v, x_global, first, count, epilogue);
     else consume<NJ, MMA>(s, v, s.x, first, count, epilogue);
     mark(MARK_COMPUTED);
     finish(s);
@@ -1225,7 +1257,9 @@ struct UpGateEpilogue {
         int lane = threadIdx.x % 32;
         if (lane < R / 2) {
             float gt = v[lane], up = v[R / 2 + lane];
-            L.h[row0 + lane] = gt / (1.f + __expf(-gt)) * up;
+            const float h = gt / (1.f + __expf(-gt)) * up;
+            if (H_FRAGMENTS) store_fragment_value(L.h, row0 + lane, h);
+            else L.h[row0 + lane] = h;
         }
     }
 };
@@ -1463,7 +1497,8 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     for (int idx = tid; idx < outs; idx += NT) {
         float sum = 0.f;
         for (int sl = 0; sl < slices; ++sl) sum += red[sl * outs + idx];
-        L.attn[qh0 * hd + idx] = sum;
+        if (ATTN_FRAGMENTS) store_fragment_value(L.attn, qh0 * hd + idx, sum);
+        else L.attn[qh0 * hd + idx] = sum;
     }
 }
 

@@ -373,6 +373,15 @@ pub fn model_header(model: &mkc_ir::Model) -> String {
             "#define TASK_PAGES_{name} {pages}\n#define K_GROUPS_{name} {groups}\n#define RING_SLOTS_{name} {slots}\n#define X_LEN_{name} {staged}\n"
         );
     }
+    // Whether attention's output and h are stored as tensor-core fragments for the
+    // O-projection and down (mkc_catalogue::fragment_input).
+    for (name, kind) in [
+        ("ATTN_FRAGMENTS", mkc_ir::OpKind::OProj),
+        ("H_FRAGMENTS", mkc_ir::OpKind::Down),
+    ] {
+        let on = mkc_catalogue::fragment_input(model, kind);
+        s += &format!("#define {name} {}\n", u32::from(on));
+    }
     // The persistent kernel's shared-memory layout (where it can run the model).
     if let Ok(l) = mkc_catalogue::persistent_layout(model) {
         for (name, v) in [

@@ -10,6 +10,7 @@ pub mod abi;
 pub mod ablation;
 mod checkpoint;
 pub mod error;
+pub mod fragments;
 pub mod gpu;
 pub mod kernels;
 pub mod launch_plan;

@@ -41,9 +41,9 @@ pub fn declared_registers(t: &Tuning, kind: OpKind) -> u32 {
     let base = match kind {
         OpKind::QkvRope => 142,
         OpKind::Attention => 58,
-        OpKind::OProj => 117,
-        OpKind::UpGate => 136,
-        OpKind::Down => 111,
+        OpKind::OProj => 136,
+        OpKind::UpGate => 134,
+        OpKind::Down => 130,
         OpKind::LmHead => 130,
     };
     match kind {

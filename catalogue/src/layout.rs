@@ -256,16 +256,29 @@ pub fn staged_input(model: &Model, kind: OpKind, work: &MatvecWork) -> u32 {
 /// [`REGISTER_K`] bf16 columns.
 pub const TENSOR_CORE_PAGE_BYTES: u32 = 4 * 2 * REGISTER_K;
 
-/// Whether operator `kind`'s page loop runs on the tensor cores: its input staged in shared
-/// memory whole ([`staged_input`]: QKV, up/gate, the LM head), its K chunk [`REGISTER_K`]
-/// columns and its pages [`TENSOR_CORE_PAGE_BYTES`]. Every other operator, and every other
-/// shape, runs the FMA loop. The kernels decide the same at compile time from the generated
-/// `TENSOR_CORE_K_GROUPS` and `TENSOR_CORE_PAGE_BYTES` (`run_stream`'s `MMA`); the simulator
-/// charges these pages `page_compute_mma_ns`.
+/// Whether operator `kind`'s page loop runs on the tensor cores: its K chunk [`REGISTER_K`]
+/// columns and its pages [`TENSOR_CORE_PAGE_BYTES`] (4 rows). Its input's fragments are then
+/// written once per CTA where the input is staged ([`staged_input`]: QKV, up/gate, the LM
+/// head), and by the producer where the operator reads it from L2 ([`fragment_input`]: the
+/// O-projection, down). Every other shape runs the FMA loop. The kernels decide the same at
+/// compile time from the generated `TENSOR_CORE_K_GROUPS` and `TENSOR_CORE_PAGE_BYTES`
+/// (`run_stream`'s `MMA`); the simulator charges these pages `page_compute_mma_ns`.
 pub fn tensor_core_pages(model: &Model, kind: OpKind, work: &MatvecWork) -> bool {
-    staged_input(model, kind, work) > 0
-        && work.k == REGISTER_K
-        && model.lowering.page_bytes == TENSOR_CORE_PAGE_BYTES
+    let _ = kind;
+    work.k == REGISTER_K && model.lowering.page_bytes == TENSOR_CORE_PAGE_BYTES
+}
+
+/// Whether the input of operator `kind` (the O-projection's: attention's output; down's: h) is
+/// stored as tensor-core fragments rather than floats: the operator reads it from L2 in its page
+/// loop ([`staged_input`] 0) and its pages run on the tensor cores. Its producer then writes
+/// each value as two bf16 halves (its rounding and the residue) where the fragments' order puts
+/// them (the kernels' `store_fragment_value`, the host's `mkc_backend::fragments`), in the same
+/// 4 bytes per value. Generated as `ATTN_FRAGMENTS` and `H_FRAGMENTS`.
+pub fn fragment_input(model: &Model, kind: OpKind) -> bool {
+    matches!(kind, OpKind::OProj | OpKind::Down)
+        && mkc_ir::work::matvec(model, kind).is_some_and(|w| {
+            staged_input(model, kind, &w) == 0 && tensor_core_pages(model, kind, &w)
+        })
 }
 
 /// Bytes of one KV position of one KV head (its key and value rows).
@@ -299,25 +312,31 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// The tensor cores take the staged operators' 2,048-column pages of 4 rows, and nothing
-    /// else: not the O-projection's or down's (read from L2), not a wider hidden size's
-    /// (blocked), not 8-row pages.
+    /// The tensor cores take every 4-row page of 2,048 columns, and nothing else: not a wider
+    /// hidden size's (blocked), not 8-row pages; their producers store only the inputs read from
+    /// L2 as fragments.
     #[test]
-    fn only_staged_four_row_2048_column_pages_run_on_the_tensor_cores() {
+    fn only_four_row_2048_column_pages_run_on_the_tensor_cores() {
         let on = |m: &Model, kind| {
             let w = mkc_ir::work::matvec(m, kind).unwrap();
             tensor_core_pages(m, kind, &w)
         };
         let m = mkc_ir::embedded::resolve_model("llama1b").unwrap();
-        for kind in [OpKind::QkvRope, OpKind::UpGate, OpKind::LmHead] {
+        for kind in mkc_ir::work::MATVECS {
             assert!(on(&m, kind), "{kind:?}");
         }
-        for kind in [OpKind::OProj, OpKind::Down] {
-            assert!(!on(&m, kind), "{kind:?}");
-        }
+        // Only the inputs read from L2 are stored as fragments by their producers.
+        assert!(fragment_input(&m, OpKind::OProj) && fragment_input(&m, OpKind::Down));
+        assert!(!fragment_input(&m, OpKind::QkvRope) && !fragment_input(&m, OpKind::UpGate));
+        // Down's K chunk of 8,192 (one MLP shard) is staged: floats, the FMA loop.
+        let mut one_shard = m.clone();
+        one_shard.lowering.vtp_shards.up_gate_down = 1;
+        assert!(!on(&one_shard, OpKind::Down) && !fragment_input(&one_shard, OpKind::Down));
+        assert!(fragment_input(&one_shard, OpKind::OProj));
+        // Hidden 3072: every chunk but down's (8192 over 4 shards) is blocked.
         let wide = mkc_ir::embedded::resolve_model("llama3b").unwrap();
         for kind in mkc_ir::work::MATVECS {
-            assert!(!on(&wide, kind), "{kind:?}");
+            assert_eq!(on(&wide, kind), kind == OpKind::Down, "{kind:?}");
         }
         let mut big_pages = m.clone();
         big_pages.lowering.page_bytes *= 2;

@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run.) Lease BC (any card): the tensor-core loop for the O-projection and down, their
+# (Run 2026-12-06 on an H100: docs/perf.md "Lease BC"; the variant, now main's code, is in commit 8c6ea75.) Lease BC (any card): the tensor-core loop for the O-projection and down, their
 # inputs written as fragments by their producers (docs/perf.md "The tensor-core loop for the
 # O-projection and down"): main against tools/variants/mma_l2_inputs.py, alternating. Files
 # (.device/): mkc; v_l2.cu (`python3 tools/variants/mma_l2_inputs.py > .device/v_l2.cu`, from

@@ -287,7 +287,9 @@ impl Runner {
                                 .sum();
                         }
                     }
-                    outputs.push(compare("attn", &download(lay.attn, q_dim, "attn")?, &want));
+                    let got = download::<u32>(lay.attn, q_dim, "attn")?;
+                    let got = crate::fragments::input_values(m, OpKind::OProj, &got);
+                    outputs.push(compare("attn", &got, &want));
                 }
                 OpKind::OProj | OpKind::Down => {
                     let (input, part, k_total, splits, wt) = if kind == OpKind::OProj {
@@ -296,7 +298,8 @@ impl Runner {
                         (lay.h, lay.d_part, inter, s_down, LayerTensor::Down)
                     };
                     let x = rng.floats(k_total, 1.0);
-                    upload(input, &x, "input")?;
+                    let words = crate::fragments::input_words(m, kind, &x);
+                    upload(input, &words, "input")?;
                     poison(part, splits * hidden * 4, "partials")?;
                     ctas = launch(self)?;
                     let k = k_total / splits;
@@ -334,7 +337,9 @@ impl Runner {
                         .map(|(g, u)| g / (1.0 + (-g).exp()) * u)
                         .collect();
                     outputs.push(compare("x_mid", &download(lay.x_mid, hidden, "x_mid")?, &x));
-                    outputs.push(compare("h", &download(lay.h, inter, "h")?, &h));
+                    let got = download::<u32>(lay.h, inter, "h")?;
+                    let got = crate::fragments::input_values(m, OpKind::Down, &got);
+                    outputs.push(compare("h", &got, &h));
                 }
                 OpKind::LmHead => {
                     let base = rng.floats(hidden, 1.0);

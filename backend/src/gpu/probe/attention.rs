@@ -322,13 +322,15 @@ pub fn probe_attention(
                     slowest.push(n.iter().copied().fold(0.0, f64::max));
                     ns.extend(n);
                     cycles.extend(c);
-                    let mut got = vec![0f32; q_dim];
+                    let mut words = vec![0u32; q_dim];
                     // SAFETY: out holds q_dim f32; the stream is idle.
                     check(
-                        unsafe { result::memcpy_dtoh_sync(&mut got, out.ptr) },
+                        unsafe { result::memcpy_dtoh_sync(&mut words, out.ptr) },
                         "cuMemcpyDtoH",
                         "attention probe output",
                     )?;
+                    // Stored as the O-projection reads it: fragments or floats.
+                    let got = crate::fragments::input_values(model, OpKind::OProj, &words);
                     err = err.max(rel_l2(&got, &want));
                 }
                 rows.push(AttentionRow {
