@@ -115,7 +115,7 @@ fn choose_at_width(name: &str, g: &Geometry, workload: &Workload) -> Result<Mode
     chain_only.ok_or_else(|| {
         Unsupported(format!(
             "no lowering mkc tries fits this geometry (attention splits, MLP shards 4, 2, 1 and \
-             8, LM-head runs of 4 or 1 pages): {}. Fix: write the lowering by hand (README, \
+             8, LM-head runs of 4 or 1 pages): {}. Otherwise, write the lowering by hand (README, \
              \"Model file format\"), if the kernels take this shape at all",
             reasons.join("; ")
         ))
