@@ -5,9 +5,11 @@
 # cores as main's code"). The GPU tests first (the operator checks and the attention probe now
 # read attention's output and h through backend/src/fragments.rs: their first GPU run), then
 # main against bfdf8c5's kernels, the transformers check of both targets, and the held ladder;
-# on an H200 also the stream cap 4 and `mkc probe latency` (lease AX's branch). Files
-# (.device/): mkc, gpu_test (built from the same commit), v_old.cu (`git show
-# bfdf8c5:backend/kernels/mkc.cu`) and old.ron (`Tuning(kernels_cu: Some(".device/v_old.cu"))`).
+# then tools/variants/direct_fragments.py against main; on an H200 also the stream cap 4 and
+# `mkc probe latency` (lease AX's branch). Files (.device/): mkc, gpu_test (built from the same
+# commit), v_old.cu (`git show bfdf8c5:backend/kernels/mkc.cu`) and old.ron
+# (`Tuning(kernels_cu: Some(".device/v_old.cu"))`), v_direct.cu (`python3
+# tools/variants/direct_fragments.py > .device/v_direct.cu`) and direct.ron (the same for it).
 LIMIT=420 ARCHIVE=bd.tgz
 source tools/leases/common.sh
 export TARGETS=persistent,pdl
@@ -15,6 +17,7 @@ gpu_tests
 b main_a; b old_a --tune .device/old.ron
 b main_b; b old_b --tune .device/old.ron
 timeout 200 python3 tools/hf_check.py $M /tmp/hf1 persistent pdl > $W/hf_llama1b.log 2>&1; echo "hf llama1b rc=$? t=$SECONDS"; grep -E "PASSED|FAILED|rror|median" $W/hf_llama1b.log | tail -6; keep
+b direct_a --tune .device/direct.ron; b main_d; b direct_b --tune .device/direct.ron
 [ $SECONDS -lt $LIMIT ] && { timeout 80 $M bench $T --targets persistent --trials 1 --ablate > $W/ladder_held.log 2>&1; echo "ladder rc=$?"; grep -E "^  persistent" $W/ladder_held.log; keep; }
 if grep -q H200 $W/gpu.txt; then
     S4=$W/s4.ron; echo "Tuning(persistent_stream_inflight: Some(4))" > $S4
