@@ -1651,10 +1651,12 @@ extern "C" __global__ void k_read_bw(const uint4* p, unsigned long long n, unsig
 }
 
 // Page-math probe (`mkc probe pages`): how long consumer warps take over pages that have
-// already landed in shared memory, with the operators' own page loop (the O-projection's: its
-// K groups in registers, or taken in blocks from an input staged in shared memory where its K
-// chunk is longer than 8 groups), so that the simulator's `page_compute_ns` and the page loop's
-// variants are measured without the stream around them. Each CTA copies `pages` pages of `w`
+// already landed in shared memory, with the operators' own page loops at the O-projection's
+// shape (the FMA loop: its K groups in registers, or taken in blocks from an input staged in
+// shared memory where its K chunk is longer than 8 groups; and, for 4-row, 2,048-column pages,
+// the tensor-core loop every operator of that shape runs), so that the simulator's
+// `page_compute_ns` and `page_compute_mma_ns` and the page loop's variants are measured without
+// the stream around them. Each CTA copies `pages` pages of `w`
 // (page i at i * PAGE_BYTES, its R rows of K = 256 * NJ columns at row stride K) into shared
 // memory, and a blocked loop's input after them; then warps 0..warps-1 take pages warp,
 // warp + warps, ... `input` (PAGE_INPUT_*, generated from abi::PageInput): the FMA loop with
