@@ -257,8 +257,8 @@ pub enum PageInput {
     /// The FMA loop, the slice loaded inside the span (as the O-projection and down do after
     /// their wait).
     L2InSpan,
-    /// The tensor-core loop of the operators that stage their input (2,048-column pages only):
-    /// its fragments written to shared memory before the span, loaded inside it.
+    /// The tensor-core loop (4-row pages of 2,048 columns only): its input's fragments written
+    /// to shared memory before the span, as a staged input's are, loaded inside it.
     TensorCores,
 }
 

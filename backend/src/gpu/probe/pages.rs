@@ -5,8 +5,9 @@
 //! `compute` rung (103 µs, docs/perf.md) says the page math after each wait is on its critical
 //! path; this measures the loop itself (kernel `k_page_math` of the operators' own build, the
 //! code every streaming body inlines: the O-projection's K groups, in registers or, past 8
-//! groups, taken in blocks from an input staged in shared memory; and, for 2,048-column pages,
-//! the tensor-core loop of the operators that stage their input), checked against the CPU.
+//! groups, taken in blocks from an input staged in shared memory; and, for 4-row pages of
+//! 2,048 columns, the tensor-core loop every operator of that shape runs), checked against
+//! the CPU.
 
 use cudarc::driver::result;
 
