@@ -150,10 +150,9 @@ pub fn tuning_options(t: &Tuning) -> Vec<String> {
         }
     }
     if let Some(w) = t.consumer_warps.filter(|&w| w != CONSUMER_WARPS) {
-        // Two streaming CTAs of 7 warps share an SM only with <= 128 registers each
-        // (docs/perf.md: each warp goes to the sub-partition holding the fewest).
+        // No register cap goes with it: the streaming kernels' `__launch_bounds__` decide their
+        // registers (a `--maxrregcount=128` here changed no machine code, docs/perf.md).
         options.push(format!("-DCONSUMER_WARPS={w}"));
-        options.push("--maxrregcount=128".into());
     }
     options
 }

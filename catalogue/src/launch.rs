@@ -36,7 +36,9 @@ pub struct Resources {
 
 /// Registers per thread of the kernel for `kind` as declared: what ptxas reported for the
 /// default build of this source (a test compares them with NVRTC's when it is present), capped
-/// by the register limit a tuning imposes.
+/// by the register limit a tuning imposes (a smaller attention CTA's). A build with other
+/// consumer warps (`tuning.consumer_warps`) compiles to figures of its own, which only the
+/// compiled resources give (`--resources compiled`, or `auto` with NVRTC).
 pub fn declared_registers(t: &Tuning, kind: OpKind) -> u32 {
     let base = match kind {
         OpKind::QkvRope => 142,
@@ -49,9 +51,6 @@ pub fn declared_registers(t: &Tuning, kind: OpKind) -> u32 {
     match kind {
         // A smaller attention CTA is built with at most 72 registers (-DATT_MAXNREG).
         OpKind::Attention if t.att_threads.is_some_and(|a| a != crate::ATT_THREADS) => base.min(72),
-        // Fewer consumer warps are built with --maxrregcount=128.
-        OpKind::Attention => base,
-        _ if t.consumer_warps.is_some_and(|w| w != crate::CONSUMER_WARPS) => base.min(128),
         _ => base,
     }
 }
