@@ -708,6 +708,12 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], unsigned a0, unsigned a1
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// The bf16x2 of what rounding (first, second) to `hi` (their pack_bf16x2) left: the input's
+// second part.
+__device__ __forceinline__ unsigned residue_bf16x2(float first, float second, unsigned hi) {
+    return pack_bf16x2(first - __uint_as_float(hi << 16), second - __uint_as_float(hi & 0xFFFF0000u));
+}
+
 // The fragment word, within its 2,048-column chunk, that holds part h of the column pair
 // (c, c + 1), c even: the inverse of the layout above.
 __device__ __forceinline__ int fragment_word(int c, int h) {
@@ -726,8 +732,7 @@ __device__ __forceinline__ void write_fragments(unsigned* words, int at, float4 
 #pragma unroll
     for (int p = 0; p < 2; ++p) {
         const unsigned hi = pack_bf16x2(f[2 * p], f[2 * p + 1]);
-        const unsigned lo =
-            pack_bf16x2(f[2 * p] - __uint_as_float(hi << 16), f[2 * p + 1] - __uint_as_float(hi & 0xFFFF0000u));
+        const unsigned lo = residue_bf16x2(f[2 * p], f[2 * p + 1], hi);
         chunk[fragment_word(c + 2 * p, 0)] = hi;
         chunk[fragment_word(c + 2 * p, 1)] = lo;
     }
@@ -756,19 +761,17 @@ __device__ void stage_fragments(float* x, int n) {
 
 // Stores input value `v` of column c as its two fragment halfwords (its bf16 rounding and the
 // residue) into the fragments of an input vector at x (2,048 words per chunk): how a producer
-// writes a vector that its consumer reads from L2 on the tensor cores.
+// writes a vector that its consumer reads from L2 on the tensor cores. Attention's output (h)
+// is such a vector where the generated ATTN_FRAGMENTS (H_FRAGMENTS) says so
+// (mkc_catalogue::fragment_input); elsewhere it is floats.
 __device__ __forceinline__ void store_fragment_value(float* x, int c, float v) {
     unsigned short* halves = reinterpret_cast<unsigned short*>(x + (c & ~2047));
     const int cc = c & 2047;
     const unsigned hi = pack_bf16x2(v, 0.f) & 0xFFFFu;
-    const unsigned lo = pack_bf16x2(v - __uint_as_float(hi << 16), 0.f) & 0xFFFFu;
+    const unsigned lo = residue_bf16x2(v, 0.f, hi) & 0xFFFFu;
     halves[2 * fragment_word(cc & ~1, 0) + (cc & 1)] = (unsigned short)hi;
     halves[2 * fragment_word(cc & ~1, 1) + (cc & 1)] = (unsigned short)lo;
 }
-
-// ATTN_FRAGMENTS (H_FRAGMENTS), generated from mkc_catalogue::fragment_input: attention's
-// output (h) is stored as fragments, since the O-projection (down) reads it from L2 in pages of
-// 4 rows of 2,048 columns, the tensor cores' one shape; elsewhere it is floats.
 
 // The lane's 64 fragment words of input chunk `chunk` (its fragments start at x + chunk * k),
 // into xr's registers.
@@ -825,8 +828,9 @@ __device__ __forceinline__ void page_dots_mma(const bf16* page, const float (&xr
 }
 
 // Consumer warp: computes its pages (every CONSUMER_WARPS-th of the CTA's range) with the input
-// vector `x` (shared or global memory; shared where NJ > 8; with MMA, its fragments in shared
-// memory: stage_fragments) and hands each page's row sums to `epilogue(chunk, row0, sums)`.
+// vector `x` (shared or global memory; shared where NJ > 8; with MMA, its fragments, staged by
+// stage_fragments or written to global memory by its producer) and hands each page's row sums
+// to `epilogue(chunk, row0, sums)`.
 template <int NJ, bool MMA, typename Epilogue>
 __device__ void consume(const Stream& s, const Matvec& v, const float* x, int first, int count, Epilogue& epilogue) {
     constexpr int R = PAGE_BYTES / (2 * 256 * NJ);
@@ -998,7 +1002,7 @@ __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, 
 #endif
     consumers_sync();  // prepare's shared-memory writes before the dot products
     // Pages of 4 rows of 2,048 columns run the page loop on the tensor cores (the generated
-    // TENSOR_CORE_*: mkc_catalogue::tensor_core_pages): a staged input is rewritten as
+    // TENSOR_CORE_*: mkc_catalogue::tensor_core_shape): a staged input is rewritten as
     // fragments here, an input read from L2 was written as fragments by its producer.
     constexpr bool MMA = NJ == TENSOR_CORE_K_GROUPS && PAGE_BYTES == TENSOR_CORE_PAGE_BYTES;
 #ifndef MKC_ABLATE_LOADS  // nothing was staged (prepare is skipped), and load_fragments loads nothing
@@ -1662,8 +1666,8 @@ extern "C" __global__ void k_read_bw(const uint4* p, unsigned long long n, unsig
 // warp + warps, ... `input` (PAGE_INPUT_*, generated from abi::PageInput): the FMA loop with
 // the warp's input slice loaded from global memory (an L2 hit) before its timed span, or inside
 // it (a blocked loop's input is staged before either way); or, for pages of 4 rows of 2,048
-// columns, the tensor-core loop of the staged operators, its input's fragments written to shared memory before the span
-// and loaded inside it.
+// columns, the tensor-core loop, its input's fragments written to shared memory before the
+// span and loaded inside it.
 // With `stream` (not null) the CTA's last warp keeps `stream_slots` bulk copies of one page
 // each from `stream` (its `stream_pages` pages, from HBM) landing in slots of its own (after
 // the pages and the input, their mbarriers after them) until the page math is done, as a

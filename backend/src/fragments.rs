@@ -23,17 +23,21 @@ pub fn word(c: usize, h: usize) -> usize {
     ((j >> 1) * 32 + lane) * 4 + 2 * (j & 1) + b
 }
 
+/// The halfword (of the whole vector's fragments) holding part `h` of value `i`.
+fn half_index(i: usize, h: usize) -> usize {
+    let (chunk, c) = (i / CHUNK, i % CHUNK);
+    2 * (chunk * CHUNK + word(c & !1, h)) + (c & 1)
+}
+
 /// The fragments of `x` (a whole number of chunks), as the kernels' producers store them.
 pub fn encode(x: &[f32]) -> Vec<u32> {
     assert!(x.len().is_multiple_of(CHUNK), "{} columns", x.len());
     let mut halves = vec![0u16; 2 * x.len()];
     for (i, &v) in x.iter().enumerate() {
-        let (chunk, c) = (i / CHUNK, i % CHUNK);
         let hi = f2bf(v);
         let lo = f2bf(v - bf2f(hi));
-        for (h, part) in [(0, hi), (1, lo)] {
-            halves[2 * (chunk * CHUNK + word(c & !1, h)) + (c & 1)] = part;
-        }
+        halves[half_index(i, 0)] = hi;
+        halves[half_index(i, 1)] = lo;
     }
     halves
         .chunks(2)
@@ -49,9 +53,7 @@ pub fn decode(words: &[u32]) -> Vec<f32> {
     let half = |i: usize| (words[i / 2] >> (16 * (i % 2))) as u16;
     (0..words.len())
         .map(|i| {
-            let (chunk, c) = (i / CHUNK, i % CHUNK);
-            let at = |h| 2 * (chunk * CHUNK + word(c & !1, h)) + (c & 1);
-            let (hi, lo) = (half(at(0)), half(at(1)));
+            let (hi, lo) = (half(half_index(i, 0)), half(half_index(i, 1)));
             if hi == u16::MAX || lo == u16::MAX {
                 f32::from_bits(u32::MAX)
             } else {

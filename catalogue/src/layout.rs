@@ -256,16 +256,16 @@ pub fn staged_input(model: &Model, kind: OpKind, work: &MatvecWork) -> u32 {
 /// [`REGISTER_K`] bf16 columns.
 pub const TENSOR_CORE_PAGE_BYTES: u32 = 4 * 2 * REGISTER_K;
 
-/// Whether operator `kind`'s page loop runs on the tensor cores: its K chunk [`REGISTER_K`]
-/// columns and its pages [`TENSOR_CORE_PAGE_BYTES`] (4 rows). Its input's fragments are then
-/// written once per CTA where the input is staged ([`staged_input`]: QKV, up/gate, the LM
-/// head), and by the producer where the operator reads it from L2 ([`fragment_input`]: the
-/// O-projection, down). Every other shape runs the FMA loop. The kernels decide the same at
-/// compile time from the generated `TENSOR_CORE_K_GROUPS` and `TENSOR_CORE_PAGE_BYTES`
-/// (`run_stream`'s `MMA`); the simulator charges these pages `page_compute_mma_ns`.
-pub fn tensor_core_pages(model: &Model, kind: OpKind, work: &MatvecWork) -> bool {
-    let _ = kind;
-    work.k == REGISTER_K && model.lowering.page_bytes == TENSOR_CORE_PAGE_BYTES
+/// Whether a page loop over K chunks of `k` columns in pages of `page_bytes` runs on the tensor
+/// cores: chunks of [`REGISTER_K`] columns in pages of [`TENSOR_CORE_PAGE_BYTES`] (4 rows),
+/// whatever the operator. Its input's fragments are then written once per CTA where the input
+/// is staged ([`staged_input`]: QKV, up/gate, the LM head), and by the producer where the
+/// operator reads it from L2 ([`fragment_input`]: the O-projection, down). Every other shape
+/// runs the FMA loop. The kernels decide the same at compile time from the generated
+/// `TENSOR_CORE_K_GROUPS` and `TENSOR_CORE_PAGE_BYTES` (`run_stream`'s `MMA`); the simulator
+/// charges these pages `page_compute_mma_ns`, and `mkc probe pages` times this loop.
+pub fn tensor_core_shape(k: u32, page_bytes: u32) -> bool {
+    k == REGISTER_K && page_bytes == TENSOR_CORE_PAGE_BYTES
 }
 
 /// Whether the input of operator `kind` (the O-projection's: attention's output; down's: h) is
@@ -277,7 +277,7 @@ pub fn tensor_core_pages(model: &Model, kind: OpKind, work: &MatvecWork) -> bool
 pub fn fragment_input(model: &Model, kind: OpKind) -> bool {
     matches!(kind, OpKind::OProj | OpKind::Down)
         && mkc_ir::work::matvec(model, kind).is_some_and(|w| {
-            staged_input(model, kind, &w) == 0 && tensor_core_pages(model, kind, &w)
+            staged_input(model, kind, &w) == 0 && tensor_core_shape(w.k, model.lowering.page_bytes)
         })
 }
 
@@ -319,7 +319,7 @@ mod tests {
     fn only_four_row_2048_column_pages_run_on_the_tensor_cores() {
         let on = |m: &Model, kind| {
             let w = mkc_ir::work::matvec(m, kind).unwrap();
-            tensor_core_pages(m, kind, &w)
+            tensor_core_shape(w.k, m.lowering.page_bytes)
         };
         let m = mkc_ir::embedded::resolve_model("llama1b").unwrap();
         for kind in mkc_ir::work::MATVECS {

@@ -163,7 +163,7 @@ pub struct Latencies {
     #[serde(default)]
     pub page_compute_ns: f64,
     /// `page_compute_ns` for the pages whose loop runs on the tensor cores
-    /// (`mkc_catalogue::tensor_core_pages`: the staged operators' 4-row, 2,048-column pages).
+    /// (`mkc_catalogue::tensor_core_shape`: 4-row pages of 2,048 columns, whatever the operator).
     /// `mkc probe pages` times that loop beside the FMA one. Absent: `page_compute_ns` (not
     /// measured on that card).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -197,7 +197,7 @@ pub fn simulate(
         .filter(|&kind| {
             s.model.as_ref().is_some_and(|m| {
                 mkc_ir::work::matvec(m, kind)
-                    .is_some_and(|w| mkc_catalogue::tensor_core_pages(m, kind, &w))
+                    .is_some_and(|w| mkc_catalogue::tensor_core_shape(w.k, m.lowering.page_bytes))
             })
         })
         .collect();

@@ -81,7 +81,7 @@ impl PageMath {
     }
 
     /// A new instruction whose warps may start at `at` (its activations are staged), its page
-    /// loop on the tensor cores or not (`mkc_catalogue::tensor_core_pages`).
+    /// loop on the tensor cores or not (`mkc_catalogue::tensor_core_shape`).
     pub fn start(&mut self, at: f64, tensor_cores: bool) {
         self.free.fill(at);
         self.taken = 0;

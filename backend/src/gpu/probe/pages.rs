@@ -111,13 +111,11 @@ fn cta_spans(records: &[u64], warps: usize) -> (Vec<f64>, Vec<f64>) {
 /// The input placements the probe runs for a loop of `k_groups` 256-column groups in pages of
 /// `page_bytes`: registers only for a blocked loop (its input is staged either way); registers
 /// and L2 in span otherwise; and the tensor cores where the pages have the one shape that loop
-/// takes (`mkc_catalogue::TENSOR_CORE_PAGE_BYTES` of 2,048-column rows).
+/// takes (`mkc_catalogue::tensor_core_shape`).
 pub fn page_inputs(k_groups: u32, page_bytes: u32) -> Vec<PageInput> {
-    let tensor_cores = k_groups * 256 == mkc_catalogue::REGISTER_K
-        && page_bytes == mkc_catalogue::TENSOR_CORE_PAGE_BYTES;
     match k_groups {
         g if g > 8 => vec![PageInput::Registers],
-        _ if tensor_cores => PageInput::ALL.to_vec(),
+        g if mkc_catalogue::tensor_core_shape(g * 256, page_bytes) => PageInput::ALL.to_vec(),
         _ => vec![PageInput::Registers, PageInput::L2InSpan],
     }
 }
