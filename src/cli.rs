@@ -263,10 +263,11 @@ pub struct BenchArgs {
     /// in ns from the CTA's entry), for timeline plots.
     #[arg(long, value_name = "FILE", requires = "cta_phases")]
     pub cta_trace_out: Option<std::path::PathBuf>,
-    /// Also time each target with kinds of dependent work removed (attention; the streaming
-    /// operators' activation loads; both; both and every grid wait), in the same trials as the
-    /// full chain: what each kind costs in the step. Ablated kernels compute meaningless (but
-    /// finite) values and are never checked. Per-op grids only.
+    /// Also time each target with kinds of work removed (attention; the streaming operators'
+    /// activation loads; the page math; attention and loads; those and every wait; those and
+    /// the page math, i.e. the weight stream alone; and, persistent only, the weights, i.e. the
+    /// dependency chain alone), in the same trials as the full step: what each kind costs.
+    /// Ablated kernels compute meaningless (but finite) values and are never checked.
     #[arg(long)]
     pub ablate: bool,
     /// Print one JSON object.

@@ -115,7 +115,11 @@ proptest! {
         let again = simulate_step(&s, &dev, &none, s.graph.typical_kv_len).step_ns / 1e3;
         prop_assert!((again - full).abs() < 1e-6, "{again} != {full}");
         let ladder = ablation_ladder(&s, &dev, &opts, full);
-        prop_assert_eq!(ladder.len(), Ablation::LADDER.len());
+        let rungs = Ablation::LADDER
+            .iter()
+            .filter(|a| target == Target::Persistent || a.applies_to_chain())
+            .count();
+        prop_assert_eq!(ladder.len(), rungs);
         for rung in &ladder {
             prop_assert!(rung.step_us <= full + 1e-6, "{}: {} > {full}", rung.removed, rung.step_us);
             prop_assert!((rung.saved_us - (full - rung.step_us)).abs() < 1e-9);
@@ -290,8 +294,10 @@ fn stream_alone_over_floor(dev: &mkc_ir::device::DeviceProfile) -> f64 {
     let opts = SimOptions::default();
     let (report, _) = simulate(&s, dev, &opts, None).unwrap();
     let ladder = ablation_ladder(&s, dev, &opts, report.step.step_us);
-    let bottom = ladder.last().unwrap();
-    assert_eq!(bottom.removed, "attention+loads+waits+compute");
+    let bottom = ladder
+        .iter()
+        .find(|r| r.removed == "attention+loads+waits+compute")
+        .expect("the stream-alone rung");
     bottom.step_us / report.step.floor_us
 }
 
@@ -359,6 +365,7 @@ fn persistent_page_math_costs_after_waits_and_hides_in_the_stream() {
         loads: true,
         waits: true,
         compute: false,
+        weights: false,
     };
     let bare = Ablation {
         compute: true,
@@ -375,6 +382,59 @@ fn persistent_page_math_costs_after_waits_and_hides_in_the_stream() {
         ..Ablation::default()
     };
     assert_eq!(step(&slower, none), step(&dev, none));
+}
+
+/// Without weights (the ablation's persistent rung) the step is its dependency chain: it does not
+/// depend on the card's bandwidth at all, it is far under the bandwidth floor, and every
+/// microsecond of page math or of an activation round trip still costs it, as it would on a
+/// card whose stream outruns the chain.
+#[test]
+fn persistent_step_without_weights_is_the_chain_alone() {
+    let model = mkc_ir::embedded::resolve_model("llama1b").unwrap();
+    let dev = resolve_device("h100").unwrap();
+    let s = schedule(&model, &dev, Target::Persistent);
+    let none = Ablation {
+        weights: true,
+        ..Ablation::default()
+    };
+    let step = |dev: &mkc_ir::device::DeviceProfile, ablate: Ablation| {
+        let opts = SimOptions {
+            ablate,
+            ..SimOptions::default()
+        };
+        simulate_step(&s, dev, &opts, s.graph.typical_kv_len).step_ns
+    };
+    let chain = step(&dev, none);
+    let floor_ns = s.graph.model_weight_bytes as f64 / dev.read_bandwidth_gbps;
+    assert!(chain < 0.8 * floor_ns, "{chain} ns against a floor of {floor_ns}");
+    assert!(chain < step(&dev, Ablation::default()));
+    // Only the KV history and the activations still move bytes: four times the bandwidth
+    // takes a tenth as much off the chain as off the full step.
+    let mut faster = dev.clone();
+    faster.read_bandwidth_gbps *= 4.0;
+    faster.sm_read_bandwidth_gbps *= 4.0;
+    let full = Ablation::default();
+    let (chain_gain, full_gain) = (
+        chain - step(&faster, none),
+        step(&dev, full) - step(&faster, full),
+    );
+    assert!(
+        chain_gain < 0.1 * full_gain,
+        "{chain_gain} ns against {full_gain}"
+    );
+    let layers = model.geometry.layers as f64;
+    let mut slower_math = dev.clone();
+    slower_math.latencies.page_compute_mma_ns = Some(dev.latencies.page_compute(true) + 1000.0);
+    assert!(step(&slower_math, none) >= chain + layers * 1000.0);
+    let mut slower_loads = dev.clone();
+    slower_loads.latencies.load_latency_ns += 1000.0;
+    assert!(step(&slower_loads, none) > chain + layers * 1000.0);
+    // The page math is the chain's: without it too the step is shorter still.
+    let bare = Ablation {
+        compute: true,
+        ..none
+    };
+    assert!(step(&dev, bare) < chain);
 }
 
 /// Attention's compute (`attention_task_ns`, `attention_head_ns`) is on every layer's critical

@@ -67,7 +67,12 @@ __device__ __forceinline__ bf16 f2bf(float f) {
 // streaming operators skip their prepare and multiply by a constant input vector instead of
 // reading one; MKC_ABLATE_ATTENTION: attention waits, writes zeros and exits;
 // MKC_ABLATE_COMPUTE: the page loop frees each page without its dot products (zero sums), its
-// input vector still loaded. The default build contains none of them.
+// input vector still loaded; MKC_ABLATE_WEIGHTS (the persistent build only): no weight page is
+// copied, each lands (on a ring zeroed at the kernel's start) as soon as its slot is free, so the
+// step is its dependency chain at unbounded bandwidth. The default build contains none of them.
+#if defined(MKC_ABLATE_WEIGHTS) && !defined(MKC_PERSISTENT)
+#error "MKC_ABLATE_WEIGHTS needs the persistent build: a chain grid's ring is new at every launch"
+#endif
 #ifdef MKC_ABLATE_WAITS
 __device__ __forceinline__ void pdl_wait() {}
 #else
@@ -554,8 +559,15 @@ __device__ int produce(const Stream& s, const Matvec& v, int first, int count, c
         int slot, lap;
         ring_slot(s, s.page0 + i, slot, lap);
         if (lap > 0 && !mbar_wait_unless(&s.empty[slot], (lap - 1) & 1, left)) return i;
+#ifndef MKC_ABLATE_WEIGHTS  // no copies in flight to limit
         if (boundary && !gated_issue(s, s.page0 + i, held, cap, boundary, left)) return i;
+#endif
         bf16* dst = s.ring + (long)slot * (PAGE_BYTES / 2);
+#ifdef MKC_ABLATE_WEIGHTS
+        (void)bytes, (void)policy, (void)dst;
+        mbar_arrive(&s.full[slot]);  // lands at once, on the zeroed slot
+        continue;
+#endif
         mbar_expect_tx(&s.full[slot], bytes);
         // One copy per page, two for a gate/up pair (a half from each matrix): split-K weights
         // are stored page-major (k_page_major); as row copies they cost the persistent step
@@ -2034,6 +2046,13 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         mbar_init(persistent_kv_free(), 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
+#ifdef MKC_ABLATE_WEIGHTS
+    {  // finite pages: no copy ever writes the ring, so it stays as zeroed here
+        uint4* ring = reinterpret_cast<uint4*>(persistent_stream(0, nullptr).ring);
+        for (int i = threadIdx.x; i < PERSISTENT_SLOTS * PAGE_BYTES / 16; i += blockDim.x) ring[i] = make_uint4(0, 0, 0, 0);
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    }
+#endif
     __syncthreads();
     if (threadIdx.x >= CONSUMER_THREADS) {
         if (threadIdx.x == CONSUMER_THREADS)

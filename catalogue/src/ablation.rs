@@ -26,48 +26,71 @@ pub struct Ablation {
     /// its ring and the grid or instruction boundaries, and what the page math costs shows.
     #[serde(default)]
     pub compute: bool,
+    /// The persistent kernel streams no weights: each page lands as soon as its ring slot is
+    /// free (the producer arrives on its barrier without a copy; the ring is zeroed at the
+    /// kernel's start and the boundary hold has nothing to hold), so what is left is the step's
+    /// dependency chain (waits, activation loads, page math, releases) at unbounded bandwidth: the term that
+    /// binds on a card whose stream is faster than that chain (the H200), measurable on any
+    /// card. Not a chain rung: a chain grid's ring is new at every launch, so it has no zeroed
+    /// ring to compute on ([`Ablation::applies_to_chain`]).
+    #[serde(default)]
+    pub weights: bool,
 }
 
 impl Ablation {
     /// The rungs `mkc bench --ablate` measures, each against the full chain: each kind alone,
-    /// then removed together, then with the grid waits gone as well, and last with the page
-    /// math gone too (the weight stream alone).
-    pub const LADDER: [Ablation; 6] = [
+    /// then removed together, then with the grid waits gone as well, then with the page math
+    /// gone too (the weight stream alone), and last its complement, the dependency chain alone
+    /// (no weights: the persistent target's rung).
+    pub const LADDER: [Ablation; 7] = [
         Ablation {
             attention: true,
             loads: false,
             waits: false,
             compute: false,
+            weights: false,
         },
         Ablation {
             attention: false,
             loads: true,
             waits: false,
             compute: false,
+            weights: false,
         },
         Ablation {
             attention: false,
             loads: false,
             waits: false,
             compute: true,
+            weights: false,
         },
         Ablation {
             attention: true,
             loads: true,
             waits: false,
             compute: false,
+            weights: false,
         },
         Ablation {
             attention: true,
             loads: true,
             waits: true,
             compute: false,
+            weights: false,
         },
         Ablation {
             attention: true,
             loads: true,
             waits: true,
             compute: true,
+            weights: false,
+        },
+        Ablation {
+            attention: false,
+            loads: false,
+            waits: false,
+            compute: false,
+            weights: true,
         },
     ];
 
@@ -78,11 +101,17 @@ impl Ablation {
             (self.loads, "MKC_ABLATE_LOADS"),
             (self.waits, "MKC_ABLATE_WAITS"),
             (self.compute, "MKC_ABLATE_COMPUTE"),
+            (self.weights, "MKC_ABLATE_WEIGHTS"),
         ]
         .into_iter()
         .filter(|&(on, _)| on)
         .map(|(_, name)| (name, 1))
         .collect()
+    }
+
+    /// Whether a chain target (pdl, graph) can run this rung: every rung but the weights'.
+    pub fn applies_to_chain(&self) -> bool {
+        !self.weights
     }
 
     /// What is removed, e.g. `attention+loads` (`full chain` for none).
@@ -92,6 +121,7 @@ impl Ablation {
             (self.loads, "loads"),
             (self.waits, "waits"),
             (self.compute, "compute"),
+            (self.weights, "weights"),
         ]
         .into_iter()
         .filter(|&(on, _)| on)

@@ -160,6 +160,7 @@ pub fn ablation_ladder(
 ) -> Vec<AblationRung> {
     Ablation::LADDER
         .iter()
+        .filter(|a| s.persistent().is_some() || a.applies_to_chain())
         .map(|ablate| {
             let opts = SimOptions {
                 ablate: *ablate,

@@ -284,13 +284,16 @@ pub fn simulate(
     let mut waiting: Vec<Vec<usize>> = vec![Vec::new(); g.counters.len()];
     let mut spans = Span::unset(g.tasks.len());
 
-    // Issues the SM's next loads, in stream order, while there is room for them.
+    // Issues the SM's next loads, in stream order, while there is room for them. True when
+    // one landed at once (no bytes to move), so that its consumer can move on.
     let try_load = |sm: usize,
                     now: f64,
                     sms: &mut Vec<Sm>,
                     pool: &mut Pool<(usize, usize)>,
-                    spans: &mut Vec<Span>| {
+                    spans: &mut Vec<Span>|
+     -> bool {
         let st = &mut sms[sm];
+        let mut landed_now = false;
         while !st.loading && st.next_load < st.loads.len() && now >= st.resume_at {
             let j = st.next_load;
             let (ins_j, bytes, kv) = (st.loads[j].ins, st.loads[j].bytes, st.loads[j].kv);
@@ -313,14 +316,18 @@ pub fn simulate(
             if !kv {
                 st.ring_used += 1;
             }
-            if bytes > 0.0 {
+            // Without weights (the ablation) a page lands once its slot is free: the kernel's
+            // producer arrives on the slot's barrier without a copy.
+            if bytes > 0.0 && (kv || !ablate.weights) {
                 st.loading = true;
                 pool.start_weighted(now, bytes, sm_speed[sm], (sm, j));
             } else {
                 st.loads[j].landed = true;
                 st.loads[j].landed_at = now;
+                landed_now = true;
             }
         }
+        landed_now
     };
     // Consumes the landed pages of the staged current instruction, in order; true when all
     // are. A consumed page frees its ring room.
@@ -347,7 +354,12 @@ pub fn simulate(
         let st = &mut sms[sm];
         if st.stalled {
             st.stalled = false;
-            st.resume_at = now + lat.load_latency_ns;
+            st.resume_at = now
+                + if ablate.weights {
+                    0.0
+                } else {
+                    lat.load_latency_ns
+                };
             queue.push(st.resume_at, Event::Fill(sm));
         }
     };
@@ -410,34 +422,40 @@ pub fn simulate(
     macro_rules! progress {
         ($sm:expr, $now:expr) => {{
             let (sm, now) = ($sm, $now);
-            let st = &mut sms[sm];
-            let before = st.consumed;
-            if st.admitted.is_some() && !st.computing && consume(st) && st.staged {
-                let ins = &plan.streams[sm][st.consumer];
-                let kind = kind_of(ins.first);
-                let products = st.math.done().max(now);
-                if kind == mkc_ir::OpKind::Attention && !ablate.attention {
-                    st.computing = true;
-                    // Each query head's work scales with its dimension.
-                    let (heads, head_dim) = s
-                        .model
-                        .as_ref()
-                        .map_or((1, mkc_ir::device::ATTENTION_HEAD_DIM), |m| {
-                            (m.heads_per_attention_task(), m.geometry.head_dim)
-                        });
-                    let per_head = lat.attention_head_ns * head_dim as f64
-                        / mkc_ir::device::ATTENTION_HEAD_DIM as f64;
-                    let per_task = lat.attention_task_ns + per_head * heads as f64;
-                    queue.push(now + per_task * ins.count as f64, Event::Computed(sm));
-                } else if products > now {
-                    st.computing = true;
-                    queue.push(products, Event::Computed(sm));
-                } else {
-                    finish!(sm, now);
+            // Pages that land at once let the consumer go on at once.
+            loop {
+                let st = &mut sms[sm];
+                let before = st.consumed;
+                if st.admitted.is_some() && !st.computing && consume(st) && st.staged {
+                    let ins = &plan.streams[sm][st.consumer];
+                    let kind = kind_of(ins.first);
+                    let products = st.math.done().max(now);
+                    if kind == mkc_ir::OpKind::Attention && !ablate.attention {
+                        st.computing = true;
+                        // Each query head's work scales with its dimension.
+                        let (heads, head_dim) = s
+                            .model
+                            .as_ref()
+                            .map_or((1, mkc_ir::device::ATTENTION_HEAD_DIM), |m| {
+                                (m.heads_per_attention_task(), m.geometry.head_dim)
+                            });
+                        let per_head = lat.attention_head_ns * head_dim as f64
+                            / mkc_ir::device::ATTENTION_HEAD_DIM as f64;
+                        let per_task = lat.attention_task_ns + per_head * heads as f64;
+                        queue.push(now + per_task * ins.count as f64, Event::Computed(sm));
+                    } else if products > now {
+                        st.computing = true;
+                        queue.push(products, Event::Computed(sm));
+                    } else {
+                        finish!(sm, now);
+                    }
+                } else if sms[sm].consumed > before {
+                    resume(sm, now, &mut sms, &mut queue);
+                    if try_load(sm, now, &mut sms, &mut pool, &mut spans) {
+                        continue;
+                    }
                 }
-            } else if sms[sm].consumed > before {
-                resume(sm, now, &mut sms, &mut queue);
-                try_load(sm, now, &mut sms, &mut pool, &mut spans);
+                break;
             }
         }};
     }
@@ -486,7 +504,9 @@ pub fn simulate(
                 queue.push(now + duration, Event::Staged(sm));
             }
             Next::Event(now, Event::Fill(sm)) => {
-                try_load(sm, now, &mut sms, &mut pool, &mut spans);
+                if try_load(sm, now, &mut sms, &mut pool, &mut spans) {
+                    progress!(sm, now);
+                }
             }
             Next::Event(now, Event::Staged(sm)) => {
                 let kind = kind_of(plan.streams[sm][sms[sm].consumer].first);

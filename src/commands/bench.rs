@@ -10,8 +10,8 @@ use serde::Serialize;
 use mkc_scheduler::Target;
 
 use super::gpu_common::{
-    check_many, find_divergences, mean, percentiles, print_check, reference_margin, Check,
-    Divergence, Session, Source,
+    check_many, context_growth_per_100, find_divergences, mean, percentiles, print_check,
+    reference_margin, Check, Divergence, Session, Source,
 };
 use super::timeline::{print_breakdown, TimelineFiles};
 use super::CommandError;
@@ -27,6 +27,9 @@ struct Row {
     mean_step_us: f64,
     p10_step_us: f64,
     p90_step_us: f64,
+    /// Least-squares growth of the step with the KV history, µs per 100 positions: how much
+    /// of the p10-p90 spread is the context rather than noise.
+    context_growth_us_per_100: f64,
     tokens_per_s: f64,
     achieved_tb_s: f64,
     fraction_of_measured_bandwidth: f64,
@@ -170,6 +173,9 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     if args.ablate {
         for a in Ablation::LADDER {
             for (i, sched) in schedules.iter().enumerate() {
+                if sched.persistent().is_none() && !a.applies_to_chain() {
+                    continue;
+                }
                 ablated.push((a, i, s.runner.capture_ablated(sched, a)?));
             }
         }
@@ -195,6 +201,7 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
         .iter()
         .map(|g| run(g, checked.clone()))
         .collect::<Result<Vec<_>, _>>()?;
+    let per_run = warm.first().map_or(0, |w| w.step_us.len());
     let same_tokens = warm.windows(2).all(|w| w[0].tokens == w[1].tokens);
     let timed: Vec<&mkc_backend::gpu::StepGraph> = graphs
         .iter()
@@ -234,6 +241,7 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
                 mean_step_us: mean(v),
                 p10_step_us: p10,
                 p90_step_us: p90,
+                context_growth_us_per_100: context_growth_per_100(v, per_run),
                 tokens_per_s: 1e6 / med,
                 achieved_tb_s: tb,
                 fraction_of_measured_bandwidth: tb * 1e3 / measured_gbs,
@@ -491,6 +499,15 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
                 predicted_cells(r.predicted_step_us, r.median_step_us)
             );
         }
+        let growth: Vec<String> = report
+            .rows
+            .iter()
+            .map(|r| format!("{} {:+.1}", r.target, r.context_growth_us_per_100))
+            .collect();
+        outln!(
+            "  step growth with the context, us per 100 positions: {}",
+            growth.join(", ")
+        );
         for t in &report.timelines {
             print_breakdown(
                 t.target,

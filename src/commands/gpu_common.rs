@@ -473,6 +473,29 @@ pub fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len() as f64
 }
 
+/// Least-squares growth of the step time with the context, in µs per 100 positions: `v` holds
+/// runs of `per_run` steps each, step `i` of a run one position after step `i - 1`. Tells
+/// whether a target's spread (p10 to p90) is its attention growing with the KV history or noise
+/// (NaN when there are fewer than two positions).
+pub fn context_growth_per_100(v: &[f64], per_run: usize) -> f64 {
+    if per_run < 2 || v.len() < 2 {
+        return f64::NAN;
+    }
+    let x = |i: usize| (i % per_run) as f64;
+    let n = v.len() as f64;
+    let mx = (0..v.len()).map(x).sum::<f64>() / n;
+    let my = mean(v);
+    let (mut sxy, mut sxx) = (0.0, 0.0);
+    for (i, y) in v.iter().enumerate() {
+        sxy += (x(i) - mx) * (y - my);
+        sxx += (x(i) - mx) * (x(i) - mx);
+    }
+    if sxx == 0.0 {
+        return f64::NAN;
+    }
+    100.0 * sxy / sxx
+}
+
 /// (median, p10, p90) of a sample.
 pub fn percentiles(v: &[f64]) -> (f64, f64, f64) {
     let mut s = v.to_vec();
@@ -487,6 +510,22 @@ pub fn percentiles(v: &[f64]) -> (f64, f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn context_growth_recovers_a_ramp_repeated_over_runs() {
+        // Two runs of 50 steps: 900 µs + 0.2 µs per position, with alternating noise.
+        let ramp: Vec<f64> = (0..100)
+            .map(|i| 900.0 + 0.2 * (i % 50) as f64 + if i % 2 == 0 { 1.0 } else { -1.0 })
+            .collect();
+        let g = context_growth_per_100(&ramp, 50);
+        assert!((g - 20.0).abs() < 0.5, "{g}");
+        // The same values read as one run of 100 positions halve the slope's meaning.
+        assert!((context_growth_per_100(&ramp, 100) - 20.0).abs() > 5.0);
+        let flat = vec![900.0; 40];
+        assert_eq!(context_growth_per_100(&flat, 20), 0.0);
+        assert!(context_growth_per_100(&flat, 1).is_nan());
+        assert!(context_growth_per_100(&[], 20).is_nan());
+    }
 
     #[test]
     fn first_difference_finds_where_two_token_runs_part() {

@@ -1,11 +1,11 @@
 #!/bin/bash
-# (Not yet run.) Lease BD (any card; more on an H200): main's tensor-core page loops verified
+# (Run 2026-12-06 on an H100: docs/perf.md "Lease BD".) Lease BD (any card; more on an H200): main's tensor-core page loops verified
 # and, on the bar's card, measured (docs/perf.md "Where the persistent kernel goes next (after
 # the thirty-sixth session)", predictions there and in "The O-projection and down on the tensor
 # cores as main's code"). The GPU tests first (the operator checks and the attention probe now
 # read attention's output and h through backend/src/fragments.rs: their first GPU run), then
 # main against bfdf8c5's kernels, the transformers check of both targets, and the held ladder;
-# then tools/variants/direct_fragments.py against main; on an H200 also the stream cap 4 and
+# then tools/variants/direct_fragments.py (now in 6c5c760) against main; on an H200 also the stream cap 4 and
 # `mkc probe latency` (lease AX's branch). Files (.device/): mkc, gpu_test (built from the same
 # commit), v_old.cu (`git show bfdf8c5:backend/kernels/mkc.cu`) and old.ron
 # (`Tuning(kernels_cu: Some(".device/v_old.cu"))`), v_direct.cu (`python3

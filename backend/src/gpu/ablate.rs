@@ -24,6 +24,13 @@ impl Runner {
             // waits are what MKC_ABLATE_WAITS compiles out there).
             return self.capture_persistent_with(schedule, &ablation.defines(), 0);
         }
+        if !ablation.applies_to_chain() {
+            return Err(BackendError::Unsupported(format!(
+                "the ablation `{}` is the persistent kernel's alone (a chain grid's ring is new at \
+                 every launch); run it with --targets persistent",
+                ablation.label()
+            )));
+        }
         let i = match self.ablated.iter().position(|(a, _, _)| *a == ablation) {
             Some(i) => i,
             None => {
