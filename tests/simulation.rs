@@ -406,7 +406,10 @@ fn persistent_step_without_weights_is_the_chain_alone() {
     };
     let chain = step(&dev, none);
     let floor_ns = s.graph.model_weight_bytes as f64 / dev.read_bandwidth_gbps;
-    assert!(chain < 0.8 * floor_ns, "{chain} ns against a floor of {floor_ns}");
+    assert!(
+        chain < 0.8 * floor_ns,
+        "{chain} ns against a floor of {floor_ns}"
+    );
     assert!(chain < step(&dev, Ablation::default()));
     // Only the KV history and the activations still move bytes: four times the bandwidth
     // takes a tenth as much off the chain as off the full step.

@@ -431,7 +431,11 @@ mod tests {
             };
             let s = compile(&model, &device, &opts).schedule;
             let p = predict(&model, &s, false, Trigger::Early, true, None).unwrap();
-            assert_eq!(p.ablation.len(), mkc_catalogue::Ablation::LADDER.len());
+            let rungs = mkc_catalogue::Ablation::LADDER
+                .iter()
+                .filter(|a| target == Target::Persistent || a.applies_to_chain())
+                .count();
+            assert_eq!(p.ablation.len(), rungs, "{target:?}");
             // The same as simulating the schedule with the same figures, as `simulate` does.
             let mut with_figures = s.clone();
             if let Some(infos) = crate::commands::kernels::resource_figures(
