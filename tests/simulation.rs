@@ -440,6 +440,33 @@ fn persistent_step_without_weights_is_the_chain_alone() {
     assert!(step(&dev, bare) < chain);
 }
 
+/// Past its first KV chunk, attention pays for each further one on every layer's path: the
+/// step grows with the context in both targets, the persistent kernel's (its chunk beside the
+/// ring is a third of the chain's) faster, and without the profile's chunk figures neither
+/// grows more than its KV bytes.
+#[test]
+fn attention_past_its_first_kv_chunk_grows_with_the_context() {
+    let model = mkc_ir::embedded::resolve_model("llama1b").unwrap();
+    let dev = resolve_device("h100").unwrap();
+    let mut flat = dev.clone();
+    flat.latencies.attention_kv_pass_ns = 0.0;
+    flat.latencies.attention_kv_ns_per_kib = 0.0;
+    let growth = |dev: &mkc_ir::device::DeviceProfile, target| {
+        let s = schedule(&model, dev, target);
+        let at = |kv| simulate_step(&s, dev, &SimOptions::default(), kv).step_ns;
+        at(1000) - at(64)
+    };
+    let (p, c) = (growth(&dev, Target::Persistent), growth(&dev, Target::Pdl));
+    let layers = model.geometry.layers as f64;
+    assert!(
+        c > layers * 2.0 * dev.latencies.attention_kv_pass_ns,
+        "pdl +{c} ns"
+    );
+    assert!(p > c, "persistent +{p} ns, pdl +{c}");
+    assert!(growth(&flat, Target::Persistent) < p);
+    assert!(growth(&flat, Target::Pdl) < c);
+}
+
 /// Attention's compute (`attention_task_ns`, `attention_head_ns`) is on every layer's critical
 /// path of the persistent step: each microsecond more per task costs about a microsecond per
 /// layer, and a task of more query heads takes longer.

@@ -154,6 +154,16 @@ pub struct Latencies {
     /// Absent in older profiles: 0.
     #[serde(default)]
     pub attention_head_ns: f64,
+    /// Each KV chunk of an attention task after its first (the history past what its shared
+    /// memory stages at once) is two dependent passes, K for the scores and V for the output:
+    /// this round trip per pass, beside `attention_kv_ns_per_kib` for the chunk's rows. What
+    /// makes a long context's attention grow. Absent in older profiles: 0 (no growth).
+    #[serde(default)]
+    pub attention_kv_pass_ns: f64,
+    /// One SM loading a KV chunk's rows (its threads' 16-byte copies, one chunk in flight):
+    /// ns per KiB of K (or V) rows in a pass. Absent in older profiles: 0.
+    #[serde(default)]
+    pub attention_kv_ns_per_kib: f64,
     /// One consumer warp's dot products over one weight page that has landed (~900
     /// instructions for 16 KiB: FFMA, bf16 conversions, shared-memory loads). A persistent
     /// instruction's consumer warps take its pages in turn once staged, each page no sooner
@@ -205,6 +215,8 @@ impl Latencies {
             ("release_ns", &mut self.release_ns),
             ("attention_task_ns", &mut self.attention_task_ns),
             ("attention_head_ns", &mut self.attention_head_ns),
+            ("attention_kv_pass_ns", &mut self.attention_kv_pass_ns),
+            ("attention_kv_ns_per_kib", &mut self.attention_kv_ns_per_kib),
             ("page_compute_ns", &mut self.page_compute_ns),
         ];
         if let Some(v) = self.page_compute_mma_ns.as_mut() {
@@ -345,6 +357,11 @@ impl DeviceProfile {
             ("latencies.release_ns", l.release_ns),
             ("latencies.attention_task_ns", l.attention_task_ns),
             ("latencies.attention_head_ns", l.attention_head_ns),
+            ("latencies.attention_kv_pass_ns", l.attention_kv_pass_ns),
+            (
+                "latencies.attention_kv_ns_per_kib",
+                l.attention_kv_ns_per_kib,
+            ),
             ("latencies.page_compute_ns", l.page_compute_ns),
             ("latencies.page_compute_mma_ns", l.page_compute(true)),
             ("latencies.chain_load_latency_ns", l.chain_load_latency()),

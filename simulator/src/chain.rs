@@ -24,8 +24,8 @@ use mkc_scheduler::{Schedule, Target, Trigger};
 use crate::engine::{next, EventQueue, Next, Pool};
 use crate::occupancy::{occupancy, ArchRules, CtaResources};
 use crate::timeline::{
-    ablated_dependent_bytes, activation_latency, bandwidths, independent_bytes, SimOptions, Span,
-    StepTimeline,
+    ablated_dependent_bytes, activation_latency, attention_extra_chunks_ns, bandwidths,
+    independent_bytes, SimOptions, Span, StepTimeline,
 };
 
 enum Event {
@@ -131,6 +131,14 @@ pub fn simulate(
     let slots = slots_per_sm(s, device, options);
     let ablate = options.ablate;
     let bytes = cta_bytes(plan, g, kv_len, &ablate);
+    // Attention's KV chunks past the first, in the chain kernel's chunk.
+    let attention_chunks_ns = attention_extra_chunks_ns(
+        s.model.as_ref(),
+        s.model.as_ref().map(mkc_catalogue::attention_chunk),
+        kv_len,
+        &ablate,
+        device,
+    );
     let kernels = &plan.kernels;
     let n_sms = device.sms as usize;
     // Flows carry their CTA and whether they are its dependent (second) phase.
@@ -238,9 +246,14 @@ pub fn simulate(
             Next::Flow(now, (k, cta, sm, true)) => {
                 // The first task's dependent phase started at the release.
                 let released = spans[tasks_of(k, cta).start as usize].start;
-                let activations =
-                    activation_latency(&ablate, g.op(kernels[k].op).kind, lat.chain_load_latency());
-                let done = now.max(released + activations);
+                let kind = g.op(kernels[k].op).kind;
+                let activations = activation_latency(&ablate, kind, lat.chain_load_latency());
+                let chunks = if kind == mkc_ir::OpKind::Attention {
+                    attention_chunks_ns
+                } else {
+                    0.0
+                };
+                let done = now.max(released + activations) + chunks;
                 queue.push(done + lat.instruction_overhead_ns, Event::Exit(k, cta, sm));
             }
             Next::Flow(now, (k, cta, sm, false)) => {

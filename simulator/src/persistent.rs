@@ -32,8 +32,8 @@ use mkc_scheduler::Schedule;
 
 use crate::engine::{next, EventQueue, Next, Pool};
 use crate::timeline::{
-    ablated_dependent_bytes, activation_latency, bandwidths, independent_bytes, pages_in, PageMath,
-    SimOptions, Span, StepTimeline,
+    ablated_dependent_bytes, activation_latency, attention_extra_chunks_ns, bandwidths,
+    independent_bytes, pages_in, PageMath, SimOptions, Span, StepTimeline,
 };
 
 enum Event {
@@ -142,6 +142,18 @@ pub fn simulate(
         )
         .max(1) as usize;
     let kind_of = |t: mkc_ir::TaskId| g.op(g.task(t).op).kind;
+    // Attention's KV chunks past the first, in the persistent layout's chunk.
+    let attention_chunks_ns = attention_extra_chunks_ns(
+        s.model.as_ref(),
+        s.model.as_ref().and_then(|m| {
+            mkc_catalogue::persistent_layout(m)
+                .ok()
+                .map(|l| l.attention_chunk(m))
+        }),
+        kv_len,
+        &ablate,
+        device,
+    );
     // The boundary hold (`tuning.persistent_boundary_inflight` below the ring's slots): the
     // producer issues no fresh copy ahead of the release's acknowledgement, so the release is
     // the held one, and inputs staged inside the window land sooner (input_latency). Its
@@ -441,7 +453,8 @@ pub fn simulate(
                             });
                         let per_head = lat.attention_head_ns * head_dim as f64
                             / mkc_ir::device::ATTENTION_HEAD_DIM as f64;
-                        let per_task = lat.attention_task_ns + per_head * heads as f64;
+                        let per_task =
+                            lat.attention_task_ns + per_head * heads as f64 + attention_chunks_ns;
                         queue.push(now + per_task * ins.count as f64, Event::Computed(sm));
                     } else if products > now {
                         st.computing = true;

@@ -25,6 +25,32 @@ pub struct SimOptions {
     pub ablate: Ablation,
 }
 
+/// What an attention task's KV chunks after its first cost it at KV length `kv_len`, where
+/// its shared memory stages `chunk` positions at once (`mkc_catalogue::attention_chunk` for a
+/// chain grid, the persistent layout's for the persistent kernel): two dependent passes per
+/// further chunk (K for the scores, V for the output), each `attention_kv_pass_ns` plus
+/// `attention_kv_ns_per_kib` for its rows. Nothing where the history fits one chunk, without a
+/// model, or under the attention ablation.
+pub fn attention_extra_chunks_ns(
+    model: Option<&mkc_ir::Model>,
+    chunk: Option<u32>,
+    kv_len: u32,
+    ablate: &Ablation,
+    device: &DeviceProfile,
+) -> f64 {
+    let (Some(m), Some(chunk)) = (model, chunk.filter(|&c| c > 0)) else {
+        return 0.0;
+    };
+    if ablate.attention || kv_len <= chunk {
+        return 0.0;
+    }
+    let lat = &device.latencies;
+    let further = (kv_len.div_ceil(chunk) - 1) as f64;
+    // bf16 K (or V) rows past the first chunk, per pass.
+    let kib = (kv_len - chunk) as f64 * m.geometry.head_dim as f64 * 2.0 / 1024.0;
+    2.0 * (further * lat.attention_kv_pass_ns + kib * lat.attention_kv_ns_per_kib)
+}
+
 /// Whether a unit of `kind` still reads activations after its wait under `ablate` (the
 /// catalogue's [`Ablation`]: attention's own reads, or the streaming operators').
 pub fn reads_activations(ablate: &Ablation, kind: mkc_ir::OpKind) -> bool {
@@ -243,6 +269,41 @@ mod tests {
         };
         let mut none = PageMath::new(1, &ablated, &device);
         assert_eq!(pages(&mut none, true), 0.0);
+    }
+
+    /// Two passes per KV chunk after the first, each a round trip plus its rows at the SM's
+    /// rate; nothing while the history fits one chunk, without a model, or ablated.
+    #[test]
+    fn attention_pays_two_passes_per_further_kv_chunk() {
+        let mut device = mkc_ir::embedded::resolve_device("h100").unwrap();
+        device.latencies.attention_kv_pass_ns = 1000.0;
+        device.latencies.attention_kv_ns_per_kib = 16.0;
+        let m = mkc_ir::embedded::resolve_model("llama1b").unwrap();
+        let hd = m.geometry.head_dim as f64;
+        let none = Ablation::default();
+        let at = |kv, ablate: &Ablation, device: &DeviceProfile| {
+            attention_extra_chunks_ns(Some(&m), Some(100), kv, ablate, device)
+        };
+        assert_eq!(at(100, &none, &device), 0.0);
+        // 201 positions: two further chunks, 101 rows past the first per pass.
+        let want = 2.0 * (2.0 * 1000.0 + 101.0 * hd * 2.0 / 1024.0 * 16.0);
+        let got = at(201, &none, &device);
+        assert!((got - want).abs() < 1e-9, "{got}");
+        let ablated = Ablation {
+            attention: true,
+            ..none
+        };
+        assert_eq!(at(201, &ablated, &device), 0.0);
+        assert_eq!(
+            attention_extra_chunks_ns(None, Some(100), 201, &none, &device),
+            0.0
+        );
+        assert_eq!(
+            attention_extra_chunks_ns(Some(&m), Some(0), 201, &none, &device),
+            0.0
+        );
+        device.latencies.attention_kv_ns_per_kib = 0.0;
+        assert_eq!(at(201, &none, &device), 4000.0);
     }
 
     #[test]
