@@ -30,6 +30,8 @@ struct Row {
     /// Least-squares growth of the step with the KV history, µs per 100 positions: how much
     /// of the p10-p90 spread is the context rather than noise.
     context_growth_us_per_100: f64,
+    /// The simulator's growth over the same positions (None where it refused the schedule).
+    predicted_growth_us_per_100: Option<f64>,
     tokens_per_s: f64,
     achieved_tb_s: f64,
     fraction_of_measured_bandwidth: f64,
@@ -163,6 +165,10 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
         .iter()
         .map(|sched| s.predict(sched, args.ablate, bw))
         .collect();
+    let predicted_growth: Vec<Option<f64>> = schedules
+        .iter()
+        .map(|sched| s.predict_growth(sched, bw))
+        .collect();
     let graphs = schedules
         .iter()
         .map(|sched| s.runner.capture(sched))
@@ -232,7 +238,8 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
         .iter()
         .zip(&steps)
         .zip(&predictions)
-        .map(|((t, v), predicted)| {
+        .zip(&predicted_growth)
+        .map(|(((t, v), predicted), growth)| {
             let (med, p10, p90) = percentiles(v);
             let tb = bytes / (med * 1e-6) / 1e12;
             Row {
@@ -242,6 +249,7 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
                 p10_step_us: p10,
                 p90_step_us: p90,
                 context_growth_us_per_100: context_growth_per_100(v, per_run),
+                predicted_growth_us_per_100: *growth,
                 tokens_per_s: 1e6 / med,
                 achieved_tb_s: tb,
                 fraction_of_measured_bandwidth: tb * 1e3 / measured_gbs,
@@ -502,7 +510,12 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
         let growth: Vec<String> = report
             .rows
             .iter()
-            .map(|r| format!("{} {:+.1}", r.target, r.context_growth_us_per_100))
+            .map(|r| {
+                let model = r
+                    .predicted_growth_us_per_100
+                    .map_or(String::new(), |g| format!(" (model {g:+.1})"));
+                format!("{} {:+.1}{model}", r.target, r.context_growth_us_per_100)
+            })
             .collect();
         outln!(
             "  step growth with the context, us per 100 positions: {}",

@@ -257,6 +257,29 @@ impl Session {
         }
     }
 
+    /// The simulator's growth of `sched`'s step with the context over this run's decode steps
+    /// (µs per 100 positions, as `bench` measures it); None, said on stderr, where it refuses.
+    pub fn predict_growth(&self, sched: &Schedule, bandwidth_gbps: Option<f64>) -> Option<f64> {
+        // The timed steps' KV lengths: the first decode step's, then one more each.
+        let first = self.prompt.len() as u32 + 1;
+        let last = first + self.generate.saturating_sub(2);
+        let as_written = self.loaded.is_some();
+        match super::simulate::predict_growth(
+            &self.model,
+            sched,
+            as_written,
+            self.trigger,
+            bandwidth_gbps,
+            (first, last),
+        ) {
+            Ok(g) => g,
+            Err(e) => {
+                eprintln!("mkc: no predicted growth for {}: {e}", sched.target.name());
+                None
+            }
+        }
+    }
+
     /// The decode position a traced step runs at (`--timeline`, `--cta-phases`): the middle
     /// one, the KV length of the median step a benchmark reports.
     pub fn timeline_position(&self) -> u32 {

@@ -111,6 +111,37 @@ pub fn predict(
     ablate: bool,
     bandwidth_gbps: Option<f64>,
 ) -> Result<SimReport, CommandError> {
+    let (s, device, sim) = prediction_setup(model, s, as_written, trigger, bandwidth_gbps)?;
+    simulate_one(
+        None,
+        &s,
+        &device,
+        &sim,
+        None,
+        Ladders {
+            ablate,
+            sensitivity: false,
+            edges: true,
+        },
+    )
+}
+
+/// The schedule (with the compiled kernels' figures unless `as_written`), device and options
+/// a prediction of `s` simulates: one setup for the step and its growth.
+fn prediction_setup(
+    model: &mkc_ir::Model,
+    s: &mkc_scheduler::Schedule,
+    as_written: bool,
+    trigger: Trigger,
+    bandwidth_gbps: Option<f64>,
+) -> Result<
+    (
+        mkc_scheduler::Schedule,
+        mkc_ir::device::DeviceProfile,
+        SimOptions,
+    ),
+    CommandError,
+> {
     let mut s = s.clone();
     if !as_written {
         let figures = super::kernels::resource_figures(
@@ -130,18 +161,26 @@ pub fn predict(
     if let Some(bw) = bandwidth_gbps {
         device.read_bandwidth_gbps = bw;
     }
-    simulate_one(
-        None,
-        &s,
-        &device,
-        &sim,
-        None,
-        Ladders {
-            ablate,
-            sensitivity: false,
-            edges: true,
-        },
-    )
+    Ok((s, device, sim))
+}
+
+/// The predicted growth of `s`'s step with the context, µs per 100 positions, between KV
+/// lengths `first` and `last` (what `bench` measures by least squares over its steps), from
+/// the same setup as [`predict`]; None where `last` is not past `first`.
+pub fn predict_growth(
+    model: &mkc_ir::Model,
+    s: &mkc_scheduler::Schedule,
+    as_written: bool,
+    trigger: Trigger,
+    bandwidth_gbps: Option<f64>,
+    (first, last): (u32, u32),
+) -> Result<Option<f64>, CommandError> {
+    if last <= first {
+        return Ok(None);
+    }
+    let (s, device, sim) = prediction_setup(model, s, as_written, trigger, bandwidth_gbps)?;
+    let at = |kv| mkc_simulator::simulate_step(&s, &device, &sim, kv).step_ns / 1e3;
+    Ok(Some((at(last) - at(first)) * 100.0 / (last - first) as f64))
 }
 
 /// `mkc simulate FILE` where FILE is a compiled schedule: the schedule is timed as written,
@@ -464,6 +503,19 @@ mod tests {
             let (direct_at, _) = simulate(&s, &slower, &sim, None).unwrap();
             assert_eq!(at.step.step_us, direct_at.step.step_us, "{target:?}");
             assert!(at.step.step_us > plain.step.step_us, "{target:?}");
+            // The growth is the slope between the two KV lengths' steps, as simulated.
+            let (first, last) = (200, 1200);
+            let g = predict_growth(&model, &s, true, Trigger::Early, None, (first, last))
+                .unwrap()
+                .unwrap();
+            let step = |kv| mkc_simulator::simulate_step(&s, &device, &sim, kv).step_ns / 1e3;
+            let want = (step(last) - step(first)) / 10.0;
+            assert!(
+                (g - want).abs() < 1e-9 && g > 0.0,
+                "{target:?}: {g} against {want}"
+            );
+            let none = predict_growth(&model, &s, true, Trigger::Early, None, (first, first));
+            assert_eq!(none.unwrap(), None);
         }
     }
 }
