@@ -449,6 +449,13 @@ pub struct SetupArgs {
     /// Trigger placement of the pdl target (default: early).
     #[arg(long, value_enum)]
     pub trigger: Option<TriggerArg>,
+    /// Prompt length of the workload (default: the model file's): the persistent layout, the
+    /// schedule and the prediction are made for it, as `mkc run --prompt-len` makes them.
+    #[arg(long, allow_negative_numbers = true, value_parser = positive_u32)]
+    pub prompt_len: Option<u32>,
+    /// Tokens the workload generates (default: the model file's), as `mkc run --tokens`.
+    #[arg(long, allow_negative_numbers = true, value_parser = positive_u32)]
+    pub tokens: Option<u32>,
 }
 
 /// Arguments of `mkc compile`.

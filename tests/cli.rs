@@ -1163,3 +1163,45 @@ fn model_writes_a_model_file_for_a_checkpoint_config() {
     assert_eq!(e.status.code(), Some(2));
     assert!(stderr(&e).contains("model_type"), "{}", stderr(&e));
 }
+
+/// `--prompt-len` and `--tokens` make the workload the simulator predicts (its KV length, the
+/// persistent layout), as `run` and `bench` take them; past the KV capacity, or beside a
+/// schedule file (whose workload is fixed), they are refused naming the fix.
+#[test]
+fn simulate_takes_the_runs_workload() {
+    let step = |extra: &[&str]| {
+        let mut a = vec!["simulate", "llama1b", "--target", "persistent", "--json"];
+        a.extend_from_slice(extra);
+        let o = mkc(&a);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let r = &v["targets"]["persistent"];
+        (
+            r["kv_len"].as_u64().unwrap(),
+            r["step_us"].as_f64().unwrap(),
+        )
+    };
+    let (kv, short) = step(&[]);
+    let (long_kv, long) = step(&["--prompt-len", "1024", "--tokens", "64"]);
+    assert_eq!(long_kv, 1024 + 32);
+    assert!(
+        kv < long_kv && short < long,
+        "{kv}: {short} against {long_kv}: {long}"
+    );
+    let o = mkc(&[
+        "simulate",
+        "llama1b",
+        "--prompt-len",
+        "2048",
+        "--tokens",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("max_seq_len") && stderr(&o).contains("Fix:"));
+    let file = scratch("workload-schedule.json");
+    let c = mkc(&["compile", "tiny", "-o", file.to_str().unwrap()]);
+    assert!(c.status.success(), "{}", stderr(&c));
+    let o = mkc(&["simulate", file.to_str().unwrap(), "--tokens", "4"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--tokens"), "{}", stderr(&o));
+}

@@ -185,7 +185,7 @@ impl Session {
         if loaded.is_none() {
             // The run's workload is the one its kernels (the persistent attention chunk), its
             // schedule and its prediction are made for, not the model file's.
-            model.workload = run_workload(&model.workload, prompt.len(), generate)?;
+            model.workload = super::run_workload(&model.workload, prompt.len(), generate)?;
         }
         let gpu = Gpu::open()?;
         let gpu_name = gpu.name.clone();
@@ -493,28 +493,6 @@ pub fn print_check(label: &str, c: &Check) {
     );
 }
 
-/// `workload` with the run's prompt length and tokens (`--prompt-len`/`--prompt-ids`,
-/// `--tokens`): refused where they do not fit its KV capacity, before any GPU work.
-pub fn run_workload(
-    workload: &mkc_ir::model::Workload,
-    prompt_len: usize,
-    generate: u32,
-) -> Result<mkc_ir::model::Workload, CommandError> {
-    let max = workload.max_seq_len as u64;
-    if prompt_len as u64 + generate as u64 > max {
-        return Err(CommandError::Input(format!(
-            "the prompt ({prompt_len} tokens) and --tokens {generate} exceed the model's \
-             workload.max_seq_len {max}. Fix: shorten the prompt or --tokens, or raise \
-             workload.max_seq_len in the model file"
-        )));
-    }
-    Ok(mkc_ir::model::Workload {
-        prompt_len: prompt_len as u32,
-        generate,
-        ..*workload
-    })
-}
-
 /// Mean of a sample (NaN when empty, as `percentiles`).
 pub fn mean(v: &[f64]) -> f64 {
     if v.is_empty() {
@@ -560,21 +538,6 @@ pub fn percentiles(v: &[f64]) -> (f64, f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_runs_workload_is_its_prompt_and_tokens_within_the_kv_capacity() {
-        let w = mkc_ir::model::Workload::default();
-        let r = run_workload(&w, 1024, 64).unwrap();
-        assert_eq!(
-            (r.prompt_len, r.generate, r.max_seq_len),
-            (1024, 64, w.max_seq_len)
-        );
-        assert!(r.typical_kv_len() > w.typical_kv_len());
-        let max = w.max_seq_len as usize;
-        assert!(run_workload(&w, max, 0).is_ok());
-        let e = run_workload(&w, max, 1).unwrap_err().to_string();
-        assert!(e.contains("max_seq_len") && e.contains("Fix:"), "{e}");
-    }
 
     #[test]
     fn context_growth_recovers_a_ramp_repeated_over_runs() {

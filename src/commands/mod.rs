@@ -73,6 +73,11 @@ impl crate::cli::SetupArgs {
     ) -> Result<(mkc_ir::Model, mkc_ir::device::DeviceProfile), CommandError> {
         let (mut model, file) = resolve_model(&self.model)?;
         apply_tune(&mut model, self.tune.as_deref())?;
+        if self.prompt_len.is_some() || self.tokens.is_some() {
+            let prompt = self.prompt_len.unwrap_or(model.workload.prompt_len);
+            let tokens = self.tokens.unwrap_or(model.workload.generate);
+            model.workload = run_workload(&model.workload, prompt as usize, tokens)?;
+        }
         let mut device =
             mkc_ir::embedded::resolve_device(self.device.as_deref().unwrap_or("h200"))?;
         if let Some(n) = self.sms {
@@ -107,6 +112,28 @@ impl crate::cli::SetupArgs {
         }
         Ok(())
     }
+}
+
+/// `workload` with the run's prompt length and tokens (`--prompt-len`/`--prompt-ids`,
+/// `--tokens`): refused where they do not fit its KV capacity, before any GPU work.
+pub fn run_workload(
+    workload: &mkc_ir::model::Workload,
+    prompt_len: usize,
+    generate: u32,
+) -> Result<mkc_ir::model::Workload, CommandError> {
+    let max = workload.max_seq_len as u64;
+    if prompt_len as u64 + generate as u64 > max {
+        return Err(CommandError::Input(format!(
+            "the prompt ({prompt_len} tokens) and --tokens {generate} exceed the model's \
+             workload.max_seq_len {max}. Fix: shorten the prompt or --tokens, or raise \
+             workload.max_seq_len in the model file"
+        )));
+    }
+    Ok(mkc_ir::model::Workload {
+        prompt_len: prompt_len as u32,
+        generate,
+        ..*workload
+    })
 }
 
 /// The schedule `arg` names, when it is a schedule file (`mkc compile -o`) rather than a model.
@@ -197,5 +224,25 @@ pub fn run(cli: Cli) -> Result<(), CommandError> {
             out!("{}", String::from_utf8_lossy(&text));
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_runs_workload_is_its_prompt_and_tokens_within_the_kv_capacity() {
+        let w = mkc_ir::model::Workload::default();
+        let r = run_workload(&w, 1024, 64).unwrap();
+        assert_eq!(
+            (r.prompt_len, r.generate, r.max_seq_len),
+            (1024, 64, w.max_seq_len)
+        );
+        assert!(r.typical_kv_len() > w.typical_kv_len());
+        let max = w.max_seq_len as usize;
+        assert!(run_workload(&w, max, 0).is_ok());
+        let e = run_workload(&w, max, 1).unwrap_err().to_string();
+        assert!(e.contains("max_seq_len") && e.contains("Fix:"), "{e}");
     }
 }

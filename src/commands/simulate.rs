@@ -203,6 +203,8 @@ fn run_schedule(args: &SimulateArgs, s: mkc_scheduler::Schedule) -> Result<(), C
             ("--device", args.setup.device.is_some()),
             ("--sms", args.setup.sms.is_some()),
             ("--tune", args.setup.tune.is_some()),
+            ("--prompt-len", args.setup.prompt_len.is_some()),
+            ("--tokens", args.setup.tokens.is_some()),
             ("--sweep", args.sweep.is_some()),
             ("--trajectory", args.trajectory),
             ("--resources", args.resources != ResourcesArg::Auto),
