@@ -175,6 +175,13 @@ pub struct KernelsArgs {
     /// where the spills and the hot loops are).
     #[arg(long, value_name = "FILE")]
     pub cubin: Option<PathBuf>,
+    /// The workload's prompt length (default: the model file's), which sizes the persistent
+    /// kernel's attention chunk beside its ring, as `run --prompt-len` does.
+    #[arg(long, allow_negative_numbers = true, value_parser = positive_u32)]
+    pub prompt_len: Option<u32>,
+    /// The workload's generated tokens (default: the model file's), as `run --tokens`.
+    #[arg(long, allow_negative_numbers = true, value_parser = positive_u32)]
+    pub tokens: Option<u32>,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,

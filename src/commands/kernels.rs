@@ -95,6 +95,7 @@ pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
     };
     let (mut model, _) = super::resolve_model(&args.model)?;
     super::apply_tune(&mut model, args.tune.as_deref())?;
+    super::override_workload(&mut model, args.prompt_len, args.tokens)?;
     let card = mkc_ir::embedded::resolve_device(&args.device)?;
     super::take_card_knobs(&mut model, &card);
     kernels::check_model(&model)?;

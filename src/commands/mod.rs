@@ -73,11 +73,7 @@ impl crate::cli::SetupArgs {
     ) -> Result<(mkc_ir::Model, mkc_ir::device::DeviceProfile), CommandError> {
         let (mut model, file) = resolve_model(&self.model)?;
         apply_tune(&mut model, self.tune.as_deref())?;
-        if self.prompt_len.is_some() || self.tokens.is_some() {
-            let prompt = self.prompt_len.unwrap_or(model.workload.prompt_len);
-            let tokens = self.tokens.unwrap_or(model.workload.generate);
-            model.workload = run_workload(&model.workload, prompt as usize, tokens)?;
-        }
+        override_workload(&mut model, self.prompt_len, self.tokens)?;
         let mut device =
             mkc_ir::embedded::resolve_device(self.device.as_deref().unwrap_or("h200"))?;
         if let Some(n) = self.sms {
@@ -134,6 +130,21 @@ pub fn run_workload(
         generate,
         ..*workload
     })
+}
+
+/// `model` with the workload `--prompt-len` and `--tokens` ask for (each, where given,
+/// replacing the model file's), through [`run_workload`].
+pub fn override_workload(
+    model: &mut mkc_ir::Model,
+    prompt_len: Option<u32>,
+    tokens: Option<u32>,
+) -> Result<(), CommandError> {
+    if prompt_len.is_some() || tokens.is_some() {
+        let prompt = prompt_len.unwrap_or(model.workload.prompt_len);
+        let tokens = tokens.unwrap_or(model.workload.generate);
+        model.workload = run_workload(&model.workload, prompt as usize, tokens)?;
+    }
+    Ok(())
 }
 
 /// The schedule `arg` names, when it is a schedule file (`mkc compile -o`) rather than a model.
