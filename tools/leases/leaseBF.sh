@@ -11,7 +11,9 @@
 # double-buffered (predicted)". Files (.device/): mkc, s10.ron (`Tuning(persistent_slots:
 # Some(10))`), s11.ron (the same with 11), v_kvdb.cu (`python3
 # tools/variants/kv_double_buffer.py > .device/v_kvdb.cu`) and kvdb.ron (`Tuning(kernels_cu:
-# Some(".device/v_kvdb.cu"))`).
+# Some(".device/v_kvdb.cu"))`); on an H200 also s4.ron (`Tuning(persistent_stream_inflight:
+# Some(4))`), v_early_close.cu (`python3 tools/variants/early_close.py`) with ec.ron and
+# v_long_wait4.cu (`python3 tools/variants/long_wait.py 4`) with lw4.ron.
 LIMIT=420 ARCHIVE=bf.tgz
 source tools/leases/common.sh
 export TARGETS=persistent,pdl
@@ -22,6 +24,18 @@ long() {  # NAME [ARGS]: the 1,024-token run; the CPU reference replays 1,088 po
     grep -E "floor|^  persistent|^  pdl|FAIL|rror|stall|growth" $W/$n.log; keep
 }
 b main_a
+# On an H200 (the bar's card; none since lease AF), first: the held ladder with the weights rung, the
+# stream cap 4 (the h200 profile sets none), the variants that wait for it (early_close.py,
+# long_wait.py 4) and `mkc probe latency` (files: s4.ron, v_early_close.cu and ec.ron,
+# v_long_wait4.cu and lw4.ron, made as for kvdb.ron).
+if grep -q H200 $W/gpu.txt; then
+    timeout 150 $M bench $T --targets persistent --trials 1 --ablate > $W/ladder_h200.log 2>&1; echo "ladder rc=$?"; grep -E "^  persistent|growth" $W/ladder_h200.log; keep
+    b s4_h200 --tune .device/s4.ron
+    b ec_h200 --tune .device/ec.ron
+    b lw4_h200 --tune .device/lw4.ron
+    b main_h200
+    timeout 60 $M probe latency > $W/latency.log 2>&1; echo "latency rc=$?"; tail -6 $W/latency.log; keep
+fi
 b s10_a --tune .device/s10.ron
 b kvdb_a --tune .device/kvdb.ron
 long long_main
