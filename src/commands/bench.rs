@@ -161,13 +161,9 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     // A reading outside the profiles' bandwidth range leaves the profile's.
     let (lo, hi) = mkc_ir::device::BANDWIDTH_RANGE_GBPS;
     let bw = Some(measured_gbs).filter(|b| (lo..=hi).contains(b));
-    let predictions: Vec<Option<mkc_simulator::SimReport>> = schedules
+    let predictions: Vec<Option<super::simulate::Prediction>> = schedules
         .iter()
-        .map(|sched| s.predict(sched, args.ablate, bw))
-        .collect();
-    let predicted_growth: Vec<Option<f64>> = schedules
-        .iter()
-        .map(|sched| s.predict_growth(sched, bw))
+        .map(|sched| s.predict(sched, args.ablate, bw, true))
         .collect();
     let graphs = schedules
         .iter()
@@ -238,8 +234,7 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
         .iter()
         .zip(&steps)
         .zip(&predictions)
-        .zip(&predicted_growth)
-        .map(|(((t, v), predicted), growth)| {
+        .map(|((t, v), predicted)| {
             let (med, p10, p90) = percentiles(v);
             let tb = bytes / (med * 1e-6) / 1e12;
             Row {
@@ -249,12 +244,12 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
                 p10_step_us: p10,
                 p90_step_us: p90,
                 context_growth_us_per_100: context_growth_per_100(v, per_run),
-                predicted_growth_us_per_100: *growth,
+                predicted_growth_us_per_100: predicted.as_ref().and_then(|p| p.growth_us_per_100),
                 tokens_per_s: 1e6 / med,
                 achieved_tb_s: tb,
                 fraction_of_measured_bandwidth: tb * 1e3 / measured_gbs,
                 steps: v.len(),
-                predicted_step_us: predicted.as_ref().map(|p| p.step.step_us),
+                predicted_step_us: predicted.as_ref().map(|p| p.report.step.step_us),
             }
         })
         .collect();
@@ -271,7 +266,8 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
                 mean_step_us: mean(v),
                 saved_us: rows[*i].median_step_us - med,
                 predicted_saved_us: predictions[*i].as_ref().and_then(|p| {
-                    p.ablation
+                    p.report
+                        .ablation
                         .iter()
                         .find(|r| r.removed == a.label())
                         .map(|r| r.saved_us)
@@ -388,7 +384,7 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
                 files.write(&mut s.runner, &s.model.name, pos, t, sched)?;
             let predicted_edges = predicted
                 .as_ref()
-                .map_or_else(Vec::new, |p| p.edges.clone());
+                .map_or_else(Vec::new, |p| p.report.edges.clone());
             timelines.push(TimelineRow {
                 target: t,
                 file,

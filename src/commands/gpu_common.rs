@@ -239,42 +239,33 @@ impl Session {
 
     /// The simulator's prediction of `sched` (this session's schedule of a target), with its
     /// ablation ladder when `ablate`, at `bandwidth_gbps` where the card's was measured (else
-    /// the profile's); None, said on stderr, where the simulator refuses it.
+    /// the profile's), and with `growth` its growth with the context over this run's decode
+    /// steps (µs per 100 positions, as `bench` measures it); None, said on stderr, where the
+    /// simulator refuses it.
     pub fn predict(
         &self,
         sched: &Schedule,
         ablate: bool,
         bandwidth_gbps: Option<f64>,
-    ) -> Option<mkc_simulator::SimReport> {
+        growth: bool,
+    ) -> Option<super::simulate::Prediction> {
         let as_written = self.loaded.is_some();
-        let (model, trigger) = (&self.model, self.trigger);
-        match super::simulate::predict(model, sched, as_written, trigger, ablate, bandwidth_gbps) {
-            Ok(r) => Some(r),
-            Err(e) => {
-                eprintln!("mkc: no prediction for {}: {e}", sched.target.name());
-                None
-            }
-        }
-    }
-
-    /// The simulator's growth of `sched`'s step with the context over this run's decode steps
-    /// (µs per 100 positions, as `bench` measures it); None, said on stderr, where it refuses.
-    pub fn predict_growth(&self, sched: &Schedule, bandwidth_gbps: Option<f64>) -> Option<f64> {
         // The timed steps' KV lengths: the first decode step's, then one more each.
         let first = self.prompt.len() as u32 + 1;
-        let last = first + self.generate.saturating_sub(2);
-        let as_written = self.loaded.is_some();
-        match super::simulate::predict_growth(
-            &self.model,
+        let between = growth.then(|| (first, first + self.generate.saturating_sub(2)));
+        let (model, trigger) = (&self.model, self.trigger);
+        match super::simulate::predict(
+            model,
             sched,
             as_written,
-            self.trigger,
+            trigger,
+            ablate,
             bandwidth_gbps,
-            (first, last),
+            between,
         ) {
-            Ok(g) => g,
+            Ok(p) => Some(p),
             Err(e) => {
-                eprintln!("mkc: no predicted growth for {}: {e}", sched.target.name());
+                eprintln!("mkc: no prediction for {}: {e}", sched.target.name());
                 None
             }
         }

@@ -22,7 +22,9 @@ pub fn run(args: RunArgs) -> Result<(), CommandError> {
     let sms = mkc_backend::gpu::sm_count(&s.runner);
     let schedule = s.schedule(target, sms)?;
     // The simulator's prediction, made before the run (printed beside the measured median).
-    let predicted = s.predict(&schedule, false, None).map(|p| p.step.step_us);
+    let predicted = s
+        .predict(&schedule, false, None, false)
+        .map(|p| p.report.step.step_us);
     let graph = s.runner.capture(&schedule)?;
     let first = s.prompt.len() as u32;
     let decode: Vec<u32> = (first..first + s.generate - 1).collect();

@@ -98,11 +98,21 @@ pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
     print_reports(&args, &model.name, &reports)
 }
 
+/// A prediction `mkc run` and `bench` print beside a measurement.
+pub struct Prediction {
+    /// The simulator's report of the step.
+    pub report: SimReport,
+    /// The step's growth with the context, µs per 100 positions, where it was asked for.
+    pub growth_us_per_100: Option<f64>,
+}
+
 /// The simulator's prediction of `s`, a schedule of `model` that `mkc run` or `bench` is about
 /// to launch: with the compiled kernels' figures where NVRTC has them (as `mkc simulate`'s
 /// default), unless the schedule was loaded from a file (timed as written); with the ablation
 /// ladder when `ablate`; at `bandwidth_gbps` where the caller measured the card's (else the
-/// profile's).
+/// profile's). With `growth_between` (KV lengths `first` and `last`), also the step's growth
+/// between them (what `bench` measures by least squares over its steps): None where `last` is
+/// not past `first`.
 pub fn predict(
     model: &mkc_ir::Model,
     s: &mkc_scheduler::Schedule,
@@ -110,38 +120,8 @@ pub fn predict(
     trigger: Trigger,
     ablate: bool,
     bandwidth_gbps: Option<f64>,
-) -> Result<SimReport, CommandError> {
-    let (s, device, sim) = prediction_setup(model, s, as_written, trigger, bandwidth_gbps)?;
-    simulate_one(
-        None,
-        &s,
-        &device,
-        &sim,
-        None,
-        Ladders {
-            ablate,
-            sensitivity: false,
-            edges: true,
-        },
-    )
-}
-
-/// The schedule (with the compiled kernels' figures unless `as_written`), device and options
-/// a prediction of `s` simulates: one setup for the step and its growth.
-fn prediction_setup(
-    model: &mkc_ir::Model,
-    s: &mkc_scheduler::Schedule,
-    as_written: bool,
-    trigger: Trigger,
-    bandwidth_gbps: Option<f64>,
-) -> Result<
-    (
-        mkc_scheduler::Schedule,
-        mkc_ir::device::DeviceProfile,
-        SimOptions,
-    ),
-    CommandError,
-> {
+    growth_between: Option<(u32, u32)>,
+) -> Result<Prediction, CommandError> {
     let mut s = s.clone();
     if !as_written {
         let figures = super::kernels::resource_figures(
@@ -161,26 +141,29 @@ fn prediction_setup(
     if let Some(bw) = bandwidth_gbps {
         device.read_bandwidth_gbps = bw;
     }
-    Ok((s, device, sim))
-}
-
-/// The predicted growth of `s`'s step with the context, µs per 100 positions, between KV
-/// lengths `first` and `last` (what `bench` measures by least squares over its steps), from
-/// the same setup as [`predict`]; None where `last` is not past `first`.
-pub fn predict_growth(
-    model: &mkc_ir::Model,
-    s: &mkc_scheduler::Schedule,
-    as_written: bool,
-    trigger: Trigger,
-    bandwidth_gbps: Option<f64>,
-    (first, last): (u32, u32),
-) -> Result<Option<f64>, CommandError> {
-    if last <= first {
-        return Ok(None);
-    }
-    let (s, device, sim) = prediction_setup(model, s, as_written, trigger, bandwidth_gbps)?;
-    let at = |kv| mkc_simulator::simulate_step(&s, &device, &sim, kv).step_ns / 1e3;
-    Ok(Some((at(last) - at(first)) * 100.0 / (last - first) as f64))
+    let report = simulate_one(
+        None,
+        &s,
+        &device,
+        &sim,
+        None,
+        Ladders {
+            ablate,
+            sensitivity: false,
+            edges: true,
+        },
+    )?;
+    let growth_us_per_100 =
+        growth_between
+            .filter(|(first, last)| last > first)
+            .map(|(first, last)| {
+                let at = |kv| mkc_simulator::simulate_step(&s, &device, &sim, kv).step_ns / 1e3;
+                (at(last) - at(first)) * 100.0 / (last - first) as f64
+            });
+    Ok(Prediction {
+        report,
+        growth_us_per_100,
+    })
 }
 
 /// `mkc simulate FILE` where FILE is a compiled schedule: the schedule is timed as written,
@@ -471,7 +454,9 @@ mod tests {
                 ..CompileOptions::default()
             };
             let s = compile(&model, &device, &opts).schedule;
-            let p = predict(&model, &s, false, Trigger::Early, true, None).unwrap();
+            let p = predict(&model, &s, false, Trigger::Early, true, None, None)
+                .unwrap()
+                .report;
             let rungs = mkc_catalogue::Ablation::LADDER
                 .iter()
                 .filter(|a| target == Target::Persistent || a.applies_to_chain())
@@ -495,11 +480,15 @@ mod tests {
             let (direct, _) = simulate(&with_figures, &device, &sim, None).unwrap();
             assert_eq!(p.step.step_us, direct.step.step_us, "{target:?}");
             // Taken as written (a schedule file), the figures are not reapplied.
-            let as_written = predict(&model, &s, true, Trigger::Early, false, None).unwrap();
+            let as_written = predict(&model, &s, true, Trigger::Early, false, None, None)
+                .unwrap()
+                .report;
             let (plain, _) = simulate(&s, &device, &sim, None).unwrap();
             assert_eq!(as_written.step.step_us, plain.step.step_us, "{target:?}");
             // At a measured bandwidth, the figure `simulate --bandwidth` gives.
-            let at = predict(&model, &s, true, Trigger::Early, false, Some(3070.0)).unwrap();
+            let at = predict(&model, &s, true, Trigger::Early, false, Some(3070.0), None)
+                .unwrap()
+                .report;
             let mut slower = device.clone();
             slower.read_bandwidth_gbps = 3070.0;
             let (direct_at, _) = simulate(&s, &slower, &sim, None).unwrap();
@@ -507,17 +496,34 @@ mod tests {
             assert!(at.step.step_us > plain.step.step_us, "{target:?}");
             // The growth is the slope between the two KV lengths' steps, as simulated.
             let (first, last) = (200, 1200);
-            let g = predict_growth(&model, &s, true, Trigger::Early, None, (first, last))
-                .unwrap()
-                .unwrap();
+            let g = predict(
+                &model,
+                &s,
+                true,
+                Trigger::Early,
+                false,
+                None,
+                Some((first, last)),
+            )
+            .unwrap()
+            .growth_us_per_100
+            .unwrap();
             let step = |kv| mkc_simulator::simulate_step(&s, &device, &sim, kv).step_ns / 1e3;
             let want = (step(last) - step(first)) / 10.0;
             assert!(
                 (g - want).abs() < 1e-9 && g > 0.0,
                 "{target:?}: {g} against {want}"
             );
-            let none = predict_growth(&model, &s, true, Trigger::Early, None, (first, first));
-            assert_eq!(none.unwrap(), None);
+            let none = predict(
+                &model,
+                &s,
+                true,
+                Trigger::Early,
+                false,
+                None,
+                Some((first, first)),
+            );
+            assert_eq!(none.unwrap().growth_us_per_100, None);
         }
     }
 }
