@@ -115,10 +115,7 @@ proptest! {
         let again = simulate_step(&s, &dev, &none, s.graph.typical_kv_len).step_ns / 1e3;
         prop_assert!((again - full).abs() < 1e-6, "{again} != {full}");
         let ladder = ablation_ladder(&s, &dev, &opts, full);
-        let rungs = Ablation::LADDER
-            .iter()
-            .filter(|a| target == Target::Persistent || a.applies_to_chain())
-            .count();
+        let rungs = Ablation::ladder(target == Target::Persistent).count();
         prop_assert_eq!(ladder.len(), rungs);
         for rung in &ladder {
             prop_assert!(rung.step_us <= full + 1e-6, "{}: {} > {full}", rung.removed, rung.step_us);

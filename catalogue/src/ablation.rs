@@ -32,7 +32,7 @@ pub struct Ablation {
     /// dependency chain (waits, activation loads, page math, releases) at unbounded bandwidth: the term that
     /// binds on a card whose stream is faster than that chain (the H200), measurable on any
     /// card. Not a chain rung: a chain grid's ring is new at every launch, so it has no zeroed
-    /// ring to compute on ([`Ablation::applies_to_chain`]).
+    /// ring to compute on ([`Ablation::applies_to`]).
     #[serde(default)]
     pub weights: bool,
 }
@@ -109,9 +109,17 @@ impl Ablation {
         .collect()
     }
 
-    /// Whether a chain target (pdl, graph) can run this rung: every rung but the weights'.
-    pub fn applies_to_chain(&self) -> bool {
-        !self.weights
+    /// Whether the persistent kernel (`persistent`) or a chain target (pdl, graph) can run
+    /// this rung: the persistent kernel every one, a chain every one but the weights'.
+    pub fn applies_to(&self, persistent: bool) -> bool {
+        persistent || !self.weights
+    }
+
+    /// The rungs of [`Ablation::LADDER`] a target runs ([`Ablation::applies_to`]).
+    pub fn ladder(persistent: bool) -> impl Iterator<Item = Ablation> {
+        Self::LADDER
+            .into_iter()
+            .filter(move |a| a.applies_to(persistent))
     }
 
     /// What is removed, e.g. `attention+loads` (`full chain` for none).
@@ -159,6 +167,10 @@ mod tests {
         }
         labels.dedup();
         assert_eq!(labels.len(), Ablation::LADDER.len());
+        assert_eq!(Ablation::ladder(true).count(), Ablation::LADDER.len());
+        let chain: Vec<String> = Ablation::ladder(false).map(|a| a.label()).collect();
+        assert!(!chain.is_empty() && chain.iter().all(|l| !l.contains("weights")));
+        assert_eq!(chain.len() + 1, Ablation::LADDER.len());
         assert!(Ablation::default().defines().is_empty());
         assert_eq!(Ablation::default().label(), "full chain");
     }

@@ -158,12 +158,10 @@ pub fn ablation_ladder(
     options: &SimOptions,
     full_us: f64,
 ) -> Vec<AblationRung> {
-    Ablation::LADDER
-        .iter()
-        .filter(|a| s.persistent().is_some() || a.applies_to_chain())
+    Ablation::ladder(s.persistent().is_some())
         .map(|ablate| {
             let opts = SimOptions {
-                ablate: *ablate,
+                ablate,
                 ..options.clone()
             };
             let step_us = simulate_step(s, device, &opts, s.graph.typical_kv_len).step_ns / 1e3;

@@ -175,7 +175,7 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     if args.ablate {
         for a in Ablation::LADDER {
             for (i, sched) in schedules.iter().enumerate() {
-                if sched.persistent().is_none() && !a.applies_to_chain() {
+                if !a.applies_to(sched.persistent().is_some()) {
                     continue;
                 }
                 ablated.push((a, i, s.runner.capture_ablated(sched, a)?));

@@ -457,10 +457,7 @@ mod tests {
             let p = predict(&model, &s, false, Trigger::Early, true, None, None)
                 .unwrap()
                 .report;
-            let rungs = mkc_catalogue::Ablation::LADDER
-                .iter()
-                .filter(|a| target == Target::Persistent || a.applies_to_chain())
-                .count();
+            let rungs = mkc_catalogue::Ablation::ladder(target == Target::Persistent).count();
             assert_eq!(p.ablation.len(), rungs, "{target:?}");
             // The same as simulating the schedule with the same figures, as `simulate` does.
             let mut with_figures = s.clone();

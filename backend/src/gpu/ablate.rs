@@ -24,7 +24,7 @@ impl Runner {
             // waits are what MKC_ABLATE_WAITS compiles out there).
             return self.capture_persistent_with(schedule, &ablation.defines(), 0);
         }
-        if !ablation.applies_to_chain() {
+        if !ablation.applies_to(false) {
             return Err(BackendError::Unsupported(format!(
                 "the ablation `{}` is the persistent kernel's alone (a chain grid's ring is new at \
                  every launch); run it with --targets persistent",
