@@ -559,15 +559,14 @@ __device__ int produce(const Stream& s, const Matvec& v, int first, int count, c
         int slot, lap;
         ring_slot(s, s.page0 + i, slot, lap);
         if (lap > 0 && !mbar_wait_unless(&s.empty[slot], (lap - 1) & 1, left)) return i;
-#ifndef MKC_ABLATE_WEIGHTS  // no copies in flight to limit
-        if (boundary && !gated_issue(s, s.page0 + i, held, cap, boundary, left)) return i;
-#endif
-        bf16* dst = s.ring + (long)slot * (PAGE_BYTES / 2);
 #ifdef MKC_ABLATE_WEIGHTS
-        (void)bytes, (void)policy, (void)dst;
-        mbar_arrive(&s.full[slot]);  // lands at once, on the zeroed slot
+        // No copy: the page lands at once, on the zeroed slot, with nothing in flight to hold.
+        (void)bytes, (void)policy;
+        mbar_arrive(&s.full[slot]);
         continue;
 #endif
+        if (boundary && !gated_issue(s, s.page0 + i, held, cap, boundary, left)) return i;
+        bf16* dst = s.ring + (long)slot * (PAGE_BYTES / 2);
         mbar_expect_tx(&s.full[slot], bytes);
         // One copy per page, two for a gate/up pair (a half from each matrix): split-K weights
         // are stored page-major (k_page_major); as row copies they cost the persistent step
