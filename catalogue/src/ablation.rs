@@ -40,9 +40,11 @@ pub struct Ablation {
 impl Ablation {
     /// The rungs `mkc bench --ablate` measures, each against the full chain: each kind alone,
     /// then removed together, then with the grid waits gone as well, then with the page math
-    /// gone too (the weight stream alone), and last its complement, the dependency chain alone
-    /// (no weights: the persistent target's rung).
-    pub const LADDER: [Ablation; 7] = [
+    /// gone too (the weight stream alone); then its complement, the dependency chain alone (no
+    /// weights: the persistent target's rungs), and that chain with each kind of its work
+    /// removed in turn and last with all of it, so that the chain's time is split as the
+    /// step's is (what binds on a card whose stream outruns the chain).
+    pub const LADDER: [Ablation; 11] = [
         Ablation {
             attention: true,
             loads: false,
@@ -90,6 +92,34 @@ impl Ablation {
             loads: false,
             waits: false,
             compute: false,
+            weights: true,
+        },
+        Ablation {
+            attention: true,
+            loads: false,
+            waits: false,
+            compute: false,
+            weights: true,
+        },
+        Ablation {
+            attention: false,
+            loads: true,
+            waits: false,
+            compute: false,
+            weights: true,
+        },
+        Ablation {
+            attention: false,
+            loads: false,
+            waits: false,
+            compute: true,
+            weights: true,
+        },
+        Ablation {
+            attention: true,
+            loads: true,
+            waits: true,
+            compute: true,
             weights: true,
         },
     ];
@@ -170,7 +200,11 @@ mod tests {
         assert_eq!(Ablation::ladder(true).count(), Ablation::LADDER.len());
         let chain: Vec<String> = Ablation::ladder(false).map(|a| a.label()).collect();
         assert!(!chain.is_empty() && chain.iter().all(|l| !l.contains("weights")));
-        assert_eq!(chain.len() + 1, Ablation::LADDER.len());
+        assert_eq!(
+            chain.len(),
+            Ablation::LADDER.iter().filter(|a| !a.weights).count()
+        );
+        assert!(Ablation::LADDER.iter().filter(|a| a.weights).count() > 1);
         assert!(Ablation::default().defines().is_empty());
         assert_eq!(Ablation::default().label(), "full chain");
     }
