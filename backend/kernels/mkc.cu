@@ -1236,13 +1236,48 @@ __device__ void stage_chunks(const Stream& s, const Work& work, const Matvec& v,
     for (int i = threadIdx.x; i < (c1 - c0 + 1) * v.k / 4; i += CONSUMER_THREADS) dst[i] = src[i];
 }
 
+// Stages the K chunks of the instruction's tasks (as stage_chunks) from split-KV partial
+// records (mkc_ir::work::attention_part_row): input value e, dimension d of query head h, is
+// sum_s w_s o_s[d] / sum_s w_s over the parts s, with w_s = l_s exp(m_s - M), M the largest
+// part maximum (m_s, l_s: a part's softmax maximum and sum; an empty part's l_s is 0). Four
+// values of one head per thread; each reads its head's statistics from L2.
+template <typename Work>
+__device__ void merge_parts(const Stream& s, const Work& work, const Matvec& v, const float* records, int hd) {
+    int first, count, c0, c1, row;
+    page_range(work, v, first, count);
+    page_coords(v, first, c0, row);
+    page_coords(v, first + count - 1, c1, row);
+    constexpr int STRIDE = ATT_KV_SPLIT * ATT_PART_RECORD;  // one head's records
+    for (int e = c0 * v.k + threadIdx.x * 4; e < (c1 + 1) * v.k; e += CONSUMER_THREADS * 4) {
+        const int h = e / hd, d = e % hd;
+        const float* r = records + (long)h * STRIDE;
+        float mx = -3.0e38f;
+#pragma unroll
+        for (int q = 0; q < ATT_KV_SPLIT; ++q) mx = fmaxf(mx, r[q * ATT_PART_RECORD + hd]);
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+        float total = 0.f;
+#pragma unroll
+        for (int q = 0; q < ATT_KV_SPLIT; ++q) {
+            const float* part = r + q * ATT_PART_RECORD;
+            const float w = part[hd + 1] * __expf(part[hd] - mx);
+            const float4 o = *reinterpret_cast<const float4*>(part + d);
+            acc.x += w * o.x, acc.y += w * o.y, acc.z += w * o.z, acc.w += w * o.w;
+            total += w;
+        }
+        const float inv = total > 0.f ? 1.f / total : 0.f;  // an ablated build's zero records
+        *reinterpret_cast<float4*>(s.x + e) = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+    }
+}
+
 template <typename Work, typename Deps>
 __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, const Work& work, const Deps& deps) {
     Matvec v = op_matvec(OP_O_PROJ, m, g, L);
     PartialEpilogue ep{L.o_part, m.hidden};
-    // Like down, the consumers load their slices of the attention output from global memory.
+    // Like down, the consumers load their slices of the attention output from global memory,
+    // unless it is split-KV records (merged as they are staged) or too long for the registers.
     auto prepare = [&](const Stream& s) {
-        if (X_LEN_O_PROJ > 0) stage_chunks(s, work, v, L.attn);
+        if (ATT_KV_SPLIT > 1) merge_parts(s, work, v, L.attn, m.head_dim);
+        else if (X_LEN_O_PROJ > 0) stage_chunks(s, work, v, L.attn);
     };
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_O) up_gate.w = nullptr;
@@ -1329,6 +1364,25 @@ __device__ void lm_head_body(const Model& m, const Globals& g, const Layer& L, c
 #define kv_chunk_of(smem, hp, hd, max_seq) \
     ((int)(((smem) - (unsigned)((hp) * (hd) + (hp) * (max_seq)) * 4u) / (4 * (hd))))
 
+// The most KV positions one attention task holds scores for: its part of a max_seq history
+// (the generated ATT_KV_SPLIT parts; mkc_catalogue::attention_part_positions).
+#define att_part_max(max_seq) (((max_seq) + ATT_KV_SPLIT - 1) / ATT_KV_SPLIT)
+
+// Attention task t: its KV head, its first query head, and the positions [lo, hi) of a
+// len-position history it reads: part t mod ATT_KV_SPLIT, in runs of ceil(len / parts)
+// (mkc_ir::work::kv_part; the lowering orders a group's parts consecutively).
+struct AttTask {
+    int kvh, qh0, part, lo, hi;
+};
+__device__ __forceinline__ AttTask att_task(const Model& m, int t, int len) {
+    const int gq = m.heads / m.kv_heads, hp = gq / m.attn_split;
+    const int part = t % ATT_KV_SPLIT, group = t / ATT_KV_SPLIT;
+    const int kvh = group / m.attn_split, split = group % m.attn_split;
+    const int per = (len + ATT_KV_SPLIT - 1) / ATT_KV_SPLIT;
+    const int lo = min(len, part * per);
+    return AttTask{kvh, kvh * gq + split * hp, part, lo, min(len, lo + per)};
+}
+
 // Slices of the positions attention's output sums over on `nt` threads for `outs` outputs: the
 // partial sums take slices x outs floats (the catalogue's attention_reduce_smem).
 __host__ __device__ constexpr int att_slices(int nt, int outs) { return nt / outs > 0 ? nt / outs : 1; }
@@ -1354,8 +1408,11 @@ __device__ __forceinline__ float k_row_dot(const bf16* k, const float* qv, int h
 }
 
 // In-place softmax of `heads` rows of `len` scores (row stride len), one warp per row: the
-// calling warp (`warp`, `lane`) takes rows warp, warp + warps, ...
-__device__ __forceinline__ void softmax_rows(float* scores, int heads, int len, int warps, int warp, int lane) {
+// calling warp (`warp`, `lane`) takes rows warp, warp + warps, ... With `stats`, lane 0 also
+// stores each row's maximum and sum at stats + h * stride and the float after it (a split-KV
+// part's record, which the O-projection merges by them).
+__device__ __forceinline__ void softmax_rows(float* scores, int heads, int len, int warps, int warp, int lane,
+                                             float* stats = nullptr, int stride = 0) {
     for (int h = warp; h < heads; h += warps) {
         float mx = -3.0e38f;
         for (int i = lane; i < len; i += 32) mx = fmaxf(mx, scores[h * len + i]);
@@ -1367,6 +1424,10 @@ __device__ __forceinline__ void softmax_rows(float* scores, int heads, int len, 
             sum += e;
         }
         sum = warp_sum(sum);
+        if (stats && lane == 0) {
+            stats[h * stride] = mx;
+            stats[h * stride + 1] = sum;
+        }
         float inv = 1.f / sum;
         for (int i = lane; i < len; i += 32) scores[h * len + i] *= inv;
     }
@@ -1387,16 +1448,27 @@ __device__ __forceinline__ void softmax_rows(float* scores, int heads, int len, 
 // warps, whose barriers leave the producer warp streaming). Its shared memory is the work's.
 template <typename Work, typename Deps, int NT = ATT_THREADS>
 __device__ void attention_body(const Model& m, const Globals& g, const Layer& L, const Work& work, const Deps& deps) {
-    const int t = work.task();
     int gq = m.heads / m.kv_heads;
     int hp = gq / m.attn_split;
-    int kvh = t / m.attn_split, split = t % m.attn_split;
-    int qh0 = kvh * gq + split * hp;
     int hd = m.head_dim;
+    // The position is written by the host before the step, so it may be read before the wait.
+    int p = *g.pos;
+    int len = p + 1;
+    // This task's part of the history: positions [lo, lo + n) (all of it without split-KV).
+    const AttTask at = att_task(m, work.task(), len);
+    const int kvh = at.kvh, qh0 = at.qh0, lo = at.lo, n = at.hi - at.lo;
+    // Without split-KV the task writes its heads' outputs; with it, each head's partial record
+    // of this part (mkc_ir::work::attention_part_row): outputs, softmax maximum and sum.
+    float* rec = L.attn + ((long)qh0 * ATT_KV_SPLIT + at.part) * ATT_PART_RECORD;
 #ifdef MKC_ABLATE_ATTENTION
     deps.issued();
     deps.wait();
-    for (int i = threadIdx.x; i < hp * hd; i += NT) L.attn[qh0 * hd + i] = 0.f;
+    if (ATT_KV_SPLIT > 1) {
+        for (int i = threadIdx.x; i < hp * ATT_PART_RECORD; i += NT)
+            rec[(i / ATT_PART_RECORD) * ATT_KV_SPLIT * ATT_PART_RECORD + i % ATT_PART_RECORD] = 0.f;
+    } else {
+        for (int i = threadIdx.x; i < hp * hd; i += NT) L.attn[qh0 * hd + i] = 0.f;
+    }
     unsigned parity_ablated;
     if (u64* bar = work.kv_history(parity_ablated)) mbar_wait(bar, parity_ablated);  // lands before reuse
     return;
@@ -1405,43 +1477,43 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     // (mkc_catalogue::attention_chunk sizes it to the SM), so no parameter of any kernel changes.
     unsigned smem_bytes;
     unsigned char* smem = work.att_smem(smem_bytes);
-    const int C = kv_chunk_of(smem_bytes, hp, hd, m.max_seq);
+    const int C = kv_chunk_of(smem_bytes, hp, hd, att_part_max(m.max_seq));
     const bf16* kc = L.k_cache + (long)kvh * m.max_seq * hd;
     const bf16* vc = L.v_cache + (long)kvh * m.max_seq * hd;
-    // Layout: [K chunk | V chunk | q (hp x hd floats) | scores (hp x max_seq)].
+    // Layout: [K chunk | V chunk | q (hp x hd floats) | scores (hp x the part's positions)].
     bf16* kbuf = (bf16*)smem;
     bf16* vbuf = kbuf + C * hd;
     float* q = (float*)(vbuf + C * hd);
     float* scores = q + hp * hd;
     int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    // The position is written by the host before the step, so it may be read before the wait.
-    int p = *g.pos;
-    int len = p + 1;
-    int first = len < C ? len : C;
-    int hist = p < first ? p : first;
+    // Positions lo .. lo + first - 1 are the first chunk; those before p (hist of them) were
+    // written by earlier steps.
+    int first = n < C ? n : C;
+    int hist = p - lo < first ? (p - lo > 0 ? p - lo : 0) : first;
     // The history of the first chunk: copied by the persistent producer ahead of the
     // instruction (kv_bar, landing on its mbarrier), else issued here.
     unsigned kv_parity;
     u64* kv_bar = work.kv_history(kv_parity);
     if (!kv_bar) {
-        load_kv_rows<NT>(kbuf, kc, 0, hist, hd, 0);
-        load_kv_rows<NT>(vbuf, vc, 0, hist, hd, 0);
+        load_kv_rows<NT>(kbuf, kc, lo, lo + hist, hd, lo);
+        load_kv_rows<NT>(vbuf, vc, lo, lo + hist, hd, lo);
     }
     mark(MARK_ISSUED);
     deps.issued();
     deps.wait();
     mark(MARK_RELEASED);
     if (hist < first) {  // the current position, written by this step's QKV grid
-        load_kv_rows<NT>(kbuf, kc, hist, first, hd, 0);
-        load_kv_rows<NT>(vbuf, vc, hist, first, hd, 0);
+        load_kv_rows<NT>(kbuf, kc, lo + hist, lo + first, hd, lo);
+        load_kv_rows<NT>(vbuf, vc, lo + hist, lo + first, hd, lo);
     }
     for (int i = tid; i < hp * hd; i += NT) q[i] = L.qkv[qh0 * hd + i];
     float scale = rsqrtf((float)hd);
-    for (int base = 0; base < len; base += C) {
-        int end = base + C < len ? base + C : len;
+    // Chunks at offsets base of the part (position lo + base on); scores by offset, stride n.
+    for (int base = 0; base < n || base == 0; base += C) {
+        int end = base + C < n ? base + C : n;
         if (base > 0) {
             body_sync<Work>();
-            load_kv_rows<NT>(kbuf, kc, base, end, hd, base);
+            load_kv_rows<NT>(kbuf, kc, lo + base, lo + end, hd, lo + base);
         }
         cp_async_wait_all();
         if (base == 0 && kv_bar) mbar_wait(kv_bar, kv_parity);
@@ -1455,12 +1527,13 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
         int c = end - base;
         for (int idx = tid; idx < hp * c; idx += NT) {
             int h = idx / c, i = idx % c;
-            scores[h * len + base + i] = k_row_dot(kbuf + (long)i * hd, q + h * hd, hd, i) * scale;
+            scores[h * n + base + i] = k_row_dot(kbuf + (long)i * hd, q + h * hd, hd, i) * scale;
         }
     }
     body_sync<Work>();
     mark(MARK_SUB1);
-    softmax_rows(scores, hp, len, NT / 32, warp, lane);
+    if (ATT_KV_SPLIT > 1) softmax_rows(scores, hp, n, NT / 32, warp, lane, rec + hd, ATT_KV_SPLIT * ATT_PART_RECORD);
+    else softmax_rows(scores, hp, n, NT / 32, warp, lane);
     mark(MARK_SUB2);  // softmax of warp 0's head done
     // Output: thread (h, d, slice) sums p[h][pos] * V[pos][d] over the positions of its slice
     // (pos = slice mod slices); the slices are added through shared memory at the end.
@@ -1473,11 +1546,11 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     for (int o = 0; o < 2; ++o)
 #pragma unroll
         for (int u = 0; u < 4; ++u) acc[o][u] = 0.f;
-    for (int base = 0; base < len; base += C) {
-        int end = base + C < len ? base + C : len;
+    for (int base = 0; base < n; base += C) {
+        int end = base + C < n ? base + C : n;
         if (base > 0) {
             body_sync<Work>();
-            load_kv_rows<NT>(vbuf, vc, base, end, hd, base);
+            load_kv_rows<NT>(vbuf, vc, lo + base, lo + end, hd, lo + base);
         }
         cp_async_wait_all();
         body_sync<Work>();
@@ -1487,7 +1560,7 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
             int idx = idx0 + o * NT;
             if (idx < outs) {
                 int h = idx / hd, d = idx % hd;
-                const float* ph = scores + h * len;
+                const float* ph = scores + h * n;
                 int pos = base + slice;
                 for (; pos + 3 * slices < end; pos += 4 * slices) {
 #pragma unroll
@@ -1512,7 +1585,8 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     for (int idx = tid; idx < outs; idx += NT) {
         float sum = 0.f;
         for (int sl = 0; sl < slices; ++sl) sum += red[sl * outs + idx];
-        if (ATTN_FRAGMENTS) store_fragment_value(L.attn, qh0 * hd + idx, sum);
+        if (ATT_KV_SPLIT > 1) rec[(idx / hd) * ATT_KV_SPLIT * ATT_PART_RECORD + idx % hd] = sum;
+        else if (ATTN_FRAGMENTS) store_fragment_value(L.attn, qh0 * hd + idx, sum);
         else L.attn[qh0 * hd + idx] = sum;
     }
 }
@@ -1932,9 +2006,12 @@ __device__ void persistent_producer(const Model& m, const Globals& g, const Pers
                 break;
             }
             const int gq = m.heads / m.kv_heads, hp = gq / m.attn_split, hd = m.head_dim;
-            const int C = kv_chunk_of(PERSISTENT_ATT_BYTES, hp, hd, m.max_seq);
-            const int pos = *g.pos, len = pos + 1, first = len < C ? len : C, hist = pos < first ? pos : first;
-            const long kv0 = (long)(ins.first / m.attn_split) * m.max_seq * hd;
+            const int C = kv_chunk_of(PERSISTENT_ATT_BYTES, hp, hd, att_part_max(m.max_seq));
+            const int pos = *g.pos, len = pos + 1;
+            const AttTask at = att_task(m, ins.first, len);
+            const int n = at.hi - at.lo, first = n < C ? n : C;
+            const int hist = pos - at.lo < first ? (pos - at.lo > 0 ? pos - at.lo : 0) : first;
+            const long kv0 = ((long)at.kvh * m.max_seq + at.lo) * hd;
             bf16* kbuf = (bf16*)(smem_raw + PERSISTENT_ATT_OFFSET);
             bf16* vbuf = kbuf + C * hd;
             u64* bar = persistent_kv_full();

@@ -354,6 +354,13 @@ pub fn model_header(model: &mkc_ir::Model) -> String {
     let mut s = header(model.lowering.page_bytes);
     // The residual stream's width: what `stage_sum` stages per thread.
     s += &format!("#define HIDDEN {}\n", model.geometry.hidden);
+    // Split-KV attention: the parts a history is dealt over and the floats of one partial
+    // record (mkc_ir::work), which attention writes and the O-projection merges.
+    s += &format!(
+        "#define ATT_KV_SPLIT {}\n#define ATT_PART_RECORD {}\n",
+        model.lowering.attention_kv_split.max(1),
+        mkc_ir::work::attention_part_record(model.geometry.head_dim)
+    );
     // Pages per task of each matvec (`mkc_ir::work`), the 256-column groups of its K chunk
     // (the one page loop its body compiles) and the ring slots of its chain kernel
     // (`mkc_catalogue::Stream::slots`), as constants the compiler folds.
@@ -503,7 +510,7 @@ pub fn model_checks(model: &mkc_ir::Model) -> String {
     if let Ok(l) = mkc_catalogue::persistent_layout(model) {
         s += &format!(
             "#ifdef MKC_PERSISTENT\n\
-             static_assert(kv_chunk_of({att_bytes}u, {}, {}, {}) == {}, \"Rust and CUDA disagree on the persistent attention's KV chunk\");\n\
+             static_assert(kv_chunk_of({att_bytes}u, {}, {}, att_part_max({})) == {}, \"Rust and CUDA disagree on the persistent attention's KV chunk\");\n\
              static_assert(PERSISTENT_RING_OFFSET % 128 == 0 && PERSISTENT_WORK_OFFSET % 128 == 0 && PERSISTENT_ATT_OFFSET % 128 == 0, \"the persistent ring, work region and attention region must be 128-byte aligned\");\n\
              static_assert(CONSUMER_WARPS == {warps}, \"Rust and CUDA disagree on the persistent kernel's consumer warps\");\n\
              static_assert(PERSISTENT_SLOTS <= MAX_SLOTS, \"the persistent ring has more slots than barriers\");\n\
@@ -528,11 +535,16 @@ pub fn model_checks(model: &mkc_ir::Model) -> String {
         "static_assert(att_slices(ATT_THREADS, {outs}) * {outs} * 4 <= {att_smem}u, \"attention's partial sums overflow its shared memory\");\n",
     );
     s += &format!(
-        "static_assert(kv_chunk_of({att_smem}u, {}, {}, {}) == {}, \"Rust and CUDA disagree on attention's KV chunk\");\n",
+        "static_assert(kv_chunk_of({att_smem}u, {}, {}, att_part_max({})) == {}, \"Rust and CUDA disagree on attention's KV chunk\");\n",
         model.heads_per_attention_task(),
         g.head_dim,
         model.workload.max_seq_len,
         attention_chunk(model)
+    );
+    s += &format!(
+        "static_assert(att_part_max({}) == {}, \"Rust and CUDA disagree on the positions of an attention part\");\n",
+        model.workload.max_seq_len,
+        mkc_catalogue::attention_part_positions(model)
     );
     s
 }

@@ -8,6 +8,7 @@
 
 pub mod abi;
 pub mod ablation;
+pub mod attention_parts;
 mod checkpoint;
 pub mod error;
 pub mod fragments;

@@ -34,12 +34,15 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
     // The tuned layout also at 1 and 2 MLP shards: down's K chunk of 8192 and 4096 columns,
     // staged in shared memory and taken block by block. And Llama-3.2-3B: hidden 3072, so QKV,
     // up/gate and the LM head take their rows in blocks from the staged input, and the
-    // O-projection (3072 columns) stages its input too.
+    // O-projection (3072 columns) stages its input too. And the tuned layout with split-KV
+    // attention in 3 parts: attention writes partial records (each part past its first KV
+    // chunk), the O-projection merges random ones as it stages them.
     for name in [
         "llama1b",
         "llama1b_tuned",
         "tuned_1_shard",
         "tuned_2_shards",
+        "tuned_kv_split_3",
         "llama3b",
     ] {
         let model = match name {
@@ -53,6 +56,7 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
                 match name {
                     "tuned_1_shard" => m.lowering.vtp_shards.up_gate_down = 1,
                     "tuned_2_shards" => m.lowering.vtp_shards.up_gate_down = 2,
+                    "tuned_kv_split_3" => m.lowering.attention_kv_split = 3,
                     _ => {}
                 }
                 m

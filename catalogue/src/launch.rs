@@ -42,7 +42,7 @@ pub struct Resources {
 pub fn declared_registers(t: &Tuning, kind: OpKind) -> u32 {
     let base = match kind {
         OpKind::QkvRope => 142,
-        OpKind::Attention => 58,
+        OpKind::Attention => 61,
         OpKind::OProj => 136,
         OpKind::UpGate => 134,
         OpKind::Down => 130,

@@ -110,10 +110,20 @@ pub(crate) fn attention_position_smem(model: &Model) -> u32 {
     4 * model.geometry.head_dim
 }
 
-/// Attention's q and scores in shared memory (bytes): every head of the task, every position.
+/// Attention's q and scores in shared memory (bytes): every head of the task, every position
+/// of its part of the history.
 pub(crate) fn attention_vectors_smem(model: &Model) -> u32 {
     let hp = model.heads_per_attention_task();
-    (hp * model.geometry.head_dim + hp * model.workload.max_seq_len) * 4
+    (hp * model.geometry.head_dim + hp * attention_part_positions(model)) * 4
+}
+
+/// The most KV positions one attention task reads: its part of a `max_seq_len` history
+/// ([`mkc_ir::work::kv_part`]'s first part; the kernels size the scores by the same
+/// `ATT_KV_SPLIT`).
+pub fn attention_part_positions(model: &Model) -> u32 {
+    let w = &model.workload;
+    let (lo, hi) = mkc_ir::work::kv_part(w.max_seq_len, 0, model.lowering.attention_kv_split);
+    hi - lo
 }
 
 /// How a streaming matvec kernel lays out its CTA: its work geometry and what it stages.
@@ -242,10 +252,14 @@ pub fn streamable_k(k: u32) -> bool {
 /// Floats of its input vector a streaming operator stages in shared memory: the normalised
 /// operators (QKV, up/gate, the LM head) their whole hidden vector; the O-projection and down
 /// none, since they read their K chunks from global memory into registers, unless the chunk
-/// is longer than [`REGISTER_K`] ([`blocked_k`]): then their whole input vector (each chunk at its own
-/// offset; an instruction stages the chunks of its own tasks).
+/// is longer than [`REGISTER_K`] ([`blocked_k`]) or (the O-projection) attention writes
+/// split-KV partial records: then their whole input vector (each chunk at its own offset; an
+/// instruction stages the chunks of its own tasks).
 pub fn staged_input(model: &Model, kind: OpKind, work: &MatvecWork) -> u32 {
+    let split_kv = model.lowering.attention_kv_split > 1;
     match kind {
+        // Split-KV partial records are merged as they are staged (the kernels' merge_parts).
+        OpKind::OProj if split_kv => work.k * work.splits,
         OpKind::OProj | OpKind::Down if !blocked_k(work.k) => 0,
         OpKind::OProj | OpKind::Down => work.k * work.splits,
         _ => model.geometry.hidden,

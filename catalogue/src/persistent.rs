@@ -193,8 +193,9 @@ pub fn persistent_layout(model: &Model) -> Result<PersistentLayout, Unsupported>
         let room = budget.saturating_sub(l.work_offset() + l.x_bytes() + align128(att));
         (room / page_bytes).min(MAX_SLOTS)
     };
+    let part_max = layout::attention_part_positions(model);
     let min_chunk = MIN_PERSISTENT_CHUNK
-        .min(w.max_seq_len)
+        .min(part_max)
         .max(layout::attention_reduce_chunk(model, consumers));
     let most = fit(min_chunk);
     if most == 0 {
@@ -215,7 +216,10 @@ pub fn persistent_layout(model: &Model) -> Result<PersistentLayout, Unsupported>
         }
         Some(n) => n,
         None => {
-            let history = w.typical_kv_len().min(w.max_seq_len).max(min_chunk);
+            // The middle step's history, or its first part under split-KV.
+            let typical = w.typical_kv_len().min(w.max_seq_len);
+            let (lo, hi) = mkc_ir::work::kv_part(typical, 0, model.lowering.attention_kv_split);
+            let history = (hi - lo).max(min_chunk);
             fit(history).clamp(warps.min(most), most)
         }
     };

@@ -137,7 +137,7 @@ pub struct Access {
 }
 
 /// What a task moves and computes: everything a cost model or simulator needs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskCost {
     /// Weight bytes streamed from memory (counted once per step in the model's total).
     pub weight_bytes: u64,
@@ -151,20 +151,61 @@ pub struct TaskCost {
     pub flops: u64,
     /// Floating-point operations per cached token.
     pub flops_per_token: u64,
+    /// The part of the KV history the task reads, of [`TaskCost::kv_parts`]
+    /// ([`crate::work::kv_part`]): split-KV attention deals a history over several tasks.
+    #[serde(default)]
+    pub kv_part: u32,
+    /// Parts the task's KV history is dealt over (1: the whole history).
+    #[serde(default = "one")]
+    pub kv_parts: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl Default for TaskCost {
+    fn default() -> Self {
+        TaskCost {
+            weight_bytes: 0,
+            activation_read_bytes: 0,
+            write_bytes: 0,
+            kv_bytes_per_token: 0,
+            flops: 0,
+            flops_per_token: 0,
+            kv_part: 0,
+            kv_parts: 1,
+        }
+    }
 }
 
 impl TaskCost {
+    /// The cached positions the task reads of a `kv_len`-position history: its part's.
+    pub fn kv_positions(&self, kv_len: u32) -> u32 {
+        let (lo, hi) = crate::work::kv_part(kv_len, self.kv_part, self.kv_parts);
+        hi - lo
+    }
+
+    /// KV-cache bytes the task reads at KV length `kv_len`.
+    pub fn kv_bytes_at(&self, kv_len: u32) -> u64 {
+        self.kv_bytes_per_token
+            .saturating_mul(self.kv_positions(kv_len) as u64)
+    }
+
     /// Total bytes moved at KV length `kv_len`.
     pub fn bytes_at(&self, kv_len: u32) -> u64 {
         self.weight_bytes
-            + self.activation_read_bytes
-            + self.write_bytes
-            + self.kv_bytes_per_token * kv_len as u64
+            .saturating_add(self.activation_read_bytes)
+            .saturating_add(self.write_bytes)
+            .saturating_add(self.kv_bytes_at(kv_len))
     }
 
     /// Total flops at KV length `kv_len`.
     pub fn flops_at(&self, kv_len: u32) -> u64 {
-        self.flops + self.flops_per_token * kv_len as u64
+        self.flops.saturating_add(
+            self.flops_per_token
+                .saturating_mul(self.kv_positions(kv_len) as u64),
+        )
     }
 }
 

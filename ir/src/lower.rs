@@ -40,7 +40,7 @@ pub fn lower(model: &Model) -> TaskGraph {
         b.link_stream(&stream, qkv.op, shards.down_qkv);
         let attn = b.attention(layer, qkv.out);
         b.connect(qkv.op, attn.op, qkv.out, shards.qkv_attention);
-        let o_proj = b.split_k_matvec(OpKind::OProj, layer, "o_part", attn.out);
+        let o_proj = b.o_proj(layer, attn.out);
         b.connect(attn.op, o_proj.op, attn.out, shards.attention_o_proj);
         let up_gate = b.up_gate(layer, qkv.stored, o_proj.out);
         b.connect(o_proj.op, up_gate.op, o_proj.out, shards.o_proj_up_gate);
@@ -82,7 +82,9 @@ enum Stream {
 /// computed in u64 from the geometry so that it cannot wrap.
 pub fn task_count(model: &Model) -> u64 {
     let g = &model.geometry;
-    let mut per_layer = g.kv_heads as u64 * model.lowering.attention_split as u64;
+    let l = &model.lowering;
+    let mut per_layer =
+        g.kv_heads as u64 * l.attention_split as u64 * l.attention_kv_split.max(1) as u64;
     let mut lm = 0;
     for kind in crate::work::MATVECS {
         let Some(w) = crate::work::matvec(model, kind) else {
@@ -119,7 +121,15 @@ pub fn shard_edges(model: &Model) -> Vec<ShardEdgeSpec> {
     let g = &model.geometry;
     let s = &model.lowering.vtp_shards;
     let rows_of = |kind| crate::work::matvec(model, kind).map_or(1, |w| w.task_rows());
-    let attn_tile = model.heads_per_attention_task() * g.head_dim;
+    // An attention task's output rows; with split-KV, the records of its heads' every part
+    // (whole heads, so that a shard holds every part of them).
+    let parts = model.lowering.attention_kv_split;
+    let attn_tile = model.heads_per_attention_task()
+        * if parts > 1 {
+            parts * crate::work::attention_part_record(g.head_dim)
+        } else {
+            g.head_dim
+        };
     let spec = |field, shards, tensor, rows: u64, producer_tile_rows| ShardEdgeSpec {
         field,
         shards,
@@ -140,7 +150,7 @@ pub fn shard_edges(model: &Model) -> Vec<ShardEdgeSpec> {
             "attention_o_proj",
             s.attention_o_proj,
             "attn",
-            model.q_dim() as u64,
+            model.attention_out_rows(),
             attn_tile,
         ),
         spec(
@@ -413,7 +423,10 @@ impl<'m> Builder<'m> {
         }
     }
 
-    /// Decode attention: one task per (KV head, query-head group).
+    /// Decode attention: one task per (KV head, query-head group), or with split-KV one per
+    /// (KV head, query-head group, part of the history), the parts of a group consecutive
+    /// (task t's part is t mod parts: the kernels' `attention_body` decodes it so). A part
+    /// writes one partial record per query head ([`crate::work::attention_part_row`]).
     fn attention(&mut self, layer: u32, qkv: TensorId) -> Added {
         let (m, e) = (self.model, self.e);
         let a = ACTIVATION_BYTES;
@@ -422,6 +435,9 @@ impl<'m> Builder<'m> {
         let hp = m.heads_per_attention_task();
         let (q_dim, kv_dim) = (m.q_dim(), m.kv_dim());
         let split = m.lowering.attention_split;
+        let parts = m.lowering.attention_kv_split.max(1);
+        let record = crate::work::attention_part_record(hd);
+        let out_rows = u32::try_from(m.attention_out_rows()).expect("validated tensor rows");
         self.op(
             OpHead {
                 kind: OpKind::Attention,
@@ -429,35 +445,70 @@ impl<'m> Builder<'m> {
                 embed_fused: false,
                 k_split: 1,
                 out_name: "attn",
-                out_rows: q_dim,
+                out_rows,
             },
             |_, out| {
                 let mut tiles = Vec::new();
                 for kv_head in 0..g.kv_heads {
                     for s in 0..split {
                         let q_head = kv_head * hp * split + s * hp;
-                        tiles.push(TileSpec {
-                            row_tile: kv_head * split + s,
-                            k_chunk: 0,
-                            reads: smallvec![
-                                part(qkv, q_head * hd, hp * hd),
-                                part(qkv, q_dim + kv_head * hd, hd),
-                                part(qkv, q_dim + kv_dim + kv_head * hd, hd),
-                            ],
-                            writes: smallvec![part(out, q_head * hd, hp * hd)],
-                            cost: TaskCost {
-                                activation_read_bytes: (hp as u64 + 2) * hd as u64 * a,
-                                write_bytes: hp as u64 * hd as u64 * a,
-                                kv_bytes_per_token: 2 * hd as u64 * e,
-                                flops_per_token: 4 * hp as u64 * hd as u64,
-                                ..TaskCost::default()
-                            },
-                        });
+                        for p in 0..parts {
+                            let (writes, out_floats): (Accesses, u32) = if parts == 1 {
+                                (smallvec![part(out, q_head * hd, hp * hd)], hp * hd)
+                            } else {
+                                let row =
+                                    |h| crate::work::attention_part_row(h, p, parts, hd) as u32;
+                                (
+                                    (q_head..q_head + hp)
+                                        .map(|h| part(out, row(h), record))
+                                        .collect(),
+                                    hp * record,
+                                )
+                            };
+                            tiles.push(TileSpec {
+                                row_tile: (kv_head * split + s) * parts + p,
+                                k_chunk: p,
+                                reads: smallvec![
+                                    part(qkv, q_head * hd, hp * hd),
+                                    part(qkv, q_dim + kv_head * hd, hd),
+                                    part(qkv, q_dim + kv_dim + kv_head * hd, hd),
+                                ],
+                                writes,
+                                cost: TaskCost {
+                                    activation_read_bytes: (hp as u64 + 2) * hd as u64 * a,
+                                    write_bytes: out_floats as u64 * a,
+                                    kv_bytes_per_token: 2 * hd as u64 * e,
+                                    flops_per_token: 4 * hp as u64 * hd as u64,
+                                    kv_part: p,
+                                    kv_parts: parts,
+                                    ..TaskCost::default()
+                                },
+                            });
+                        }
                     }
                 }
                 tiles
             },
         )
+    }
+
+    /// The O-projection: a split-K matvec over attention's output, whose K chunk c is read as
+    /// columns `[c k, (c + 1) k)` of the output vector, or with split-KV as every part's
+    /// record of the heads those columns belong to (merged as the chunk is staged).
+    fn o_proj(&mut self, layer: u32, attn: TensorId) -> Added {
+        let m = self.model;
+        let parts = m.lowering.attention_kv_split.max(1);
+        let hd = m.geometry.head_dim;
+        let input = move |c: u32, k: u32| -> (u32, u32) {
+            if parts == 1 {
+                (c * k, k)
+            } else {
+                let (h0, h1) = (c * k / hd, ((c + 1) * k).div_ceil(hd));
+                let row = |h| crate::work::attention_part_row(h, 0, parts, hd) as u32;
+                (row(h0), row(h1) - row(h0))
+            }
+        };
+        self.split_k_matvec_with(OpKind::OProj, layer, "o_part", attn, input)
     }
 
     /// A split-K matvec (O-projection, down): task (c, r) multiplies K chunk c of `input` by
@@ -469,6 +520,19 @@ impl<'m> Builder<'m> {
         layer: u32,
         out_name: &str,
         input: TensorId,
+    ) -> Added {
+        self.split_k_matvec_with(kind, layer, out_name, input, |c, k| (c * k, k))
+    }
+
+    /// [`Builder::split_k_matvec`] whose K chunk c (of `k` columns) is read as the rows
+    /// `input_rows(c, k)` (first row, rows) of `input`.
+    fn split_k_matvec_with(
+        &mut self,
+        kind: OpKind,
+        layer: u32,
+        out_name: &str,
+        input: TensorId,
+        input_rows: impl Fn(u32, u32) -> (u32, u32),
     ) -> Added {
         let w = self.work(kind);
         let hidden = self.model.geometry.hidden;
@@ -487,14 +551,15 @@ impl<'m> Builder<'m> {
                     .map(|t| {
                         let (c, row0) = w.task_coords(t);
                         let rows = w.task_rows();
+                        let (in0, in_rows) = input_rows(c, w.k);
                         TileSpec {
                             row_tile: row0 / rows,
                             k_chunk: c,
-                            reads: smallvec![part(input, c * w.k, w.k)],
+                            reads: smallvec![part(input, in0, in_rows)],
                             writes: smallvec![part(out, c * hidden + row0, rows)],
                             cost: TaskCost {
                                 weight_bytes: w.task_weight_bytes(),
-                                activation_read_bytes: w.k as u64 * a,
+                                activation_read_bytes: in_rows as u64 * a,
                                 write_bytes: rows as u64 * a,
                                 flops: 2 * rows as u64 * w.k as u64,
                                 ..TaskCost::default()

@@ -316,6 +316,12 @@ pub struct Lowering {
     pub lm_head_task_pages: u32,
     /// Attention tasks per KV head (each takes a share of that head's query heads).
     pub attention_split: u32,
+    /// Parts each attention task's KV history is dealt over (split-KV): each part is a task of
+    /// its own, writing a partial output with its softmax maximum and sum
+    /// ([`crate::work::attention_part_record`]), which the O-projection merges as it stages its
+    /// input. 1 (the default) keeps one task per history. More parts shorten a long history's
+    /// dependent chunk passes and spread them over more SMs; each costs a partial record.
+    pub attention_kv_split: u32,
     /// VTP shard count of each operator edge.
     pub vtp_shards: VtpShards,
     /// Declared CTA resources of every kernel, used until compiled values exist.
@@ -329,6 +335,7 @@ impl Default for Lowering {
             matvec_task_pages: 2,
             lm_head_task_pages: 4,
             attention_split: 1,
+            attention_kv_split: 1,
             vtp_shards: VtpShards::default(),
             kernel: KernelResources::default(),
         }
@@ -470,6 +477,19 @@ impl Model {
     /// Query heads served by one attention task.
     pub fn heads_per_attention_task(&self) -> u32 {
         self.geometry.heads / self.geometry.kv_heads / self.lowering.attention_split
+    }
+
+    /// Rows of attention's output tensor: the output vector (`q_dim`), or with split-KV one
+    /// partial record per query head and part, head-major (`crate::work::attention_part_row`).
+    pub fn attention_out_rows(&self) -> u64 {
+        let parts = self.lowering.attention_kv_split as u64;
+        if parts <= 1 {
+            self.q_dim() as u64
+        } else {
+            self.geometry.heads as u64
+                * parts
+                * crate::work::attention_part_record(self.geometry.head_dim) as u64
+        }
     }
 }
 

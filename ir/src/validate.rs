@@ -34,7 +34,8 @@ pub fn model_range(field: &str) -> Option<(u64, u64)> {
         "workload.prompt_len" | "workload.generate" | "workload.max_seq_len" => dim,
         "lowering.matvec_task_pages"
         | "lowering.lm_head_task_pages"
-        | "lowering.attention_split" => dim,
+        | "lowering.attention_split"
+        | "lowering.attention_kv_split" => dim,
         "lowering.page_bytes" => (256, 1 << 20),
         f if f.starts_with("lowering.vtp_shards.") => dim,
         "lowering.kernel.threads" => (32, 1024),
@@ -343,6 +344,32 @@ fn check_lowering(m: &Model, file: &str) -> Result<(), InputError> {
         g.heads / g.kv_heads,
         "heads / kv_heads",
     )?;
+    positive(file, "lowering.attention_kv_split", l.attention_kv_split)?;
+    if l.attention_kv_split > m.workload.max_seq_len {
+        return Err(InputError::invalid(
+            file,
+            "lowering.attention_kv_split",
+            format!(
+                "{} parts of a history of at most {} positions (workload.max_seq_len) leave \
+                 parts that never hold a position",
+                l.attention_kv_split, m.workload.max_seq_len
+            ),
+            "use at most max_seq_len parts (a part per 64 or more positions is typical)",
+        ));
+    }
+    if m.attention_out_rows() > MAX_TENSOR_ROWS {
+        return Err(InputError::invalid(
+            file,
+            "lowering.attention_kv_split",
+            format!(
+                "{} partial records per head make attention's output {} rows, more than the \
+                 {MAX_TENSOR_ROWS} rows a tensor may have",
+                l.attention_kv_split,
+                m.attention_out_rows()
+            ),
+            "use fewer parts",
+        ));
+    }
     // The split-K factors first: the O-projection's and down's K chunks depend on them.
     for edge in crate::lower::shard_edges(m) {
         let field = format!("lowering.vtp_shards.{}", edge.field);

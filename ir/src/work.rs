@@ -147,9 +147,52 @@ pub fn residual_share(t: u32, tasks: u32, len: u32) -> (u32, u32) {
     (at(t), at(t + 1))
 }
 
+/// Floats of one split-KV partial record of one query head: its `head_dim` outputs (already
+/// divided by its own softmax sum), then its softmax maximum and sum, then two unused floats
+/// that keep every record 16-byte aligned. The kernels take it as the generated
+/// `ATT_PART_RECORD`.
+pub fn attention_part_record(head_dim: u32) -> u32 {
+    head_dim + 4
+}
+
+/// The first row of query head `head`'s record of part `part` (of `parts`) in attention's
+/// output tensor: records are head-major, so that a shard of whole heads holds every part of
+/// them.
+pub fn attention_part_row(head: u32, part: u32, parts: u32, head_dim: u32) -> u64 {
+    (head as u64 * parts as u64 + part as u64) * attention_part_record(head_dim) as u64
+}
+
+/// The positions `[lo, hi)` part `part` of `parts` covers of a `len`-position KV history:
+/// runs of `ceil(len / parts)` positions in order, the last parts empty where the history is
+/// shorter than the parts (the kernels' `kv_part_range`, which the bench's reference check
+/// covers: a part the kernel and this disagree on is priced wrongly, never computed wrongly,
+/// since the merge takes whatever each part holds).
+pub fn kv_part(len: u32, part: u32, parts: u32) -> (u32, u32) {
+    let per = len.div_ceil(parts.max(1));
+    let lo = (part as u64 * per as u64).min(len as u64) as u32;
+    (lo, lo.saturating_add(per).min(len))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The parts of a history tile it in order, whatever the length and part count.
+    #[test]
+    fn kv_parts_tile_the_history() {
+        for len in [0, 1, 2, 7, 96, 160, 1056, 2048] {
+            for parts in [1, 2, 3, 4, 8, 13] {
+                let mut next = 0;
+                for p in 0..parts {
+                    let (lo, hi) = kv_part(len, p, parts);
+                    assert_eq!(lo, next, "len {len} parts {parts} part {p}");
+                    assert!(hi >= lo && hi - lo <= len.div_ceil(parts));
+                    next = hi;
+                }
+                assert_eq!(next, len, "len {len} parts {parts}");
+            }
+        }
+    }
 
     /// Pages and tasks are ordered alike (chunk-major, row-minor): a task's first page is at
     /// the task's K chunk and first row, and the pages of a chunk tile its rows in order.

@@ -101,6 +101,69 @@ fn whole_tensor_edges_wait_for_every_producer_tile() {
     }
 }
 
+/// Split-KV: each (KV head, query group) becomes `attention_kv_split` tasks, one per part of
+/// the history, whose KV reads tile it; each writes its heads' records of its part, and each
+/// O-projection task reads every part's records of the heads its K chunk covers, waiting on
+/// the shard that holds them.
+#[test]
+fn split_kv_attention_deals_the_history_and_the_o_projection_reads_every_part() {
+    let mut m = resolve_model("llama1b").unwrap();
+    m.lowering.attention_split = 4;
+    m.lowering.attention_kv_split = 4;
+    m.lowering.vtp_shards.attention_o_proj = 4;
+    m.validate("split").unwrap();
+    let g = lower(&m);
+    let (hd, heads) = (m.geometry.head_dim, m.geometry.heads);
+    let record = mkc_ir::work::attention_part_record(hd);
+    let attention = g.ops.iter().find(|o| o.kind == OpKind::Attention).unwrap();
+    assert_eq!(
+        attention.tasks,
+        8 * 4 * 4,
+        "KV heads x query groups x parts"
+    );
+    let attn = &g.tensors[g.task(attention.first_task).writes[0].tensor.index()];
+    assert_eq!(attn.rows as u64, heads as u64 * 4 * record as u64);
+    let mut written = vec![0u32; attn.rows as usize];
+    for (i, t) in g.tasks_of(attention.id).enumerate() {
+        assert_eq!((t.cost.kv_part, t.cost.kv_parts), (i as u32 % 4, 4));
+        for w in &t.writes {
+            for r in w.rows.start..w.rows.end {
+                written[r as usize] += 1;
+            }
+        }
+    }
+    assert!(
+        written.iter().all(|&n| n == 1),
+        "the records tile the tensor once"
+    );
+    // The parts of one group read the whole history once between them.
+    let group: Vec<_> = g.tasks_of(attention.id).take(4).collect();
+    for len in [1, 33, 160, 1056] {
+        let total: u32 = group.iter().map(|t| t.cost.kv_positions(len)).sum();
+        assert_eq!(total, len);
+    }
+    let o_proj = g.ops.iter().find(|o| o.kind == OpKind::OProj).unwrap();
+    for t in g.tasks_of(o_proj.id) {
+        let r = t.reads[0];
+        assert_eq!(r.tensor, attn.id);
+        // K chunk c covers heads [8c, 8c + 8): every part's record of each.
+        let (h0, h1) = (t.k_chunk * 8, t.k_chunk * 8 + 8);
+        assert_eq!(
+            r.rows.start as u64,
+            mkc_ir::work::attention_part_row(h0, 0, 4, hd)
+        );
+        assert_eq!(
+            r.rows.end as u64,
+            mkc_ir::work::attention_part_row(h1, 0, 4, hd)
+        );
+        assert_eq!(t.waits.len(), 1, "one shard: its heads' records");
+    }
+    // A shard count that would split a head group's records is refused, naming the field.
+    m.lowering.vtp_shards.attention_o_proj = 64;
+    let err = m.validate("split").unwrap_err().to_string();
+    assert!(err.contains("vtp_shards.attention_o_proj"), "{err}");
+}
+
 /// RoPE frequencies follow Hugging Face's Llama 3 scaling (values from its formula in f64):
 /// pairs of short wavelength kept, long ones divided by the factor, those between interpolated.
 #[test]

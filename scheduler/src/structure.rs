@@ -215,7 +215,8 @@ impl Schedule {
                     .iter()
                     .map(|t| {
                         let c = &t.cost;
-                        let kv = c.kv_bytes_per_token as f64 * g.typical_kv_len as f64;
+                        let kv =
+                            c.kv_bytes_per_token as f64 * c.kv_positions(g.typical_kv_len) as f64;
                         ((c.weight_bytes as f64 + kv) / page).ceil()
                     })
                     .sum();

@@ -25,7 +25,8 @@ pub struct SimOptions {
     pub ablate: Ablation,
 }
 
-/// What an attention task's KV chunks after its first cost it at KV length `kv_len`, where
+/// What an attention task's KV chunks after its first cost it at KV length `kv_len` (its part of
+/// it under split-KV, `lowering.attention_kv_split`), where
 /// its shared memory stages `chunk` positions at once (`mkc_catalogue::attention_chunk` for a
 /// chain grid, the persistent layout's for the persistent kernel): two dependent passes per
 /// further chunk (K for the scores, V for the output), each `attention_kv_pass_ns` plus
@@ -41,6 +42,9 @@ pub fn attention_extra_chunks_ns(
     let (Some(m), Some(chunk)) = (model, chunk.filter(|&c| c > 0)) else {
         return 0.0;
     };
+    // A task reads its part of the history (split-KV): the first part is the longest.
+    let (lo, hi) = mkc_ir::work::kv_part(kv_len, 0, m.lowering.attention_kv_split);
+    let kv_len = hi - lo;
     if ablate.attention || kv_len <= chunk {
         return 0.0;
     }
@@ -198,7 +202,8 @@ pub struct StepTimeline {
 
 /// Bytes streamed before the wait (weights, KV history) at KV length `kv_len`.
 pub fn independent_bytes(task: &Task, kv_len: u32) -> f64 {
-    (task.cost.weight_bytes + task.cost.kv_bytes_per_token * kv_len as u64) as f64
+    let c = &task.cost;
+    c.weight_bytes as f64 + c.kv_bytes_per_token as f64 * c.kv_positions(kv_len) as f64
 }
 
 /// Bytes moved after the wait (activations in, results out).

@@ -461,6 +461,11 @@ const ATTENTION_TOLERANCE: f64 = 1e-4;
 /// Prints how long attention's body takes alone in each build for 1, 2 and 4 query heads per
 /// task, beside the simulator's attention terms; an output off the CPU's fails the probe.
 fn attention(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), CommandError> {
+    // The probe times a task over its whole history: split-KV parts are that body on shorter
+    // histories, so it runs the model unsplit.
+    let mut whole = model.clone();
+    whole.lowering.attention_kv_split = 1;
+    let model = &whole;
     let chain = kernels::compile("sm_90a", model)?;
     let persistent = kernels::compile_persistent("sm_90a", model)?;
     let seed = fresh_seed();

@@ -34,7 +34,7 @@ pub fn arb_model() -> impl Strategy<Value = Model> {
             prop::sample::select(vec![1u32, 2, 4]),
             prop::sample::select(vec![1u32, 2, 4]),
         ),
-        prop::collection::vec(any::<usize>(), 9),
+        prop::collection::vec(any::<usize>(), 10),
     )
         .prop_map(
             |(
@@ -75,6 +75,8 @@ pub fn arb_model() -> impl Strategy<Value = Model> {
                         matvec_task_pages: task_pages,
                         lm_head_task_pages: lm_task_pages,
                         attention_split: split,
+                        // Split-KV: a history dealt over up to 4 parts (16 positions at most).
+                        attention_kv_split: pick(&[1, 1, 2, 3, 4], idx[9]),
                         vtp_shards: VtpShards {
                             qkv_attention: 1,
                             attention_o_proj: pick(&divisors(heads / hp), idx[4]),

@@ -147,7 +147,9 @@ impl Runner {
         let s_down = m.lowering.vtp_shards.up_gate_down as usize;
         let eps = g.norm_eps as f32;
         let layer = 1.min(self.layers.len() - 1);
-        let pos = (mkc_catalogue::attention_chunk(m) as usize + 37).min(max_seq - 2);
+        // Past the first KV chunk of every part (split-KV parts of ceil(len / parts)).
+        let parts = m.lowering.attention_kv_split.max(1) as usize;
+        let pos = (mkc_catalogue::attention_chunk(m) as usize * parts + 37).min(max_seq - 2);
         let mut rng = Inputs(seed);
         let shapes = crate::launch_plan::launch_plan(schedule, m)?;
         let mut out = Vec::new();
@@ -261,7 +263,8 @@ impl Runner {
                         upload(c, &vals, name)?;
                         caches.push(vals);
                     }
-                    poison(lay.attn, q_dim * 4, "attn")?;
+                    let attn_rows = m.attention_out_rows() as usize;
+                    poison(lay.attn, attn_rows * 4, "attn")?;
                     ctas = launch(self)?;
                     let gq = (g.heads / g.kv_heads) as usize;
                     let scale = 1.0 / (hd as f32).sqrt();
@@ -287,8 +290,8 @@ impl Runner {
                                 .sum();
                         }
                     }
-                    let got = download::<u32>(lay.attn, q_dim, "attn")?;
-                    let got = crate::fragments::input_values(m, OpKind::OProj, &got);
+                    let got = download::<u32>(lay.attn, attn_rows, "attn")?;
+                    let got = crate::attention_parts::output_values(m, &got);
                     outputs.push(compare("attn", &got, &want));
                 }
                 OpKind::OProj | OpKind::Down => {
@@ -297,8 +300,23 @@ impl Runner {
                     } else {
                         (lay.h, lay.d_part, inter, s_down, LayerTensor::Down)
                     };
-                    let x = rng.floats(k_total, 1.0);
-                    let words = crate::fragments::input_words(m, kind, &x);
+                    let split_kv = kind == OpKind::OProj && m.lowering.attention_kv_split > 1;
+                    let (x, words) = if split_kv {
+                        // Random partial records, their statistics included: the input is
+                        // what they merge to (the O-projection merges as it stages).
+                        let mut records = rng.floats(m.attention_out_rows() as usize, 1.0);
+                        let record = mkc_ir::work::attention_part_record(g.head_dim) as usize;
+                        for r in records.chunks_mut(record) {
+                            r[hd + 1] = r[hd + 1].abs() * 4.0 + 0.25; // a softmax sum
+                            r[hd] *= 3.0; // its maximum
+                        }
+                        let x = crate::attention_parts::merge(m, &records);
+                        (x, records.iter().map(|v| v.to_bits()).collect())
+                    } else {
+                        let x = rng.floats(k_total, 1.0);
+                        let words = crate::fragments::input_words(m, kind, &x);
+                        (x, words)
+                    };
                     upload(input, &words, "input")?;
                     poison(part, splits * hidden * 4, "partials")?;
                     ctas = launch(self)?;

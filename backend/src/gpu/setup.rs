@@ -213,7 +213,7 @@ impl Runner {
                 prev_part,
                 x_in: self.alloc(hidden * 4, "x_in")?,
                 qkv: self.alloc(qkv_rows * 4, "qkv")?,
-                attn: self.alloc(m.q_dim() as usize * 4, "attn")?,
+                attn: self.alloc(m.attention_out_rows() as usize * 4, "attn")?,
                 o_part: self.alloc(s_attn * hidden * 4, "o_part")?,
                 x_mid: self.alloc(hidden * 4, "x_mid")?,
                 h: self.alloc(inter * 4, "h")?,

@@ -197,6 +197,13 @@ pub fn probe_attention(
     model: &Model,
     seed: u32,
 ) -> Result<AttentionProbe, BackendError> {
+    if model.lowering.attention_kv_split > 1 {
+        return Err(BackendError::Unsupported(
+            "the attention probe times tasks over whole histories: build its kernels for the \
+             model with lowering.attention_kv_split 1"
+                .into(),
+        ));
+    }
     let g = &model.geometry;
     let (heads, kv_heads, hd) = (g.heads as usize, g.kv_heads as usize, g.head_dim as usize);
     let max_seq = model.workload.max_seq_len as usize;

@@ -1,0 +1,131 @@
+//! Attention's output as the host reads and writes it. Without split-KV it is the output vector
+//! (floats, or the O-projection's fragments: [`crate::fragments`]). With split-KV
+//! (`lowering.attention_kv_split` > 1) it is one partial record per query head and part
+//! (`mkc_ir::work::attention_part_row`): the part's outputs, already divided by its softmax
+//! sum, then that maximum and sum. The O-projection merges the records as it stages its input
+//! (the kernels' `merge_parts`); [`merge`] is the same merge on the host, so that the operator
+//! checks can read attention's records and feed the O-projection records of their own.
+
+use mkc_ir::work::{attention_part_record, attention_part_row};
+use mkc_ir::Model;
+
+/// Parts of `model`'s split-KV attention (1 without).
+fn parts(model: &Model) -> usize {
+    model.lowering.attention_kv_split.max(1) as usize
+}
+
+/// The output vector (`q_dim` values) that attention's output tensor `words` (its
+/// `attention_out_rows` words, as downloaded) holds for `model`.
+pub fn output_values(model: &Model, words: &[u32]) -> Vec<f32> {
+    if parts(model) == 1 {
+        crate::fragments::input_values(model, mkc_ir::OpKind::OProj, words)
+    } else {
+        let records: Vec<f32> = words.iter().map(|&w| f32::from_bits(w)).collect();
+        merge(model, &records)
+    }
+}
+
+/// The output vector the partial `records` merge to: value d of head h is
+/// `sum_s w_s o_s[d] / sum_s w_s`, `w_s = l_s exp(m_s - M)`, M the largest part maximum; a
+/// head whose parts all have a zero sum merges to zeros. A NaN anywhere in a head's records
+/// (a poisoned record nothing wrote) makes its values NaN.
+pub fn merge(model: &Model, records: &[f32]) -> Vec<f32> {
+    let g = &model.geometry;
+    let (hd, s) = (g.head_dim as usize, parts(model));
+    let record = attention_part_record(g.head_dim) as usize;
+    let mut out = vec![0f32; model.q_dim() as usize];
+    for h in 0..g.heads as usize {
+        let rec = |p: usize| {
+            let at = attention_part_row(h as u32, p as u32, s as u32, g.head_dim) as usize;
+            &records[at..at + record]
+        };
+        let mx = (0..s).map(|p| rec(p)[hd]).fold(f32::MIN, f32::max);
+        let weights: Vec<f32> = (0..s)
+            .map(|p| rec(p)[hd + 1] * (rec(p)[hd] - mx).exp())
+            .collect();
+        let total: f32 = weights.iter().sum();
+        let nan = (0..s).any(|p| rec(p).iter().any(|v| v.is_nan()));
+        for d in 0..hd {
+            let v: f32 = (0..s).map(|p| weights[p] * rec(p)[d]).sum();
+            out[h * hd + d] = if nan {
+                f32::NAN
+            } else if total > 0.0 {
+                v / total
+            } else {
+                0.0
+            };
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split_model(parts: u32) -> Model {
+        let mut m = mkc_ir::embedded::resolve_model("llama1b").unwrap();
+        m.lowering.attention_kv_split = parts;
+        m
+    }
+
+    /// Records made from one softmax split over parts merge to that softmax's output: the
+    /// merge is the identity on a history however it is dealt.
+    #[test]
+    fn records_of_one_history_merge_to_its_attention() {
+        let m = split_model(3);
+        let (hd, heads) = (m.geometry.head_dim as usize, m.geometry.heads as usize);
+        let len = 7;
+        // Scores and values of each head, a function of (head, position, dimension).
+        let score = |h: usize, p: usize| ((h * 7 + p * 3) % 11) as f32 * 0.3 - 1.0;
+        let value = |h: usize, p: usize, d: usize| ((h + p * 5 + d) % 13) as f32 * 0.1 - 0.6;
+        let record = attention_part_record(m.geometry.head_dim) as usize;
+        let mut records = vec![0f32; m.attention_out_rows() as usize];
+        let mut want = vec![0f32; heads * hd];
+        for h in 0..heads {
+            let mx = (0..len).map(|p| score(h, p)).fold(f32::MIN, f32::max);
+            let sum: f32 = (0..len).map(|p| (score(h, p) - mx).exp()).sum();
+            for d in 0..hd {
+                want[h * hd + d] = (0..len)
+                    .map(|p| (score(h, p) - mx).exp() / sum * value(h, p, d))
+                    .sum();
+            }
+            for part in 0..3u32 {
+                let (lo, hi) = mkc_ir::work::kv_part(len as u32, part, 3);
+                let at = attention_part_row(h as u32, part, 3, hd as u32) as usize;
+                let r = &mut records[at..at + record];
+                let ps = lo as usize..hi as usize;
+                let pm = ps.clone().map(|p| score(h, p)).fold(-3.0e38f32, f32::max);
+                let pl: f32 = ps.clone().map(|p| (score(h, p) - pm).exp()).sum();
+                for (d, out) in r[..hd].iter_mut().enumerate() {
+                    let o: f32 = ps
+                        .clone()
+                        .map(|p| (score(h, p) - pm).exp() * value(h, p, d))
+                        .sum();
+                    *out = if pl > 0.0 { o / pl } else { 0.0 };
+                }
+                r[hd] = pm;
+                r[hd + 1] = pl;
+            }
+        }
+        let got = merge(&m, &records);
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() < 1e-5, "{g} vs {w}");
+        }
+    }
+
+    /// A record nothing wrote (poison) shows in its head's values; an all-empty head merges to
+    /// zeros, not NaN.
+    #[test]
+    fn unwritten_records_show_and_empty_heads_are_zero() {
+        let m = split_model(2);
+        let hd = m.geometry.head_dim as usize;
+        let mut records = vec![0f32; m.attention_out_rows() as usize];
+        let got = merge(&m, &records);
+        assert!(got.iter().all(|&v| v == 0.0));
+        records[0] = f32::from_bits(u32::MAX);
+        let got = merge(&m, &records);
+        assert!(got[..hd].iter().all(|v| v.is_nan()));
+        assert!(got[hd..].iter().all(|&v| v == 0.0));
+    }
+}
