@@ -25,11 +25,11 @@ edits = [
         "__device__ __forceinline__ void cp_async_wait_group() { asm volatile(\"cp.async.wait_group %0;\" ::\"n\"(N) : \"memory\"); }\n",
     ),
     (
-        """    for (int base = 0; base < len; base += C) {
-        int end = base + C < len ? base + C : len;
+        """    for (int base = 0; base < n || base == 0; base += C) {
+        int end = base + C < n ? base + C : n;
         if (base > 0) {
             body_sync<Work>();
-            load_kv_rows<NT>(kbuf, kc, base, end, hd, base);
+            load_kv_rows<NT>(kbuf, kc, lo + base, lo + end, hd, lo + base);
         }
         cp_async_wait_all();
         if (base == 0 && kv_bar) mbar_wait(kv_bar, kv_parity);
@@ -43,27 +43,27 @@ edits = [
         int c = end - base;
         for (int idx = tid; idx < hp * c; idx += NT) {
             int h = idx / c, i = idx % c;
-            scores[h * len + base + i] = k_row_dot(kbuf + (long)i * hd, q + h * hd, hd, i) * scale;
+            scores[h * n + base + i] = k_row_dot(kbuf + (long)i * hd, q + h * hd, hd, i) * scale;
         }
     }
     body_sync<Work>();
     mark(MARK_SUB1);""",
         """    // Past one chunk the buffers alternate: chunk ci's K rows in kbuf (even ci) or vbuf (odd),
     // the next chunk's copy issued before this one's scores.
-    const int nchunks = (len + C - 1) / C;
+    const int nchunks = n > C ? (n + C - 1) / C : 1;
     for (int ci = 0; ci < nchunks; ++ci) {
-        int base = ci * C, end = base + C < len ? base + C : len;
+        int base = ci * C, end = base + C < n ? base + C : n;
         const bf16* kb = ci % 2 == 0 ? kbuf : vbuf;
         if (ci == 0) {
             cp_async_wait_all();
             if (kv_bar) mbar_wait(kv_bar, kv_parity);
             if (nchunks > 1) {
                 body_sync<Work>();  // every copy into vbuf has landed before K's second chunk replaces it
-                load_kv_rows<NT>(vbuf, kc, C, min(2 * C, len), hd, C);
+                load_kv_rows<NT>(vbuf, kc, lo + C, lo + min(2 * C, n), hd, lo + C);
             }
         } else if (ci + 1 < nchunks) {
             int nb = (ci + 1) * C;  // into the buffer chunk ci - 1 left (the barrier below it)
-            load_kv_rows<NT>(ci % 2 == 0 ? vbuf : kbuf, kc, nb, min(nb + C, len), hd, nb);
+            load_kv_rows<NT>(ci % 2 == 0 ? vbuf : kbuf, kc, lo + nb, lo + min(nb + C, n), hd, lo + nb);
             cp_async_wait_group<1>();
         } else {
             cp_async_wait_all();
@@ -78,23 +78,23 @@ edits = [
         int c = end - base;
         for (int idx = tid; idx < hp * c; idx += NT) {
             int h = idx / c, i = idx % c;
-            scores[h * len + base + i] = k_row_dot(kb + (long)i * hd, q + h * hd, hd, i) * scale;
+            scores[h * n + base + i] = k_row_dot(kb + (long)i * hd, q + h * hd, hd, i) * scale;
         }
         if (ci + 1 < nchunks) body_sync<Work>();  // this buffer is free for chunk ci + 2
     }
     body_sync<Work>();
     if (nchunks > 1) {  // both buffers free: V's first two chunks copied during the softmax
-        load_kv_rows<NT>(kbuf, vc, 0, C, hd, 0);
-        load_kv_rows<NT>(vbuf, vc, C, min(2 * C, len), hd, C);
+        load_kv_rows<NT>(kbuf, vc, lo, lo + C, hd, lo);
+        load_kv_rows<NT>(vbuf, vc, lo + C, lo + min(2 * C, n), hd, lo + C);
     }
     mark(MARK_SUB1);""",
     ),
     (
-        """    for (int base = 0; base < len; base += C) {
-        int end = base + C < len ? base + C : len;
+        """    for (int base = 0; base < n; base += C) {
+        int end = base + C < n ? base + C : n;
         if (base > 0) {
             body_sync<Work>();
-            load_kv_rows<NT>(vbuf, vc, base, end, hd, base);
+            load_kv_rows<NT>(vbuf, vc, lo + base, lo + end, hd, lo + base);
         }
         cp_async_wait_all();
         body_sync<Work>();
@@ -104,7 +104,7 @@ edits = [
             int idx = idx0 + o * NT;
             if (idx < outs) {
                 int h = idx / hd, d = idx % hd;
-                const float* ph = scores + h * len;
+                const float* ph = scores + h * n;
                 int pos = base + slice;
                 for (; pos + 3 * slices < end; pos += 4 * slices) {
 #pragma unroll
@@ -117,7 +117,7 @@ edits = [
     }
     body_sync<Work>();""",
         """    for (int ci = 0; ci < nchunks; ++ci) {
-        int base = ci * C, end = base + C < len ? base + C : len;
+        int base = ci * C, end = base + C < n ? base + C : n;
         // V chunk ci: the history copied ahead (one chunk), else kbuf (even ci) or vbuf (odd).
         bf16* vb = nchunks == 1 || ci % 2 == 1 ? vbuf : kbuf;
         if (nchunks > 1 && ci + 1 < nchunks)
@@ -131,7 +131,7 @@ edits = [
                 int idx = idx0 + o * NT;
                 if (idx < outs) {
                     int h = idx / hd, d = idx % hd;
-                    const float* ph = scores + h * len;
+                    const float* ph = scores + h * n;
                     int pos = base + slice;
                     for (; pos + 3 * slices < end; pos += 4 * slices) {
 #pragma unroll
@@ -145,7 +145,7 @@ edits = [
         if (ci + 2 < nchunks) {  // this buffer takes chunk ci + 2 once every thread's sums are done
             body_sync<Work>();
             int nb = (ci + 2) * C;
-            load_kv_rows<NT>(vb, vc, nb, min(nb + C, len), hd, nb);
+            load_kv_rows<NT>(vb, vc, lo + nb, lo + min(nb + C, n), hd, lo + nb);
         }
     }
     body_sync<Work>();""",
