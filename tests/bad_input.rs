@@ -862,3 +862,38 @@ fn a_checkpoint_mlp_wider_than_the_model_is_refused_by_field() {
         );
     }
 }
+
+/// Split-KV parts that could never hold a position, and a shard count that would split one
+/// head group's partial records between two counters, are refused by file and field.
+#[test]
+fn split_kv_parts_beyond_the_history_or_across_shards_are_refused() {
+    let model = "models/llama1b_tuned.ron";
+    let split = |name: &str, parts: &str, shards: Option<&str>| {
+        let mut edits = vec![(
+            "attention_split: 4,",
+            format!("attention_split: 4, attention_kv_split: {parts},"),
+        )];
+        if let Some(s) = shards {
+            edits.push((
+                "vtp_shards: (up_gate_down: 4)",
+                format!("vtp_shards: (up_gate_down: 4, attention_o_proj: {s})"),
+            ));
+        }
+        let edits: Vec<(&str, &str)> = edits.iter().map(|(a, b)| (*a, b.as_str())).collect();
+        file(name, &edited(model, &edits))
+    };
+    let past = split("kv_past.ron", "4096", None);
+    refused(
+        &["compile", &past],
+        &[&past, "lowering.attention_kv_split", "max_seq_len"],
+    );
+    let across = split("kv_across.ron", "2", Some("64"));
+    refused(
+        &["compile", &across],
+        &[&across, "lowering.vtp_shards.attention_o_proj"],
+    );
+    // Within both, the same parts compile to a verified schedule.
+    let fine = split("kv_fine.ron", "4", Some("4"));
+    let o = mkc(&["compile", &fine, "--verify"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
