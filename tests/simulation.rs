@@ -464,6 +464,32 @@ fn attention_past_its_first_kv_chunk_grows_with_the_context() {
     assert!(growth(&flat, Target::Pdl) < c);
 }
 
+/// Split-KV shortens a long context's step in the model, for both targets: each part walks a
+/// quarter of the history in fewer dependent chunk passes (`attention_extra_chunks_ns` of the
+/// part), and each task's KV bytes are its part's.
+#[test]
+fn split_kv_shortens_a_long_contexts_step() {
+    let dev = resolve_device("h100").unwrap();
+    let step = |parts: u32, target| {
+        let mut model = mkc_ir::embedded::resolve_model("llama1b").unwrap();
+        model.lowering.attention_split = 4;
+        model.lowering.attention_kv_split = parts;
+        model.workload.prompt_len = 1024;
+        model.workload.generate = 64;
+        let s = schedule(&model, &dev, target);
+        let kv_bytes: u64 = s.graph.tasks.iter().map(|t| t.cost.kv_bytes_at(1056)).sum();
+        let step = simulate_step(&s, &dev, &SimOptions::default(), 1056).step_ns;
+        (step, kv_bytes)
+    };
+    for target in [Target::Persistent, Target::Pdl] {
+        let (whole, bytes) = step(1, target);
+        let (split, split_bytes) = step(4, target);
+        assert!(split < whole, "{target:?}: {split} ns split, {whole} whole");
+        // The parts read the history once between them: the same KV bytes.
+        assert_eq!(split_bytes, bytes, "{target:?}");
+    }
+}
+
 /// Attention's compute (`attention_task_ns`, `attention_head_ns`) is on every layer's critical
 /// path of the persistent step: each microsecond more per task costs about a microsecond per
 /// layer, and a task of more query heads takes longer.
