@@ -19,6 +19,8 @@
 //!     phase_release: [false, true],
 //!     // VTP shards per edge; edges left out keep the defaults (1, and 4 on up_gate_down).
 //!     vtp_shards: [(up_gate_down: 1), (up_gate_down: 4), (qkv_attention: 2, up_gate_down: 4)],
+//!     // Split-KV parts of each attention task's history (`lowering.attention_kv_split`).
+//!     attention_kv_split: [1, 2, 4],
 //! )
 //! ```
 
@@ -63,6 +65,8 @@ pub struct SweepSpec {
     pub phase_release: Vec<bool>,
     /// VTP shard configurations (per edge).
     pub vtp_shards: Vec<VtpShards>,
+    /// Split-KV parts (`lowering.attention_kv_split`).
+    pub attention_kv_split: Vec<u32>,
 }
 
 impl SweepSpec {
@@ -86,6 +90,7 @@ impl SweepSpec {
             self.coresidency.len(),
             self.phase_release.len(),
             self.vtp_shards.len(),
+            self.attention_kv_split.len(),
         ]
         .iter()
         .try_fold(1u64, |acc, &n| acc.checked_mul(axis(n)));
@@ -123,6 +128,8 @@ pub struct Point {
     pub sim: SimOptions,
     /// VTP shards.
     pub vtp: VtpShards,
+    /// Split-KV parts.
+    pub kv_split: u32,
 }
 
 /// One knob setting, applied to a point.
@@ -140,6 +147,7 @@ enum Knob {
     Coresidency(bool),
     PhaseRelease(bool),
     Vtp(VtpShards),
+    KvSplit(u32),
 }
 
 impl Knob {
@@ -158,6 +166,7 @@ impl Knob {
             Knob::Coresidency(v) => p.sim.coresidency = *v,
             Knob::PhaseRelease(v) => p.sim.phase_release = *v,
             Knob::Vtp(v) => p.vtp = v.clone(),
+            Knob::KvSplit(v) => p.kv_split = *v,
         }
     }
 }
@@ -203,6 +212,10 @@ pub fn grid(model: &Model, device: &DeviceProfile, spec: &SweepSpec) -> Vec<Poin
                 .map(|&v| Knob::PhaseRelease(v))
                 .collect(),
             spec.vtp_shards.iter().cloned().map(Knob::Vtp).collect(),
+            spec.attention_kv_split
+                .iter()
+                .map(|&v| Knob::KvSplit(v))
+                .collect(),
         ];
         match target {
             Target::Persistent => {
@@ -218,6 +231,7 @@ pub fn grid(model: &Model, device: &DeviceProfile, spec: &SweepSpec) -> Vec<Poin
             device: device.clone(),
             sim: SimOptions::default(),
             vtp: model.lowering.vtp_shards.clone(),
+            kv_split: model.lowering.attention_kv_split,
         }];
         for values in axes.iter().filter(|a| !a.is_empty()) {
             points = points
@@ -265,6 +279,8 @@ pub struct SweepRow {
     pub phase_release: bool,
     /// VTP shards per edge, `qkv_attention/attention_o_proj/o_proj_up_gate/up_gate_down/down_qkv/down_lm_head`.
     pub vtp_shards: String,
+    /// Split-KV parts.
+    pub attention_kv_split: u32,
     /// Predicted step, µs.
     pub step_us: f64,
     /// Bandwidth floor, µs.
@@ -317,23 +333,59 @@ fn validate(model: &Model, spec: &SweepSpec, spec_file: &str) -> Result<(), Inpu
             check_latency(spec_file, &format!("{field}[{i}]"), v)?;
         }
     }
-    for (i, v) in spec.vtp_shards.iter().enumerate() {
-        let mut m = model.clone();
-        m.lowering.vtp_shards = v.clone();
-        m.validate(spec_file).map_err(|e| match e {
-            InputError::Invalid {
-                file,
-                field,
-                problem,
-                fix,
-            } => InputError::Invalid {
-                file,
-                field: field.replace("lowering.vtp_shards.", &format!("vtp_shards[{i}].")),
-                problem,
-                fix,
-            },
-            other => other,
-        })?;
+    // Each shard set with each part count (a shard count may split one part count's records).
+    let shards: Vec<(Option<usize>, VtpShards)> = if spec.vtp_shards.is_empty() {
+        vec![(None, model.lowering.vtp_shards.clone())]
+    } else {
+        spec.vtp_shards
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, v)| (Some(i), v))
+            .collect()
+    };
+    let parts: Vec<(Option<usize>, u32)> = if spec.attention_kv_split.is_empty() {
+        vec![(None, model.lowering.attention_kv_split)]
+    } else {
+        spec.attention_kv_split
+            .iter()
+            .copied()
+            .enumerate()
+            .map(|(i, v)| (Some(i), v))
+            .collect()
+    };
+    for (vi, v) in &shards {
+        for (ki, k) in &parts {
+            let mut m = model.clone();
+            m.lowering.vtp_shards = v.clone();
+            m.lowering.attention_kv_split = *k;
+            m.validate(spec_file).map_err(|e| match e {
+                InputError::Invalid {
+                    file,
+                    field,
+                    problem,
+                    fix,
+                } => {
+                    let mut field = field;
+                    if let Some(i) = vi {
+                        field = field.replace("lowering.vtp_shards.", &format!("vtp_shards[{i}]."));
+                    }
+                    if let Some(i) = ki {
+                        field = field.replace(
+                            "lowering.attention_kv_split",
+                            &format!("attention_kv_split[{i}]"),
+                        );
+                    }
+                    InputError::Invalid {
+                        file,
+                        field,
+                        problem,
+                        fix,
+                    }
+                }
+                other => other,
+            })?;
+        }
     }
     Ok(())
 }
@@ -342,6 +394,7 @@ fn validate(model: &Model, spec: &SweepSpec, spec_file: &str) -> Result<(), Inpu
 fn simulate_point(model: &Model, p: &Point) -> SweepRow {
     let mut m = model.clone();
     m.lowering.vtp_shards = p.vtp.clone();
+    m.lowering.attention_kv_split = p.kv_split;
     let opts = CompileOptions {
         target: p.target,
         policy: p.policy,
@@ -375,6 +428,7 @@ fn simulate_point(model: &Model, p: &Point) -> SweepRow {
         coresidency: p.sim.coresidency,
         phase_release: p.sim.phase_release,
         vtp_shards: vtp_label(&p.vtp),
+        attention_kv_split: p.kv_split,
         step_us: r.step_us,
         floor_us: r.floor_us,
     }
@@ -439,12 +493,12 @@ pub fn run(
 pub fn to_csv(rows: &[SweepRow]) -> String {
     let mut s = String::from(
         "target,policy,trigger,sms,bandwidth_gbps,signal_ns,launch_gap_ns,pdl_wait_release_ns,\
-         cta_admission_ns,instruction_overhead_ns,coresidency,phase_release,vtp_shards,step_us,\
-         floor_us\n",
+         cta_admission_ns,instruction_overhead_ns,coresidency,phase_release,vtp_shards,\
+         attention_kv_split,step_us,floor_us\n",
     );
     for r in rows {
         s += &format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{:.3}\n",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{:.3}\n",
             r.target,
             r.policy,
             r.trigger,
@@ -458,6 +512,7 @@ pub fn to_csv(rows: &[SweepRow]) -> String {
             r.coresidency,
             r.phase_release,
             r.vtp_shards,
+            r.attention_kv_split,
             r.step_us,
             r.floor_us
         );
@@ -516,5 +571,36 @@ mod tests {
             err.contains("3000000000 configurations") && err.contains("--max-task-steps"),
             "{err}"
         );
+    }
+
+    /// Split-KV part counts are an axis of every target, each row saying its own; a count the
+    /// model cannot take, alone or with a listed shard set, is refused by its index.
+    #[test]
+    fn split_kv_parts_are_an_axis_named_in_rows_and_errors() {
+        let model = mkc_ir::embedded::resolve_model("tiny").unwrap();
+        let device = mkc_ir::embedded::resolve_device("h200").unwrap();
+        let spec = SweepSpec::parse("spec", "Sweep(attention_kv_split: [1, 2, 4])").unwrap();
+        let rows = run(&model, &device, &spec, "spec", DEFAULT_MAX_TASK_STEPS).unwrap();
+        assert_eq!(rows.len() as u64, spec.point_count());
+        assert_eq!(rows.len(), 9, "three targets x three part counts");
+        for parts in [1, 2, 4] {
+            assert_eq!(
+                rows.iter()
+                    .filter(|r| r.attention_kv_split == parts)
+                    .count(),
+                3
+            );
+        }
+        assert!(to_csv(&rows)
+            .lines()
+            .next()
+            .unwrap()
+            .contains("attention_kv_split"));
+        // tiny's history is at most 64 positions.
+        let past = SweepSpec::parse("spec", "Sweep(attention_kv_split: [2, 65])").unwrap();
+        let err = run(&model, &device, &past, "spec", DEFAULT_MAX_TASK_STEPS)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("field `attention_kv_split[1]`"), "{err}");
     }
 }
