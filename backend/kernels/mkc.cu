@@ -1236,6 +1236,9 @@ __device__ void stage_chunks(const Stream& s, const Work& work, const Matvec& v,
     for (int i = threadIdx.x; i < (c1 - c0 + 1) * v.k / 4; i += CONSUMER_THREADS) dst[i] = src[i];
 }
 
+// Floats of one query head's split-KV records, every part's (mkc_ir::Model::attention_rows_per_head).
+constexpr int ATT_HEAD_RECORDS = ATT_KV_SPLIT * ATT_PART_RECORD;
+
 // Stages the K chunks of the instruction's tasks (as stage_chunks) from split-KV partial
 // records (mkc_ir::work::attention_part_row): input value e, dimension d of query head h, is
 // sum_s w_s o_s[d] / sum_s w_s over the parts s, with w_s = l_s exp(m_s - M), M the largest
@@ -1247,10 +1250,9 @@ __device__ void merge_parts(const Stream& s, const Work& work, const Matvec& v, 
     page_range(work, v, first, count);
     page_coords(v, first, c0, row);
     page_coords(v, first + count - 1, c1, row);
-    constexpr int STRIDE = ATT_KV_SPLIT * ATT_PART_RECORD;  // one head's records
     for (int e = c0 * v.k + threadIdx.x * 4; e < (c1 + 1) * v.k; e += CONSUMER_THREADS * 4) {
         const int h = e / hd, d = e % hd;
-        const float* r = records + (long)h * STRIDE;
+        const float* r = records + (long)h * ATT_HEAD_RECORDS;
         float mx = -3.0e38f;
 #pragma unroll
         for (int q = 0; q < ATT_KV_SPLIT; ++q) mx = fmaxf(mx, r[q * ATT_PART_RECORD + hd]);
@@ -1368,19 +1370,23 @@ __device__ void lm_head_body(const Model& m, const Globals& g, const Layer& L, c
 // (the generated ATT_KV_SPLIT parts; mkc_catalogue::attention_part_positions).
 #define att_part_max(max_seq) (((max_seq) + ATT_KV_SPLIT - 1) / ATT_KV_SPLIT)
 
-// Attention task t: its KV head, its first query head, and the positions [lo, hi) of a
-// len-position history it reads: part t mod ATT_KV_SPLIT, in runs of ceil(len / parts)
-// (mkc_ir::work::kv_part; the lowering orders a group's parts consecutively).
+// Attention task t at position p: its KV head, its first query head, its part, and the
+// positions lo .. lo + n - 1 of the p + 1 it reads (part t mod ATT_KV_SPLIT, in runs of
+// ceil((p + 1) / parts): mkc_ir::work::kv_part; the lowering orders a group's parts
+// consecutively). With chunks of C positions, its first chunk holds `first` of them, the first
+// `hist` of which earlier steps wrote: what the persistent producer copies ahead, and what the
+// body waits for.
 struct AttTask {
-    int kvh, qh0, part, lo, hi;
+    int kvh, qh0, part, lo, n, first, hist;
 };
-__device__ __forceinline__ AttTask att_task(const Model& m, int t, int len) {
+__device__ __forceinline__ AttTask att_task(const Model& m, int t, int p, int C) {
     const int gq = m.heads / m.kv_heads, hp = gq / m.attn_split;
     const int part = t % ATT_KV_SPLIT, group = t / ATT_KV_SPLIT;
     const int kvh = group / m.attn_split, split = group % m.attn_split;
-    const int per = (len + ATT_KV_SPLIT - 1) / ATT_KV_SPLIT;
-    const int lo = min(len, part * per);
-    return AttTask{kvh, kvh * gq + split * hp, part, lo, min(len, lo + per)};
+    const int len = p + 1, per = (len + ATT_KV_SPLIT - 1) / ATT_KV_SPLIT;
+    const int lo = min(len, part * per), n = min(len, lo + per) - lo;
+    const int first = min(n, C);
+    return AttTask{kvh, kvh * gq + split * hp, part, lo, n, first, max(0, min(p - lo, first))};
 }
 
 // Slices of the positions attention's output sums over on `nt` threads for `outs` outputs: the
@@ -1451,21 +1457,25 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     int gq = m.heads / m.kv_heads;
     int hp = gq / m.attn_split;
     int hd = m.head_dim;
+    // The chunk C is whatever the host's dynamic shared memory holds beside q and the scores
+    // (mkc_catalogue::attention_chunk sizes it to the SM), so no parameter of any kernel changes.
+    unsigned smem_bytes;
+    unsigned char* smem = work.att_smem(smem_bytes);
+    const int C = kv_chunk_of(smem_bytes, hp, hd, att_part_max(m.max_seq));
     // The position is written by the host before the step, so it may be read before the wait.
     int p = *g.pos;
-    int len = p + 1;
     // This task's part of the history: positions [lo, lo + n) (all of it without split-KV).
-    const AttTask at = att_task(m, work.task(), len);
-    const int kvh = at.kvh, qh0 = at.qh0, lo = at.lo, n = at.hi - at.lo;
+    const AttTask at = att_task(m, work.task(), p, C);
+    const int kvh = at.kvh, qh0 = at.qh0, lo = at.lo, n = at.n, first = at.first, hist = at.hist;
     // Without split-KV the task writes its heads' outputs; with it, each head's partial record
     // of this part (mkc_ir::work::attention_part_row): outputs, softmax maximum and sum.
-    float* rec = L.attn + ((long)qh0 * ATT_KV_SPLIT + at.part) * ATT_PART_RECORD;
+    float* rec = L.attn + (long)qh0 * ATT_HEAD_RECORDS + at.part * ATT_PART_RECORD;
 #ifdef MKC_ABLATE_ATTENTION
     deps.issued();
     deps.wait();
     if (ATT_KV_SPLIT > 1) {
         for (int i = threadIdx.x; i < hp * ATT_PART_RECORD; i += NT)
-            rec[(i / ATT_PART_RECORD) * ATT_KV_SPLIT * ATT_PART_RECORD + i % ATT_PART_RECORD] = 0.f;
+            rec[(i / ATT_PART_RECORD) * ATT_HEAD_RECORDS + i % ATT_PART_RECORD] = 0.f;
     } else {
         for (int i = threadIdx.x; i < hp * hd; i += NT) L.attn[qh0 * hd + i] = 0.f;
     }
@@ -1473,11 +1483,6 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     if (u64* bar = work.kv_history(parity_ablated)) mbar_wait(bar, parity_ablated);  // lands before reuse
     return;
 #endif
-    // The chunk C is whatever the host's dynamic shared memory holds beside q and the scores
-    // (mkc_catalogue::attention_chunk sizes it to the SM), so no parameter of any kernel changes.
-    unsigned smem_bytes;
-    unsigned char* smem = work.att_smem(smem_bytes);
-    const int C = kv_chunk_of(smem_bytes, hp, hd, att_part_max(m.max_seq));
     const bf16* kc = L.k_cache + (long)kvh * m.max_seq * hd;
     const bf16* vc = L.v_cache + (long)kvh * m.max_seq * hd;
     // Layout: [K chunk | V chunk | q (hp x hd floats) | scores (hp x the part's positions)].
@@ -1486,10 +1491,6 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     float* q = (float*)(vbuf + C * hd);
     float* scores = q + hp * hd;
     int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    // Positions lo .. lo + first - 1 are the first chunk; those before p (hist of them) were
-    // written by earlier steps.
-    int first = n < C ? n : C;
-    int hist = p - lo < first ? (p - lo > 0 ? p - lo : 0) : first;
     // The history of the first chunk: copied by the persistent producer ahead of the
     // instruction (kv_bar, landing on its mbarrier), else issued here.
     unsigned kv_parity;
@@ -1532,8 +1533,7 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     }
     body_sync<Work>();
     mark(MARK_SUB1);
-    if (ATT_KV_SPLIT > 1) softmax_rows(scores, hp, n, NT / 32, warp, lane, rec + hd, ATT_KV_SPLIT * ATT_PART_RECORD);
-    else softmax_rows(scores, hp, n, NT / 32, warp, lane);
+    softmax_rows(scores, hp, n, NT / 32, warp, lane, ATT_KV_SPLIT > 1 ? rec + hd : nullptr, ATT_HEAD_RECORDS);
     mark(MARK_SUB2);  // softmax of warp 0's head done
     // Output: thread (h, d, slice) sums p[h][pos] * V[pos][d] over the positions of its slice
     // (pos = slice mod slices); the slices are added through shared memory at the end.
@@ -1585,7 +1585,7 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     for (int idx = tid; idx < outs; idx += NT) {
         float sum = 0.f;
         for (int sl = 0; sl < slices; ++sl) sum += red[sl * outs + idx];
-        if (ATT_KV_SPLIT > 1) rec[(idx / hd) * ATT_KV_SPLIT * ATT_PART_RECORD + idx % hd] = sum;
+        if (ATT_KV_SPLIT > 1) rec[(idx / hd) * ATT_HEAD_RECORDS + idx % hd] = sum;
         else if (ATTN_FRAGMENTS) store_fragment_value(L.attn, qh0 * hd + idx, sum);
         else L.attn[qh0 * hd + idx] = sum;
     }
@@ -2007,10 +2007,8 @@ __device__ void persistent_producer(const Model& m, const Globals& g, const Pers
             }
             const int gq = m.heads / m.kv_heads, hp = gq / m.attn_split, hd = m.head_dim;
             const int C = kv_chunk_of(PERSISTENT_ATT_BYTES, hp, hd, att_part_max(m.max_seq));
-            const int pos = *g.pos, len = pos + 1;
-            const AttTask at = att_task(m, ins.first, len);
-            const int n = at.hi - at.lo, first = n < C ? n : C;
-            const int hist = pos - at.lo < first ? (pos - at.lo > 0 ? pos - at.lo : 0) : first;
+            const AttTask at = att_task(m, ins.first, *g.pos, C);
+            const int hist = at.hist;
             const long kv0 = ((long)at.kvh * m.max_seq + at.lo) * hd;
             bf16* kbuf = (bf16*)(smem_raw + PERSISTENT_ATT_OFFSET);
             bf16* vbuf = kbuf + C * hd;

@@ -121,9 +121,7 @@ pub(crate) fn attention_vectors_smem(model: &Model) -> u32 {
 /// ([`mkc_ir::work::kv_part`]'s first part; the kernels size the scores by the same
 /// `ATT_KV_SPLIT`).
 pub fn attention_part_positions(model: &Model) -> u32 {
-    let w = &model.workload;
-    let (lo, hi) = mkc_ir::work::kv_part(w.max_seq_len, 0, model.lowering.attention_kv_split);
-    hi - lo
+    model.attention_part_len(model.workload.max_seq_len)
 }
 
 /// How a streaming matvec kernel lays out its CTA: its work geometry and what it stages.

@@ -218,8 +218,7 @@ pub fn persistent_layout(model: &Model) -> Result<PersistentLayout, Unsupported>
         None => {
             // The middle step's history, or its first part under split-KV.
             let typical = w.typical_kv_len().min(w.max_seq_len);
-            let (lo, hi) = mkc_ir::work::kv_part(typical, 0, model.lowering.attention_kv_split);
-            let history = (hi - lo).max(min_chunk);
+            let history = model.attention_part_len(typical).max(min_chunk);
             fit(history).clamp(warps.min(most), most)
         }
     };

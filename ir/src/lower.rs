@@ -121,15 +121,9 @@ pub fn shard_edges(model: &Model) -> Vec<ShardEdgeSpec> {
     let g = &model.geometry;
     let s = &model.lowering.vtp_shards;
     let rows_of = |kind| crate::work::matvec(model, kind).map_or(1, |w| w.task_rows());
-    // An attention task's output rows; with split-KV, the records of its heads' every part
-    // (whole heads, so that a shard holds every part of them).
-    let parts = model.lowering.attention_kv_split;
-    let attn_tile = model.heads_per_attention_task()
-        * if parts > 1 {
-            parts * crate::work::attention_part_record(g.head_dim)
-        } else {
-            g.head_dim
-        };
+    // The output rows of a query group's attention tasks: its heads' rows, every part's
+    // records under split-KV (whole heads, so that a shard holds every part of them).
+    let attn_tile = model.heads_per_attention_task() * model.attention_rows_per_head();
     let spec = |field, shards, tensor, rows: u64, producer_tile_rows| ShardEdgeSpec {
         field,
         shards,
@@ -438,6 +432,8 @@ impl<'m> Builder<'m> {
         let parts = m.lowering.attention_kv_split.max(1);
         let record = crate::work::attention_part_record(hd);
         let out_rows = u32::try_from(m.attention_out_rows()).expect("validated tensor rows");
+        // Rows one task writes: its heads' outputs, or their records of its part.
+        let task_rows = hp * m.attention_rows_per_head() / parts;
         self.op(
             OpHead {
                 kind: OpKind::Attention,
@@ -453,17 +449,14 @@ impl<'m> Builder<'m> {
                     for s in 0..split {
                         let q_head = kv_head * hp * split + s * hp;
                         for p in 0..parts {
-                            let (writes, out_floats): (Accesses, u32) = if parts == 1 {
-                                (smallvec![part(out, q_head * hd, hp * hd)], hp * hd)
+                            let writes: Accesses = if parts == 1 {
+                                smallvec![part(out, q_head * hd, task_rows)]
                             } else {
                                 let row =
                                     |h| crate::work::attention_part_row(h, p, parts, hd) as u32;
-                                (
-                                    (q_head..q_head + hp)
-                                        .map(|h| part(out, row(h), record))
-                                        .collect(),
-                                    hp * record,
-                                )
+                                (q_head..q_head + hp)
+                                    .map(|h| part(out, row(h), record))
+                                    .collect()
                             };
                             tiles.push(TileSpec {
                                 row_tile: (kv_head * split + s) * parts + p,
@@ -476,7 +469,7 @@ impl<'m> Builder<'m> {
                                 writes,
                                 cost: TaskCost {
                                     activation_read_bytes: (hp as u64 + 2) * hd as u64 * a,
-                                    write_bytes: out_floats as u64 * a,
+                                    write_bytes: task_rows as u64 * a,
                                     kv_bytes_per_token: 2 * hd as u64 * e,
                                     flops_per_token: 4 * hp as u64 * hd as u64,
                                     kv_part: p,

@@ -479,17 +479,29 @@ impl Model {
         self.geometry.heads / self.geometry.kv_heads / self.lowering.attention_split
     }
 
-    /// Rows of attention's output tensor: the output vector (`q_dim`), or with split-KV one
-    /// partial record per query head and part, head-major (`crate::work::attention_part_row`).
-    pub fn attention_out_rows(&self) -> u64 {
-        let parts = self.lowering.attention_kv_split as u64;
+    /// Rows of attention's output tensor each query head owns: its `head_dim` outputs, or with
+    /// split-KV one partial record per part (`crate::work::attention_part_row`). The tensor is
+    /// head-major either way.
+    pub fn attention_rows_per_head(&self) -> u32 {
+        let parts = self.lowering.attention_kv_split;
         if parts <= 1 {
-            self.q_dim() as u64
+            self.geometry.head_dim
         } else {
-            self.geometry.heads as u64
-                * parts
-                * crate::work::attention_part_record(self.geometry.head_dim) as u64
+            parts * crate::work::attention_part_record(self.geometry.head_dim)
         }
+    }
+
+    /// Rows of attention's output tensor: the output vector (`q_dim`), or with split-KV one
+    /// partial record per query head and part.
+    pub fn attention_out_rows(&self) -> u64 {
+        self.geometry.heads as u64 * self.attention_rows_per_head() as u64
+    }
+
+    /// The most positions of a `len`-position KV history one attention task reads: its first
+    /// (longest) part under split-KV (`crate::work::kv_part`), else all of it.
+    pub fn attention_part_len(&self, len: u32) -> u32 {
+        let (lo, hi) = crate::work::kv_part(len, 0, self.lowering.attention_kv_split);
+        hi - lo
     }
 }
 

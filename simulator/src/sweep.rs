@@ -334,26 +334,8 @@ fn validate(model: &Model, spec: &SweepSpec, spec_file: &str) -> Result<(), Inpu
         }
     }
     // Each shard set with each part count (a shard count may split one part count's records).
-    let shards: Vec<(Option<usize>, VtpShards)> = if spec.vtp_shards.is_empty() {
-        vec![(None, model.lowering.vtp_shards.clone())]
-    } else {
-        spec.vtp_shards
-            .iter()
-            .cloned()
-            .enumerate()
-            .map(|(i, v)| (Some(i), v))
-            .collect()
-    };
-    let parts: Vec<(Option<usize>, u32)> = if spec.attention_kv_split.is_empty() {
-        vec![(None, model.lowering.attention_kv_split)]
-    } else {
-        spec.attention_kv_split
-            .iter()
-            .copied()
-            .enumerate()
-            .map(|(i, v)| (Some(i), v))
-            .collect()
-    };
+    let shards = listed(&spec.vtp_shards, &model.lowering.vtp_shards);
+    let parts = listed(&spec.attention_kv_split, &model.lowering.attention_kv_split);
     for (vi, v) in &shards {
         for (ki, k) in &parts {
             let mut m = model.clone();
@@ -388,6 +370,20 @@ fn validate(model: &Model, spec: &SweepSpec, spec_file: &str) -> Result<(), Inpu
         }
     }
     Ok(())
+}
+
+/// A lowering axis's values with their index in the spec's list, or the model's own value
+/// (no index) where the spec leaves the list out.
+fn listed<T: Clone>(list: &[T], model_value: &T) -> Vec<(Option<usize>, T)> {
+    if list.is_empty() {
+        vec![(None, model_value.clone())]
+    } else {
+        list.iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, v)| (Some(i), v))
+            .collect()
+    }
 }
 
 /// Simulates one point at the model's typical KV length.

@@ -43,8 +43,7 @@ pub fn attention_extra_chunks_ns(
         return 0.0;
     };
     // A task reads its part of the history (split-KV): the first part is the longest.
-    let (lo, hi) = mkc_ir::work::kv_part(kv_len, 0, m.lowering.attention_kv_split);
-    let kv_len = hi - lo;
+    let kv_len = m.attention_part_len(kv_len);
     if ablate.attention || kv_len <= chunk {
         return 0.0;
     }

@@ -477,15 +477,14 @@ mod tests {
             let (direct, _) = simulate(&with_figures, &device, &sim, None).unwrap();
             assert_eq!(p.step.step_us, direct.step.step_us, "{target:?}");
             // Taken as written (a schedule file), the figures are not reapplied.
-            let as_written = predict(&model, &s, true, Trigger::Early, false, None, None)
-                .unwrap()
-                .report;
+            let written = |bandwidth, growth| {
+                predict(&model, &s, true, Trigger::Early, false, bandwidth, growth).unwrap()
+            };
+            let as_written = written(None, None).report;
             let (plain, _) = simulate(&s, &device, &sim, None).unwrap();
             assert_eq!(as_written.step.step_us, plain.step.step_us, "{target:?}");
             // At a measured bandwidth, the figure `simulate --bandwidth` gives.
-            let at = predict(&model, &s, true, Trigger::Early, false, Some(3070.0), None)
-                .unwrap()
-                .report;
+            let at = written(Some(3070.0), None).report;
             let mut slower = device.clone();
             slower.read_bandwidth_gbps = 3070.0;
             let (direct_at, _) = simulate(&s, &slower, &sim, None).unwrap();
@@ -493,34 +492,16 @@ mod tests {
             assert!(at.step.step_us > plain.step.step_us, "{target:?}");
             // The growth is the slope between the two KV lengths' steps, as simulated.
             let (first, last) = (200, 1200);
-            let g = predict(
-                &model,
-                &s,
-                true,
-                Trigger::Early,
-                false,
-                None,
-                Some((first, last)),
-            )
-            .unwrap()
-            .growth_us_per_100
-            .unwrap();
+            let g = written(None, Some((first, last)))
+                .growth_us_per_100
+                .unwrap();
             let step = |kv| mkc_simulator::simulate_step(&s, &device, &sim, kv).step_ns / 1e3;
             let want = (step(last) - step(first)) / 10.0;
             assert!(
                 (g - want).abs() < 1e-9 && g > 0.0,
                 "{target:?}: {g} against {want}"
             );
-            let none = predict(
-                &model,
-                &s,
-                true,
-                Trigger::Early,
-                false,
-                None,
-                Some((first, first)),
-            );
-            assert_eq!(none.unwrap().growth_us_per_100, None);
+            assert_eq!(written(None, Some((first, first))).growth_us_per_100, None);
         }
     }
 }

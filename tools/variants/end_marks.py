@@ -21,10 +21,10 @@ import sys
 assert len(sys.argv) == 1, __doc__
 src = (pathlib.Path(__file__).resolve().parents[2] / "backend/kernels/mkc.cu").read_text()
 edits = [
-    ("    body_sync<Work>();\n    mark(MARK_SUB1);\n    if (ATT_KV_SPLIT > 1)",
-     "    body_sync<Work>();\n    if (ATT_KV_SPLIT > 1)"),
-    ("    else softmax_rows(scores, hp, n, NT / 32, warp, lane);\n    mark(MARK_SUB2);  // softmax of warp 0's head done\n",
-     "    else softmax_rows(scores, hp, n, NT / 32, warp, lane);\n"),
+    ("    body_sync<Work>();\n    mark(MARK_SUB1);\n    softmax_rows(",
+     "    body_sync<Work>();\n    softmax_rows("),
+    ("ATT_HEAD_RECORDS);\n    mark(MARK_SUB2);  // softmax of warp 0's head done\n",
+     "ATT_HEAD_RECORDS);\n"),
     ("    body_sync<Work>();\n    // Every staged row, q and the scores are consumed:",
      "    mark(MARK_SUB1);  // variant: the output loop done\n    body_sync<Work>();\n    // Every staged row, q and the scores are consumed:"),
     ("        else L.attn[qh0 * hd + idx] = sum;\n    }\n}\n",
