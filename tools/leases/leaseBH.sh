@@ -7,7 +7,7 @@
 # attention (lease BH, predicted)". Files (.device/): mkc, gpu_test (`cargo test --release -p
 # mkc-backend --test gpu --no-run`'s binary), kv2.ron and kv4.ron (models/llama1b_tuned.ron
 # with `attention_kv_split: 2` / `4` under `lowering`).
-LIMIT=250 ARCHIVE=bh.tgz
+LIMIT=420 ARCHIVE=bh.tgz
 source tools/leases/common.sh
 export TARGETS=persistent,pdl
 gpu_tests
