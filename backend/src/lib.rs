@@ -15,6 +15,7 @@ pub mod fragments;
 pub mod gpu;
 pub mod kernels;
 pub mod launch_plan;
+pub mod line_fit;
 pub mod persistent_plan;
 pub mod reference;
 pub mod timeline;

@@ -138,23 +138,16 @@ impl ClockFit {
     /// The least-squares line through `points` (cycles, ns), or the nominal rate through
     /// their mean where they span too little time.
     fn through(points: &[(f64, f64)], nominal_ghz: f64) -> ClockFit {
-        let n = points.len() as f64;
-        let (mx, my) = points
-            .iter()
-            .fold((0.0, 0.0), |(a, b), &(x, y)| (a + x / n, b + y / n));
-        let (sxx, sxy) = points.iter().fold((0.0, 0.0), |(a, b), &(x, y)| {
-            (a + (x - mx) * (x - mx), b + (x - mx) * (y - my))
-        });
         let span = points.iter().map(|p| p.1).fold(f64::MIN, f64::max)
             - points.iter().map(|p| p.1).fold(f64::MAX, f64::min);
-        let ghz = if span >= FIT_MIN_SPAN_NS && sxy > 0.0 {
-            sxx / sxy
-        } else {
-            nominal_ghz
-        };
+        let line = crate::line_fit::Line::through(points);
+        let ns_per_cycle = line
+            .filter(|l| span >= FIT_MIN_SPAN_NS && l.slope > 0.0)
+            .map_or(1.0 / nominal_ghz, |l| l.slope);
+        let (mx, my) = crate::line_fit::mean_point(points).unwrap_or_default();
         ClockFit {
-            ghz,
-            offset: my - mx / ghz,
+            ghz: 1.0 / ns_per_cycle,
+            offset: my - mx * ns_per_cycle,
         }
     }
 

@@ -497,22 +497,15 @@ pub fn mean(v: &[f64]) -> f64 {
 /// whether a target's spread (p10 to p90) is its attention growing with the KV history or noise
 /// (NaN when there are fewer than two positions).
 pub fn context_growth_per_100(v: &[f64], per_run: usize) -> f64 {
-    if per_run < 2 || v.len() < 2 {
+    if per_run < 2 {
         return f64::NAN;
     }
-    let x = |i: usize| (i % per_run) as f64;
-    let n = v.len() as f64;
-    let mx = (0..v.len()).map(x).sum::<f64>() / n;
-    let my = mean(v);
-    let (mut sxy, mut sxx) = (0.0, 0.0);
-    for (i, y) in v.iter().enumerate() {
-        sxy += (x(i) - mx) * (y - my);
-        sxx += (x(i) - mx) * (x(i) - mx);
-    }
-    if sxx == 0.0 {
-        return f64::NAN;
-    }
-    100.0 * sxy / sxx
+    let points: Vec<(f64, f64)> = v
+        .iter()
+        .enumerate()
+        .map(|(i, &y)| ((i % per_run) as f64, y))
+        .collect();
+    mkc_backend::line_fit::Line::through(&points).map_or(f64::NAN, |l| 100.0 * l.slope)
 }
 
 /// (median, p10, p90) of a sample.
