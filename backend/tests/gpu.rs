@@ -100,6 +100,9 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
                     o.unwritten,
                     if o.passed() { "" } else { "  FAILED" }
                 );
+                if !o.worst.is_empty() {
+                    eprintln!("    {}", o.worst);
+                }
                 if !o.passed() {
                     failed.push(format!("{name} {} {}", c.operator, o.buffer));
                 }
