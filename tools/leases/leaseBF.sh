@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run.) Lease BF (any card): the run's workload now sizes the persistent layout and the
+# (Run 2026-12-07 on an H100: docs/perf.md "Lease BF"; its variant is now in the commit tools/variants/README names.) Lease BF (any card): the run's workload now sizes the persistent layout and the
 # prediction (`--prompt-len`/`--tokens` feed `workload`), and the model charges attention's KV
 # chunks past the first. At a 1,024-token prompt the persistent kernel gets 7 ring slots and
 # 388-position chunks (was 11 and 132): against 11 slots (lease BE's layout) and pdl. At the

@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run.) Lease BG (any card): the held ladder with the dependency chain split. The
+# (Run 2026-12-07 on an H100: docs/perf.md "Lease BG".) Lease BG (any card): the held ladder with the dependency chain split. The
 # weights rung (no weight page copied) is the persistent step's dependency chain alone; four new
 # rungs remove attention, the activation loads or the page math from that chain, and last all of
 # its work with its waits (what is left: the instruction streams' dispatch). docs/perf.md "The

@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run.) Lease BH (any card): split-KV attention (`lowering.attention_kv_split`) on the
+# (Run 2026-12-07 on an H100: docs/perf.md "Lease BH".) Lease BH (any card): split-KV attention (`lowering.attention_kv_split`) on the
 # GPU for the first time. The GPU tests (the operator checks now run the tuned layout with 3 KV
 # parts: attention's partial records against the CPU, the O-projection merging random ones),
 # then the bench's CPU reference check and timings at P32/D128 (1 and 2 parts) and at a
