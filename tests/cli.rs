@@ -1214,3 +1214,47 @@ fn simulate_takes_the_runs_workload() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--tokens"), "{}", stderr(&o));
 }
+
+/// A model that leaves `lowering.attention_kv_split` unset takes the part count its run's
+/// workload chooses (4 at a 1,024-token prompt, said on stderr; 1 at the file's P32/D128, said
+/// nowhere), a compiled schedule records it, and a model file's own value stays.
+#[test]
+fn the_runs_workload_chooses_unset_split_kv_parts() {
+    let parts_in = |model: &str, extra: &[&str]| {
+        let file = scratch(&format!("parts-{}.json", extra.len()));
+        let mut a = vec![
+            "compile",
+            model,
+            "--target",
+            "pdl",
+            "-o",
+            file.to_str().unwrap(),
+        ];
+        a.extend_from_slice(extra);
+        let o = mkc(&a);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let parts = v["model"]["lowering"]["attention_kv_split"].as_u64();
+        (parts, stderr(&o))
+    };
+    let tuned = "models/llama1b_tuned.ron";
+    let (short, said) = parts_in(tuned, &[]);
+    assert_eq!(short, Some(1));
+    assert!(!said.contains("attention_kv_split"), "{said}");
+    let (long, said) = parts_in(tuned, &["--prompt-len", "1024", "--tokens", "64"]);
+    assert_eq!(long, Some(4));
+    assert!(said.contains("attention_kv_split = 4"), "{said}");
+    let fixed = scratch("two-parts.ron");
+    let text = std::fs::read_to_string(tuned).unwrap().replace(
+        "attention_split: 4,",
+        "attention_split: 4, attention_kv_split: 2,",
+    );
+    std::fs::write(&fixed, text).unwrap();
+    let (kept, said) = parts_in(
+        fixed.to_str().unwrap(),
+        &["--prompt-len", "1024", "--tokens", "64"],
+    );
+    assert_eq!(kept, Some(2));
+    assert!(!said.contains("attention_kv_split"), "{said}");
+}

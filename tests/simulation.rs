@@ -473,7 +473,7 @@ fn split_kv_shortens_a_long_contexts_step() {
     let step = |parts: u32, target| {
         let mut model = mkc_ir::embedded::resolve_model("llama1b").unwrap();
         model.lowering.attention_split = 4;
-        model.lowering.attention_kv_split = parts;
+        model.lowering.attention_kv_split = Some(parts);
         model.workload.prompt_len = 1024;
         model.workload.generate = 64;
         let s = schedule(&model, &dev, target);

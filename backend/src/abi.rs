@@ -358,7 +358,7 @@ pub fn model_header(model: &mkc_ir::Model) -> String {
     // record (mkc_ir::work), which attention writes and the O-projection merges.
     s += &format!(
         "#define ATT_KV_SPLIT {}\n#define ATT_PART_RECORD {}\n",
-        model.lowering.attention_kv_split.max(1),
+        model.lowering.kv_parts(),
         mkc_ir::work::attention_part_record(model.geometry.head_dim)
     );
     // Pages per task of each matvec (`mkc_ir::work`), the 256-column groups of its K chunk

@@ -11,7 +11,7 @@ use mkc_ir::Model;
 
 /// Parts of `model`'s split-KV attention (1 without).
 fn parts(model: &Model) -> usize {
-    model.lowering.attention_kv_split.max(1) as usize
+    model.lowering.kv_parts() as usize
 }
 
 /// The output vector (`q_dim` values) that attention's output tensor `words` (its
@@ -65,7 +65,7 @@ mod tests {
 
     fn split_model(parts: u32) -> Model {
         let mut m = mkc_ir::embedded::resolve_model("llama1b").unwrap();
-        m.lowering.attention_kv_split = parts;
+        m.lowering.attention_kv_split = Some(parts);
         m
     }
 

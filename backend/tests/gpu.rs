@@ -56,7 +56,7 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
                 match name {
                     "tuned_1_shard" => m.lowering.vtp_shards.up_gate_down = 1,
                     "tuned_2_shards" => m.lowering.vtp_shards.up_gate_down = 2,
-                    "tuned_kv_split_3" => m.lowering.attention_kv_split = 3,
+                    "tuned_kv_split_3" => m.lowering.attention_kv_split = Some(3),
                     _ => {}
                 }
                 m

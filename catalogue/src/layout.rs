@@ -254,7 +254,7 @@ pub fn streamable_k(k: u32) -> bool {
 /// split-KV partial records: then their whole input vector (each chunk at its own offset; an
 /// instruction stages the chunks of its own tasks).
 pub fn staged_input(model: &Model, kind: OpKind, work: &MatvecWork) -> u32 {
-    let split_kv = model.lowering.attention_kv_split > 1;
+    let split_kv = model.lowering.kv_parts() > 1;
     match kind {
         // Split-KV partial records are merged as they are staged (the kernels' merge_parts).
         OpKind::OProj if split_kv => work.k * work.splits,

@@ -5,12 +5,14 @@
 
 pub mod ablation;
 pub mod choose;
+pub mod kv_parts;
 pub mod launch;
 pub mod layout;
 pub mod persistent;
 
 pub use ablation::Ablation;
 pub use choose::choose_lowering;
+pub use kv_parts::kv_parts_for;
 pub use launch::{cta_tasks, declared_resources, grid, GridShape, ResourceSource, Resources};
 pub use layout::{
     att_threads, attention_chunk, attention_part_positions, blocked_k, consumer_warps,

@@ -83,8 +83,7 @@ enum Stream {
 pub fn task_count(model: &Model) -> u64 {
     let g = &model.geometry;
     let l = &model.lowering;
-    let mut per_layer =
-        g.kv_heads as u64 * l.attention_split as u64 * l.attention_kv_split.max(1) as u64;
+    let mut per_layer = g.kv_heads as u64 * l.attention_split as u64 * l.kv_parts() as u64;
     let mut lm = 0;
     for kind in crate::work::MATVECS {
         let Some(w) = crate::work::matvec(model, kind) else {
@@ -429,7 +428,7 @@ impl<'m> Builder<'m> {
         let hp = m.heads_per_attention_task();
         let (q_dim, kv_dim) = (m.q_dim(), m.kv_dim());
         let split = m.lowering.attention_split;
-        let parts = m.lowering.attention_kv_split.max(1);
+        let parts = m.lowering.kv_parts();
         let record = crate::work::attention_part_record(hd);
         let out_rows = u32::try_from(m.attention_out_rows()).expect("validated tensor rows");
         // Rows one task writes: its heads' outputs, or their records of its part.
@@ -490,7 +489,7 @@ impl<'m> Builder<'m> {
     /// record of the heads those columns belong to (merged as the chunk is staged).
     fn o_proj(&mut self, layer: u32, attn: TensorId) -> Added {
         let m = self.model;
-        let parts = m.lowering.attention_kv_split.max(1);
+        let parts = m.lowering.kv_parts();
         let hd = m.geometry.head_dim;
         let input = move |c: u32, k: u32| -> (u32, u32) {
             if parts == 1 {

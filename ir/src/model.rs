@@ -319,9 +319,12 @@ pub struct Lowering {
     /// Parts each attention task's KV history is dealt over (split-KV): each part is a task of
     /// its own, writing a partial output with its softmax maximum and sum
     /// ([`crate::work::attention_part_record`]), which the O-projection merges as it stages its
-    /// input. 1 (the default) keeps one task per history. More parts shorten a long history's
-    /// dependent chunk passes and spread them over more SMs; each costs a partial record.
-    pub attention_kv_split: u32,
+    /// input. More parts shorten a long history's dependent chunk passes and spread them over
+    /// more SMs; each costs a partial record and a merge. Unset (the default), `mkc` chooses it
+    /// from the run's workload before anything is compiled (`mkc_catalogue::kv_parts_for`);
+    /// what reads the lowering before that takes one part ([`Lowering::kv_parts`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attention_kv_split: Option<u32>,
     /// VTP shard count of each operator edge.
     pub vtp_shards: VtpShards,
     /// Declared CTA resources of every kernel, used until compiled values exist.
@@ -335,10 +338,17 @@ impl Default for Lowering {
             matvec_task_pages: 2,
             lm_head_task_pages: 4,
             attention_split: 1,
-            attention_kv_split: 1,
+            attention_kv_split: None,
             vtp_shards: VtpShards::default(),
             kernel: KernelResources::default(),
         }
+    }
+}
+
+impl Lowering {
+    /// Split-KV parts: the model's `attention_kv_split`, or one where it is still unset.
+    pub fn kv_parts(&self) -> u32 {
+        self.attention_kv_split.unwrap_or(1)
     }
 }
 
@@ -483,7 +493,7 @@ impl Model {
     /// split-KV one partial record per part (`crate::work::attention_part_row`). The tensor is
     /// head-major either way.
     pub fn attention_rows_per_head(&self) -> u32 {
-        let parts = self.lowering.attention_kv_split;
+        let parts = self.lowering.kv_parts();
         if parts <= 1 {
             self.geometry.head_dim
         } else {
@@ -500,7 +510,7 @@ impl Model {
     /// The most positions of a `len`-position KV history one attention task reads: its first
     /// (longest) part under split-KV (`crate::work::kv_part`), else all of it.
     pub fn attention_part_len(&self, len: u32) -> u32 {
-        let (lo, hi) = crate::work::kv_part(len, 0, self.lowering.attention_kv_split);
+        let (lo, hi) = crate::work::kv_part(len, 0, self.lowering.kv_parts());
         hi - lo
     }
 }

@@ -344,15 +344,16 @@ fn check_lowering(m: &Model, file: &str) -> Result<(), InputError> {
         g.heads / g.kv_heads,
         "heads / kv_heads",
     )?;
-    positive(file, "lowering.attention_kv_split", l.attention_kv_split)?;
-    if l.attention_kv_split > m.workload.max_seq_len {
+    let kv_parts = l.kv_parts();
+    positive(file, "lowering.attention_kv_split", kv_parts)?;
+    if kv_parts > m.workload.max_seq_len {
         return Err(InputError::invalid(
             file,
             "lowering.attention_kv_split",
             format!(
                 "{} parts of a history of at most {} positions (workload.max_seq_len) leave \
                  parts that never hold a position",
-                l.attention_kv_split, m.workload.max_seq_len
+                kv_parts, m.workload.max_seq_len
             ),
             "use at most max_seq_len parts (a part per 64 or more positions is typical)",
         ));
@@ -364,7 +365,7 @@ fn check_lowering(m: &Model, file: &str) -> Result<(), InputError> {
             format!(
                 "{} partial records per head make attention's output {} rows, more than the \
                  {MAX_TENSOR_ROWS} rows a tensor may have",
-                l.attention_kv_split,
+                kv_parts,
                 m.attention_out_rows()
             ),
             "use fewer parts",

@@ -109,7 +109,7 @@ fn whole_tensor_edges_wait_for_every_producer_tile() {
 fn split_kv_attention_deals_the_history_and_the_o_projection_reads_every_part() {
     let mut m = resolve_model("llama1b").unwrap();
     m.lowering.attention_split = 4;
-    m.lowering.attention_kv_split = 4;
+    m.lowering.attention_kv_split = Some(4);
     m.lowering.vtp_shards.attention_o_proj = 4;
     m.validate("split").unwrap();
     let g = lower(&m);

@@ -231,7 +231,7 @@ pub fn grid(model: &Model, device: &DeviceProfile, spec: &SweepSpec) -> Vec<Poin
             device: device.clone(),
             sim: SimOptions::default(),
             vtp: model.lowering.vtp_shards.clone(),
-            kv_split: model.lowering.attention_kv_split,
+            kv_split: model.lowering.kv_parts(),
         }];
         for values in axes.iter().filter(|a| !a.is_empty()) {
             points = points
@@ -335,12 +335,12 @@ fn validate(model: &Model, spec: &SweepSpec, spec_file: &str) -> Result<(), Inpu
     }
     // Each shard set with each part count (a shard count may split one part count's records).
     let shards = listed(&spec.vtp_shards, &model.lowering.vtp_shards);
-    let parts = listed(&spec.attention_kv_split, &model.lowering.attention_kv_split);
+    let parts = listed(&spec.attention_kv_split, &model.lowering.kv_parts());
     for (vi, v) in &shards {
         for (ki, k) in &parts {
             let mut m = model.clone();
             m.lowering.vtp_shards = v.clone();
-            m.lowering.attention_kv_split = *k;
+            m.lowering.attention_kv_split = Some(*k);
             m.validate(spec_file).map_err(|e| match e {
                 InputError::Invalid {
                     file,
@@ -390,7 +390,7 @@ fn listed<T: Clone>(list: &[T], model_value: &T) -> Vec<(Option<usize>, T)> {
 fn simulate_point(model: &Model, p: &Point) -> SweepRow {
     let mut m = model.clone();
     m.lowering.vtp_shards = p.vtp.clone();
-    m.lowering.attention_kv_split = p.kv_split;
+    m.lowering.attention_kv_split = Some(p.kv_split);
     let opts = CompileOptions {
         target: p.target,
         policy: p.policy,

@@ -190,7 +190,7 @@ impl Session {
         let gpu = Gpu::open()?;
         let gpu_name = gpu.name.clone();
         // The knobs the model leaves unset take this card's measured best (its profile's).
-        super::take_card_knobs(&mut model, &profile_for(&gpu_name)?);
+        super::settle_unset_knobs(&mut model, &profile_for(&gpu_name)?);
         let source = match (&seed, &host) {
             (Some(s), _) => WeightSource::Random(*s),
             (None, Some(h)) => WeightSource::Host(h),

@@ -97,7 +97,7 @@ pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
     super::apply_tune(&mut model, args.tune.as_deref())?;
     super::override_workload(&mut model, args.prompt_len, args.tokens)?;
     let card = mkc_ir::embedded::resolve_device(&args.device)?;
-    super::take_card_knobs(&mut model, &card);
+    super::settle_unset_knobs(&mut model, &card);
     kernels::check_model(&model)?;
     // The cubin's file is created before the ~10 s compile, so that a bad path fails first.
     let cubin_error = |path: &std::path::Path, e: std::io::Error| {

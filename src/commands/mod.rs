@@ -82,7 +82,7 @@ impl crate::cli::SetupArgs {
         }
         // The knobs the model leaves unset are the card's, as the kernels built for it take
         // them: the schedule and its prediction describe that build.
-        take_card_knobs(&mut model, &device);
+        settle_unset_knobs(&mut model, &device);
         mkc_simulator::check_setup(&model, &file, &device, targets)?;
         Ok((model, device))
     }
@@ -190,10 +190,11 @@ pub fn apply_tune(
     Ok(())
 }
 
-/// Fills the knobs `model`'s tuning leaves unset from `card`'s (`Tuning::or_card`), and says on
-/// stderr which ones the card set, so that a knob a later check refuses is traced to the
-/// device profile rather than to the model file.
-pub fn take_card_knobs(model: &mut mkc_ir::Model, card: &mkc_ir::device::DeviceProfile) {
+/// Fills what `model` leaves unset, and says on stderr what was filled, so that a knob a later
+/// check refuses is traced to where it came from rather than to the model file: the tuning
+/// knobs from `card`'s (`Tuning::or_card`), then the split-KV parts from the run's workload
+/// (`mkc_catalogue::kv_parts_for`, which sizes them with those knobs).
+pub fn settle_unset_knobs(model: &mut mkc_ir::Model, card: &mkc_ir::device::DeviceProfile) {
     let merged = model.tuning.or_card(&card.tuning);
     let own = model.tuning.knobs();
     let filled: Vec<String> = merged
@@ -215,6 +216,21 @@ pub fn take_card_knobs(model: &mut mkc_ir::Model, card: &mkc_ir::device::DeviceP
         );
     }
     model.tuning = merged;
+    if model.lowering.attention_kv_split.is_none() {
+        let parts = mkc_catalogue::kv_parts_for(model);
+        if parts > 1 {
+            eprintln!(
+                "mkc: the workload's history ({} positions) takes lowering.attention_kv_split = \
+                 {parts}, so that each part fits one attention chunk (the model leaves it unset; \
+                 setting it overrides this)",
+                model
+                    .workload
+                    .prompt_len
+                    .saturating_add(model.workload.generate)
+            );
+        }
+        model.lowering.attention_kv_split = Some(parts);
+    }
 }
 
 /// Runs the parsed command line.

@@ -464,7 +464,7 @@ fn attention(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), Command
     // The probe times a task over its whole history: split-KV parts are that body on shorter
     // histories, so it runs the model unsplit.
     let mut whole = model.clone();
-    whole.lowering.attention_kv_split = 1;
+    whole.lowering.attention_kv_split = Some(1);
     let model = &whole;
     let chain = kernels::compile("sm_90a", model)?;
     let persistent = kernels::compile_persistent("sm_90a", model)?;

@@ -76,7 +76,7 @@ pub fn arb_model() -> impl Strategy<Value = Model> {
                         lm_head_task_pages: lm_task_pages,
                         attention_split: split,
                         // Split-KV: a history dealt over up to 4 parts (16 positions at most).
-                        attention_kv_split: pick(&[1, 1, 2, 3, 4], idx[9]),
+                        attention_kv_split: Some(pick(&[1, 1, 2, 3, 4], idx[9])),
                         vtp_shards: VtpShards {
                             qkv_attention: 1,
                             attention_o_proj: pick(&divisors(heads / hp), idx[4]),

@@ -103,7 +103,10 @@ fn poison(ptr: u64, bytes: usize, what: &str) -> Result<(), BackendError> {
 /// on both sides, and how many of its `hd` outputs are NaN; empty where every record matches.
 fn worst_record(got: &[f32], want: &[f32], record: usize, parts: usize, hd: usize) -> String {
     let error = |i: usize| {
-        let (g, w) = (&got[i * record..(i + 1) * record], &want[i * record..(i + 1) * record]);
+        let (g, w) = (
+            &got[i * record..(i + 1) * record],
+            &want[i * record..(i + 1) * record],
+        );
         let e = rel_l2(g, w);
         if e.is_finite() {
             e
@@ -118,7 +121,10 @@ fn worst_record(got: &[f32], want: &[f32], record: usize, parts: usize, hd: usiz
     if error(i) <= OPERATOR_TOLERANCE {
         return String::new();
     }
-    let (g, w) = (&got[i * record..(i + 1) * record], &want[i * record..(i + 1) * record]);
+    let (g, w) = (
+        &got[i * record..(i + 1) * record],
+        &want[i * record..(i + 1) * record],
+    );
     format!(
         "worst record: head {} part {}: max {} (cpu {}), sum {} (cpu {}), {} NaN outputs, rel L2 {:.2e}",
         i / parts,
@@ -186,7 +192,7 @@ impl Runner {
         let eps = g.norm_eps as f32;
         let layer = 1.min(self.layers.len() - 1);
         // Past the first KV chunk of every part (split-KV parts of ceil(len / parts)).
-        let parts = m.lowering.attention_kv_split.max(1) as usize;
+        let parts = m.lowering.kv_parts() as usize;
         let pos = (mkc_catalogue::attention_chunk(m) as usize * parts + 37).min(max_seq - 2);
         let mut rng = Inputs(seed);
         let shapes = crate::launch_plan::launch_plan(schedule, m)?;
@@ -369,7 +375,7 @@ impl Runner {
                     } else {
                         (lay.h, lay.d_part, inter, s_down, LayerTensor::Down)
                     };
-                    let split_kv = kind == OpKind::OProj && m.lowering.attention_kv_split > 1;
+                    let split_kv = kind == OpKind::OProj && m.lowering.kv_parts() > 1;
                     let (x, words) = if split_kv {
                         // Random partial records, their statistics included: the input is
                         // what they merge to (the O-projection merges as it stages).

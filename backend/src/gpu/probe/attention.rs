@@ -197,7 +197,7 @@ pub fn probe_attention(
     model: &Model,
     seed: u32,
 ) -> Result<AttentionProbe, BackendError> {
-    if model.lowering.attention_kv_split > 1 {
+    if model.lowering.kv_parts() > 1 {
         return Err(BackendError::Unsupported(
             "the attention probe times tasks over whole histories: build its kernels for the \
              model with lowering.attention_kv_split 1"
