@@ -1,0 +1,25 @@
+#!/bin/bash
+# (Not yet run.) Lease BJ (any card; after lease BI on the same machine): the persistent
+# producer's next descriptors ahead (`tools/variants/producer_ahead.py`) against main, on the
+# full step and on the ladder's two chain rungs (every kind of work removed; weights only),
+# whose builds are variants of mkc.cu with the ablation macros defined. docs/perf.md "The
+# producer's next descriptors ahead". Files (.device/): mkc, pa.ron + v_producer_ahead.cu
+# (`python3 tools/variants/producer_ahead.py`), allrm.ron + v_allrm.cu, wonly.ron + v_wonly.cu,
+# pa_allrm.ron + v_pa_allrm.cu, pa_wonly.ron + v_pa_wonly.cu (the ablation macros' defines,
+# under `#ifdef MKC_PERSISTENT`, above main's or the variant's mkc.cu).
+LIMIT=420 ARCHIVE=bj.tgz
+source tools/leases/common.sh
+export TARGETS=persistent,pdl
+rung() {  # NAME TUNE: the persistent step of one ablated build, unchecked
+    [ $SECONDS -gt $LIMIT ] && { echo "$1 skipped (time)"; return; }
+    timeout 80 $M bench $T --targets persistent --trials 2 --no-check --tune $2 > $W/$1.log 2>&1; echo "$1 rc=$? t=$SECONDS"
+    grep -E "^  persistent" $W/$1.log | head -1; keep
+}
+for r in a b; do
+    b main_$r
+    b pa_$r --tune .device/pa.ron
+    rung allrm_$r .device/allrm.ron
+    rung pa_allrm_$r .device/pa_allrm.ron
+    rung wonly_$r .device/wonly.ron
+    rung pa_wonly_$r .device/pa_wonly.ron
+done
