@@ -36,13 +36,18 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
     // up/gate and the LM head take their rows in blocks from the staged input, and the
     // O-projection (3072 columns) stages its input too. And the tuned layout with split-KV
     // attention in 3 parts: attention writes partial records (each part past its first KV
-    // chunk), the O-projection merges random ones as it stages them.
+    // chunk), the O-projection merges random ones as it stages them; and with 3 and 4 parts of
+    // a 512-position history (the check's position is then 510: each part within one chunk,
+    // as the workload's choice makes them), so that a fault shows whether it is the parts'
+    // or their further chunks'.
     for name in [
         "llama1b",
         "llama1b_tuned",
         "tuned_1_shard",
         "tuned_2_shards",
         "tuned_kv_split_3",
+        "kv_split_3_one_chunk",
+        "kv_split_4_one_chunk",
         "llama3b",
     ] {
         let model = match name {
@@ -57,6 +62,11 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
                     "tuned_1_shard" => m.lowering.vtp_shards.up_gate_down = 1,
                     "tuned_2_shards" => m.lowering.vtp_shards.up_gate_down = 2,
                     "tuned_kv_split_3" => m.lowering.attention_kv_split = Some(3),
+                    "kv_split_3_one_chunk" | "kv_split_4_one_chunk" => {
+                        m.lowering.attention_kv_split =
+                            Some(if name.contains('3') { 3 } else { 4 });
+                        m.workload.max_seq_len = 512;
+                    }
                     _ => {}
                 }
                 m
