@@ -194,7 +194,19 @@ fn deep(m: &Model, d: &DeviceProfile) {
 fn model(text: &str) -> bool {
     match Model::parse("fuzz", text) {
         Err(e) => refused(&e),
-        Ok(m) => {
+        Ok(mut m) => {
+            // As the commands settle it: split-KV parts the file leaves unset are the
+            // workload's choice, a power of two the model still validates with.
+            if m.lowering.attention_kv_split.is_none() {
+                let parts = mkc_catalogue::kv_parts_for(&m);
+                assert!(
+                    parts.is_power_of_two()
+                        && parts <= mkc_catalogue::kv_parts::MAX_CHOSEN_KV_PARTS
+                );
+                m.lowering.attention_kv_split = Some(parts);
+                m.validate("fuzz")
+                    .expect("the chosen split-KV parts validate");
+            }
             if mkc_ir::lower::task_count(&m) <= DEEP_TASKS {
                 deep(&m, &h200());
             }
