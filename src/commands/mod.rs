@@ -80,8 +80,9 @@ impl crate::cli::SetupArgs {
             // The range is enforced by the flag's parser.
             device = device.with_sms(n);
         }
-        // The knobs the model leaves unset are the card's, as the kernels built for it take
-        // them: the schedule and its prediction describe that build.
+        // The knobs the model leaves unset are the card's, and its split-KV parts the
+        // workload's, as the kernels built for it take them: the schedule and its prediction
+        // describe that build.
         settle_unset_knobs(&mut model, &device);
         mkc_simulator::check_setup(&model, &file, &device, targets)?;
         Ok((model, device))
