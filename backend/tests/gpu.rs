@@ -39,7 +39,7 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
     // chunk), the O-projection merges random ones as it stages them; and with 3 and 4 parts of
     // a 512-position history (the check's position is then 510: each part within one chunk,
     // as the workload's choice makes them), so that a fault shows whether it is the parts'
-    // or their further chunks'.
+    // or their further chunks'. And llama3b's 128-wide heads in 8 one-chunk parts.
     for name in [
         "llama1b",
         "llama1b_tuned",
@@ -49,9 +49,18 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
         "kv_split_3_one_chunk",
         "kv_split_4_one_chunk",
         "llama3b",
+        "llama3b_kv_split_8",
     ] {
         let model = match name {
             "llama1b" | "llama3b" => mkc_ir::embedded::resolve_model(name).unwrap(),
+            "llama3b_kv_split_8" => {
+                // 128-wide heads in 8 one-chunk parts: what the workload's choice takes for
+                // llama3b at a 1,000-token prompt.
+                let mut m = mkc_ir::embedded::resolve_model("llama3b").unwrap();
+                m.lowering.attention_kv_split = Some(8);
+                m.workload.max_seq_len = 512;
+                m
+            }
             _ => {
                 let mut m = mkc_ir::model::Model::parse(
                     "models/llama1b_tuned.ron",

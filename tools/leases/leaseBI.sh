@@ -3,7 +3,7 @@
 # (3 parts, 96 CTAs, `attn` rel L2 inf, where the end-to-end checks at 2 and 4 parts passed). The
 # check now also compares the partial records themselves and names the worst one (head, part,
 # maximum and sum against the CPU's, NaN outputs), beside 3 and 4 parts of one chunk each (a
-# 512-position history). Then the 1,024-token run at 2 parts with the
+# 512-position history), and llama3b's 128-wide heads in 8 one-chunk parts. Then the 1,024-token run at 2 parts with the
 # CPU reference check: its parts span two attention chunks each, as the failed check's did,
 # which no checked run has covered. Then two traced steps (`--timeline`, persistent, main's
 # P32/D128): the ladder's last rung (every kind of work removed: 238-242 µs in lease BG, where
