@@ -140,14 +140,19 @@ impl ClockFit {
     fn through(points: &[(f64, f64)], nominal_ghz: f64) -> ClockFit {
         let span = points.iter().map(|p| p.1).fold(f64::MIN, f64::max)
             - points.iter().map(|p| p.1).fold(f64::MAX, f64::min);
-        let line = crate::line_fit::Line::through(points);
+        let Some(line) = crate::line_fit::Line::through(points) else {
+            return ClockFit {
+                ghz: nominal_ghz,
+                offset: 0.0,
+            };
+        };
         let ns_per_cycle = line
-            .filter(|l| span >= FIT_MIN_SPAN_NS && l.slope > 0.0)
-            .map_or(1.0 / nominal_ghz, |l| l.slope);
-        let (mx, my) = crate::line_fit::mean_point(points).unwrap_or_default();
+            .slope
+            .filter(|&s| span >= FIT_MIN_SPAN_NS && s > 0.0)
+            .unwrap_or(1.0 / nominal_ghz);
         ClockFit {
             ghz: 1.0 / ns_per_cycle,
-            offset: my - mx * ns_per_cycle,
+            offset: line.mean_y - line.mean_x * ns_per_cycle,
         }
     }
 

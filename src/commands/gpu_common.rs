@@ -505,7 +505,9 @@ pub fn context_growth_per_100(v: &[f64], per_run: usize) -> f64 {
         .enumerate()
         .map(|(i, &y)| ((i % per_run) as f64, y))
         .collect();
-    mkc_backend::line_fit::Line::through(&points).map_or(f64::NAN, |l| 100.0 * l.slope)
+    mkc_backend::line_fit::Line::through(&points)
+        .and_then(|l| l.slope)
+        .map_or(f64::NAN, |s| 100.0 * s)
 }
 
 /// (median, p10, p90) of a sample.
