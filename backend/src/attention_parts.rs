@@ -59,6 +59,40 @@ pub fn merge(model: &Model, records: &[f32]) -> Vec<f32> {
     out
 }
 
+/// Writes query head `h`'s partial records of a `len`-position history into `records` (the
+/// tensor [`merge`] reads) as the kernels' attention writes them: for each part
+/// ([`mkc_ir::work::kv_part`]), its outputs divided by its softmax sum, then that maximum and
+/// sum; an empty part holds zeros, the kernels' maximum floor (-3e38) and a zero sum.
+/// `score(p)` is position p's scaled q·k, `value(p, d)` dimension d of its V row.
+pub fn write_head_records(
+    model: &Model,
+    records: &mut [f32],
+    h: usize,
+    len: usize,
+    score: impl Fn(usize) -> f32,
+    value: impl Fn(usize, usize) -> f32,
+) {
+    let (hd, s) = (model.geometry.head_dim as usize, parts(model));
+    let record = attention_part_record(model.geometry.head_dim) as usize;
+    for part in 0..s {
+        let (lo, hi) = mkc_ir::work::kv_part(len as u32, part as u32, s as u32);
+        let span = lo as usize..hi as usize;
+        let at = attention_part_row(h as u32, part as u32, s as u32, model.geometry.head_dim);
+        let r = &mut records[at as usize..at as usize + record];
+        let max = span.clone().map(&score).fold(-3.0e38f32, f32::max);
+        let sum: f32 = span.clone().map(|p| (score(p) - max).exp()).sum();
+        for (d, out) in r[..hd].iter_mut().enumerate() {
+            let o: f32 = span
+                .clone()
+                .map(|p| (score(p) - max).exp() * value(p, d))
+                .sum();
+            *out = if sum > 0.0 { o / sum } else { 0.0 };
+        }
+        r[hd] = max;
+        r[hd + 1] = sum;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,7 +113,6 @@ mod tests {
         // Scores and values of each head, a function of (head, position, dimension).
         let score = |h: usize, p: usize| ((h * 7 + p * 3) % 11) as f32 * 0.3 - 1.0;
         let value = |h: usize, p: usize, d: usize| ((h + p * 5 + d) % 13) as f32 * 0.1 - 0.6;
-        let record = attention_part_record(m.geometry.head_dim) as usize;
         let mut records = vec![0f32; m.attention_out_rows() as usize];
         let mut want = vec![0f32; heads * hd];
         for h in 0..heads {
@@ -90,23 +123,14 @@ mod tests {
                     .map(|p| (score(h, p) - mx).exp() / sum * value(h, p, d))
                     .sum();
             }
-            for part in 0..3u32 {
-                let (lo, hi) = mkc_ir::work::kv_part(len as u32, part, 3);
-                let at = attention_part_row(h as u32, part, 3, hd as u32) as usize;
-                let r = &mut records[at..at + record];
-                let ps = lo as usize..hi as usize;
-                let pm = ps.clone().map(|p| score(h, p)).fold(-3.0e38f32, f32::max);
-                let pl: f32 = ps.clone().map(|p| (score(h, p) - pm).exp()).sum();
-                for (d, out) in r[..hd].iter_mut().enumerate() {
-                    let o: f32 = ps
-                        .clone()
-                        .map(|p| (score(h, p) - pm).exp() * value(h, p, d))
-                        .sum();
-                    *out = if pl > 0.0 { o / pl } else { 0.0 };
-                }
-                r[hd] = pm;
-                r[hd + 1] = pl;
-            }
+            write_head_records(
+                &m,
+                &mut records,
+                h,
+                len,
+                |p| score(h, p),
+                |p, d| value(h, p, d),
+            );
         }
         let got = merge(&m, &records);
         for (g, w) in got.iter().zip(&want) {

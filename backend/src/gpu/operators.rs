@@ -102,40 +102,27 @@ fn poison(ptr: u64, bytes: usize, what: &str) -> Result<(), BackendError> {
 /// furthest from the CPU's, NaN counting as furthest: its head, part, softmax maximum and sum
 /// on both sides, and how many of its `hd` outputs are NaN; empty where every record matches.
 fn worst_record(got: &[f32], want: &[f32], record: usize, parts: usize, hd: usize) -> String {
-    let error = |i: usize| {
-        let (g, w) = (
-            &got[i * record..(i + 1) * record],
-            &want[i * record..(i + 1) * record],
-        );
-        let e = rel_l2(g, w);
-        if e.is_finite() {
+    let errors = got
+        .chunks_exact(record)
+        .zip(want.chunks_exact(record))
+        .map(|(g, w)| {
+            let e = rel_l2(g, w);
+            (if e.is_finite() { e } else { f64::MAX }, g, w)
+        });
+    match errors.enumerate().max_by(|a, b| a.1 .0.total_cmp(&b.1 .0)) {
+        Some((i, (e, g, w))) if e > OPERATOR_TOLERANCE => format!(
+            "worst record: head {} part {}: max {} (cpu {}), sum {} (cpu {}), {} NaN outputs, rel L2 {:.2e}",
+            i / parts,
+            i % parts,
+            g[hd],
+            w[hd],
+            g[hd + 1],
+            w[hd + 1],
+            g[..hd].iter().filter(|v| v.is_nan()).count(),
             e
-        } else {
-            f64::MAX
-        }
-    };
-    let n = got.len().min(want.len()) / record;
-    let Some(i) = (0..n).max_by(|&a, &b| error(a).total_cmp(&error(b))) else {
-        return String::new();
-    };
-    if error(i) <= OPERATOR_TOLERANCE {
-        return String::new();
+        ),
+        _ => String::new(),
     }
-    let (g, w) = (
-        &got[i * record..(i + 1) * record],
-        &want[i * record..(i + 1) * record],
-    );
-    format!(
-        "worst record: head {} part {}: max {} (cpu {}), sum {} (cpu {}), {} NaN outputs, rel L2 {:.2e}",
-        i / parts,
-        i % parts,
-        g[hd],
-        w[hd],
-        g[hd + 1],
-        w[hd + 1],
-        g[..hd].iter().filter(|v| v.is_nan()).count(),
-        error(i)
-    )
 }
 
 /// An f32 output against the CPU's.
@@ -313,7 +300,6 @@ impl Runner {
                     let gq = (g.heads / g.kv_heads) as usize;
                     let scale = 1.0 / (hd as f32).sqrt();
                     let mut want = vec![0f32; q_dim];
-                    let record = mkc_ir::work::attention_part_record(g.head_dim) as usize;
                     let mut want_records = vec![0f32; if parts > 1 { attn_rows } else { 0 }];
                     for h in 0..g.heads as usize {
                         let kvh = h / gq;
@@ -335,34 +321,22 @@ impl Runner {
                                 .map(|p| e[p] / sum * bf2f(caches[1][at(p, d)]))
                                 .sum();
                         }
-                        for part in 0..parts {
-                            let (lo, hi) =
-                                mkc_ir::work::kv_part(pos as u32 + 1, part as u32, parts as u32);
-                            let span = lo as usize..hi as usize;
-                            let row = mkc_ir::work::attention_part_row(
-                                h as u32,
-                                part as u32,
-                                parts as u32,
-                                g.head_dim,
-                            ) as usize;
-                            let r = &mut want_records[row..row + record];
-                            let pm = span.clone().map(|p| scores[p]).fold(-3.0e38f32, f32::max);
-                            let pl: f32 = span.clone().map(|p| (scores[p] - pm).exp()).sum();
-                            for (d, out) in r[..hd].iter_mut().enumerate() {
-                                let o: f32 = span
-                                    .clone()
-                                    .map(|p| (scores[p] - pm).exp() * bf2f(caches[1][at(p, d)]))
-                                    .sum();
-                                *out = if pl > 0.0 { o / pl } else { 0.0 };
-                            }
-                            r[hd] = pm;
-                            r[hd + 1] = pl;
+                        if parts > 1 {
+                            crate::attention_parts::write_head_records(
+                                m,
+                                &mut want_records,
+                                h,
+                                pos + 1,
+                                |p| scores[p],
+                                |p, d| bf2f(caches[1][at(p, d)]),
+                            );
                         }
                     }
                     let words = download::<u32>(lay.attn, attn_rows, "attn")?;
                     if parts > 1 {
                         let got: Vec<f32> = words.iter().map(|&w| f32::from_bits(w)).collect();
                         let mut check = compare("attn records", &got, &want_records);
+                        let record = mkc_ir::work::attention_part_record(g.head_dim) as usize;
                         check.worst = worst_record(&got, &want_records, record, parts, hd);
                         outputs.push(check);
                     }
