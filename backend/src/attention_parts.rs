@@ -6,7 +6,7 @@
 //! (the kernels' `merge_parts`); [`merge`] is the same merge on the host, so that the operator
 //! checks can read attention's records and feed the O-projection records of their own.
 
-use mkc_ir::work::{attention_part_record, attention_part_row};
+use mkc_ir::work::{attention_part_record, attention_part_row, attention_part_written};
 use mkc_ir::Model;
 
 /// Parts of `model`'s split-KV attention (1 without).
@@ -25,14 +25,27 @@ pub fn output_values(model: &Model, words: &[u32]) -> Vec<f32> {
     }
 }
 
+/// The floats attention writes of each of `records`' partial records, in order, without
+/// their padding (which nothing writes): what a check compares.
+pub fn written_fields(model: &Model, records: &[f32]) -> Vec<f32> {
+    let hd = model.geometry.head_dim;
+    let written = attention_part_written(hd) as usize;
+    records
+        .chunks_exact(attention_part_record(hd) as usize)
+        .flat_map(|r| r[..written].iter().copied())
+        .collect()
+}
+
 /// The output vector the partial `records` merge to: value d of head h is
 /// `sum_s w_s o_s[d] / sum_s w_s`, `w_s = l_s exp(m_s - M)`, M the largest part maximum; a
-/// head whose parts all have a zero sum merges to zeros. A NaN anywhere in a head's records
-/// (a poisoned record nothing wrote) makes its values NaN.
+/// head whose parts all have a zero sum merges to zeros. A NaN anywhere in the written floats
+/// of a head's records (a poisoned record nothing wrote) makes its values NaN; the records'
+/// padding is never read.
 pub fn merge(model: &Model, records: &[f32]) -> Vec<f32> {
     let g = &model.geometry;
     let (hd, s) = (g.head_dim as usize, parts(model));
     let record = attention_part_record(g.head_dim) as usize;
+    let written = attention_part_written(g.head_dim) as usize;
     let mut out = vec![0f32; model.q_dim() as usize];
     for h in 0..g.heads as usize {
         let rec = |p: usize| {
@@ -44,7 +57,7 @@ pub fn merge(model: &Model, records: &[f32]) -> Vec<f32> {
             .map(|p| rec(p)[hd + 1] * (rec(p)[hd] - mx).exp())
             .collect();
         let total: f32 = weights.iter().sum();
-        let nan = (0..s).any(|p| rec(p).iter().any(|v| v.is_nan()));
+        let nan = (0..s).any(|p| rec(p)[..written].iter().any(|v| v.is_nan()));
         for d in 0..hd {
             let v: f32 = (0..s).map(|p| weights[p] * rec(p)[d]).sum();
             out[h * hd + d] = if nan {
@@ -151,5 +164,36 @@ mod tests {
         let got = merge(&m, &records);
         assert!(got[..hd].iter().all(|v| v.is_nan()));
         assert!(got[hd..].iter().all(|&v| v == 0.0));
+    }
+
+    /// The records' padding, which the kernels never write and a check poisons, neither
+    /// reaches the merge nor the compared fields: lease BH's operator check failed on it
+    /// (every output NaN) where the kernel was right.
+    #[test]
+    fn poisoned_padding_is_neither_merged_nor_compared() {
+        let m = split_model(3);
+        let (hd, heads) = (m.geometry.head_dim as usize, m.geometry.heads as usize);
+        let mut records = vec![0f32; m.attention_out_rows() as usize];
+        for h in 0..heads {
+            write_head_records(
+                &m,
+                &mut records,
+                h,
+                10,
+                |p| p as f32 * 0.1,
+                |p, d| (p + d) as f32 * 0.01,
+            );
+        }
+        let clean = merge(&m, &records);
+        let clean_fields = written_fields(&m, &records);
+        let record = attention_part_record(hd as u32) as usize;
+        for r in records.chunks_mut(record) {
+            r[hd + 2..].fill(f32::from_bits(u32::MAX));
+        }
+        assert_eq!(merge(&m, &records), clean);
+        let fields = written_fields(&m, &records);
+        assert_eq!(fields, clean_fields);
+        assert_eq!(fields.len(), heads * 3 * (hd + 2));
+        assert!(clean.iter().all(|v| v.is_finite() && *v != 0.0));
     }
 }

@@ -152,7 +152,13 @@ pub fn residual_share(t: u32, tasks: u32, len: u32) -> (u32, u32) {
 /// that keep every record 16-byte aligned. The kernels take it as the generated
 /// `ATT_PART_RECORD`.
 pub fn attention_part_record(head_dim: u32) -> u32 {
-    head_dim + 4
+    attention_part_written(head_dim) + 2
+}
+
+/// Floats of a split-KV partial record that attention writes (outputs, maximum, sum): the
+/// record's padding is never written, so a check that poisons the tensor finds it poisoned.
+pub fn attention_part_written(head_dim: u32) -> u32 {
+    head_dim + 2
 }
 
 /// The first row of query head `head`'s record of part `part` (of `parts`) in attention's
