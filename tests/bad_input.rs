@@ -779,16 +779,16 @@ fn every_device_field_changes_the_prediction_or_is_refused() {
 /// naming the file.
 #[test]
 fn a_persistent_ring_that_does_not_fit_is_refused_with_its_largest_size() {
-    let big = file("slots13.ron", "Tuning(persistent_slots: 13)");
+    let big = file("slots14.ron", "Tuning(persistent_slots: 14)");
     let model = "models/llama1b_tuned.ron";
     refused(
         &["kernels", "--model", model, "--persistent", "--tune", &big],
         &[
-            "tuning.persistent_slots 13",
-            "Fix: set tuning.persistent_slots to at most 12",
+            "tuning.persistent_slots 14",
+            "Fix: set tuning.persistent_slots to at most 13",
         ],
     );
-    let out = scratch("slots13.json");
+    let out = scratch("slots14.json");
     let compile = |tune: &str| {
         let args = [
             "compile",
@@ -810,7 +810,7 @@ fn a_persistent_ring_that_does_not_fit_is_refused_with_its_largest_size() {
         "{}",
         stderr(&o)
     );
-    let o = compile(&file("slots12.ron", "Tuning(persistent_slots: 12)"));
+    let o = compile(&file("slots13.ron", "Tuning(persistent_slots: 13)"));
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!stderr(&o).contains("cannot run"), "{}", stderr(&o));
     // Each knob out of its range is refused by file and field (the stream's cap cannot be 0:

@@ -353,6 +353,8 @@ struct ChainWork {
     }
     // Attention's KV history is the CTA's own to load: no mbarrier it lands on.
     __device__ __forceinline__ u64* kv_history(unsigned&) const { return nullptr; }
+    // Attention's q and scores: after its V chunk, in its region (null).
+    __device__ __forceinline__ float* att_vectors() const { return nullptr; }
     // Tasks [first, first + count) of `tasks`.
     __device__ __forceinline__ void run(int tasks, int& first, int& count) const {
         long b = blockIdx.x, g = gridDim.x;
@@ -1366,6 +1368,10 @@ __device__ void lm_head_body(const Model& m, const Globals& g, const Layer& L, c
 #define kv_chunk_of(smem, hp, hd, max_seq) \
     ((int)(((smem) - (unsigned)((hp) * (hd) + (hp) * (max_seq)) * 4u) / (4 * (hd))))
 
+// KV positions per chunk of a region of `smem` bytes that holds K and V rows only (attention's
+// q and scores elsewhere: the persistent kernel's; mkc_catalogue::PersistentLayout::attention_chunk).
+#define kv_chunk_apart(smem, hd) ((int)((smem) / (4u * (hd))))
+
 // The most KV positions one attention task holds scores for: its part of a max_seq history
 // (the generated ATT_KV_SPLIT parts; mkc_catalogue::attention_part_positions).
 #define att_part_max(max_seq) (((max_seq) + ATT_KV_SPLIT - 1) / ATT_KV_SPLIT)
@@ -1461,7 +1467,8 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     // (mkc_catalogue::attention_chunk sizes it to the SM), so no parameter of any kernel changes.
     unsigned smem_bytes;
     unsigned char* smem = work.att_smem(smem_bytes);
-    const int C = kv_chunk_of(smem_bytes, hp, hd, att_part_max(m.max_seq));
+    float* const apart = work.att_vectors();  // q and scores outside the region, or null
+    const int C = apart ? kv_chunk_apart(smem_bytes, hd) : kv_chunk_of(smem_bytes, hp, hd, att_part_max(m.max_seq));
     // The position is written by the host before the step, so it may be read before the wait.
     int p = *g.pos;
     // This task's part of the history: positions [lo, lo + n) (all of it without split-KV).
@@ -1485,10 +1492,11 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
 #endif
     const bf16* kc = L.k_cache + (long)kvh * m.max_seq * hd;
     const bf16* vc = L.v_cache + (long)kvh * m.max_seq * hd;
-    // Layout: [K chunk | V chunk | q (hp x hd floats) | scores (hp x the part's positions)].
+    // Layout: [K chunk | V chunk | q (hp x hd floats) | scores (hp x the part's positions)],
+    // q and scores at `apart` instead where the work gives them a place of their own.
     bf16* kbuf = (bf16*)smem;
     bf16* vbuf = kbuf + C * hd;
-    float* q = (float*)(vbuf + C * hd);
+    float* q = apart ? apart : (float*)(vbuf + C * hd);
     float* scores = q + hp * hd;
     int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     // The history of the first chunk: copied by the persistent producer ahead of the
@@ -1653,6 +1661,7 @@ struct AloneWork {
         return smem_raw;
     }
     __device__ __forceinline__ u64* kv_history(unsigned&) const { return nullptr; }
+    __device__ __forceinline__ float* att_vectors() const { return nullptr; }
     __device__ __forceinline__ int task() const { return blockIdx.x; }
 };
 
@@ -1918,6 +1927,10 @@ struct PersistentWork {
         parity = (unsigned)kv & 1;
         return kv >= 0 ? persistent_kv_full() : nullptr;
     }
+    // Attention's q and scores share the streaming input vector's bytes (one instruction runs
+    // at a time), so that the KV chunk region holds rows only: a ring slot more (the
+    // catalogue's PersistentLayout::x_bytes).
+    __device__ __forceinline__ float* att_vectors() const { return (float*)(smem_raw + PERSISTENT_WORK_OFFSET); }
     __device__ __forceinline__ void run(int, int& f, int& c) const {
         f = first;
         c = count;
@@ -2005,8 +2018,8 @@ __device__ void persistent_producer(const Model& m, const Globals& g, const Pers
                 go = false;
                 break;
             }
-            const int gq = m.heads / m.kv_heads, hp = gq / m.attn_split, hd = m.head_dim;
-            const int C = kv_chunk_of(PERSISTENT_ATT_BYTES, hp, hd, att_part_max(m.max_seq));
+            const int hd = m.head_dim;
+            const int C = kv_chunk_apart(PERSISTENT_ATT_BYTES, hd);
             const AttTask at = att_task(m, ins.first, *g.pos, C);
             const int hist = at.hist;
             const long kv0 = ((long)at.kvh * m.max_seq + at.lo) * hd;

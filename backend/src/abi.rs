@@ -510,16 +510,17 @@ pub fn model_checks(model: &mkc_ir::Model) -> String {
     if let Ok(l) = mkc_catalogue::persistent_layout(model) {
         s += &format!(
             "#ifdef MKC_PERSISTENT\n\
-             static_assert(kv_chunk_of({att_bytes}u, {}, {}, att_part_max({})) == {}, \"Rust and CUDA disagree on the persistent attention's KV chunk\");\n\
+             static_assert(kv_chunk_apart({att_bytes}u, {hd}) == {chunk}, \"Rust and CUDA disagree on the persistent attention's KV chunk\");\n\
+             static_assert(({hp} * {hd} + {hp} * att_part_max({max_seq})) * 4 <= PERSISTENT_ATT_OFFSET - PERSISTENT_WORK_OFFSET, \"the persistent attention's q and scores overflow the input vector's region\");\n\
              static_assert(PERSISTENT_RING_OFFSET % 128 == 0 && PERSISTENT_WORK_OFFSET % 128 == 0 && PERSISTENT_ATT_OFFSET % 128 == 0, \"the persistent ring, work region and attention region must be 128-byte aligned\");\n\
              static_assert(CONSUMER_WARPS == {warps}, \"Rust and CUDA disagree on the persistent kernel's consumer warps\");\n\
              static_assert(PERSISTENT_SLOTS <= MAX_SLOTS, \"the persistent ring has more slots than barriers\");\n\
              static_assert(att_slices(CONSUMER_THREADS, {outs}) * {outs} * 4 <= {att_bytes}u, \"the persistent attention's partial sums overflow its region\");\n\
              #endif\n",
-            model.heads_per_attention_task(),
-            g.head_dim,
-            model.workload.max_seq_len,
-            l.attention_chunk(model),
+            hp = model.heads_per_attention_task(),
+            hd = g.head_dim,
+            max_seq = model.workload.max_seq_len,
+            chunk = l.attention_chunk(model),
             att_bytes = l.att_bytes(),
             warps = l.warps,
         );

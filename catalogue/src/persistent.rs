@@ -2,9 +2,10 @@
 //! lane fills one ring of weight pages across the whole instruction stream, and attention's
 //! KV history ahead of it (the RMSNorm weights are no copy of their own: the consumers load
 //! them from L2 beside the residual, so that their bytes go to the ring); the consumer warps run each
-//! instruction in a work region of their own (a streaming operator's input vector, then
-//! attention's KV chunk, q and scores, apart so that the producer may copy the next
-//! attention's history while a streaming operator stages its input). The kernel
+//! instruction in a work region of their own: a streaming operator's input vector, or
+//! attention's q and scores in the same bytes (one instruction runs at a time), then
+//! attention's KV chunk, apart so that the producer may copy the next attention's history
+//! while a streaming operator stages its input. The kernel
 //! takes every offset from the constants generated from [`PersistentLayout`]
 //! (`PERSISTENT_*`), so the layout has this one description.
 
@@ -90,6 +91,10 @@ pub struct PersistentLayout {
     pub page_bytes: u32,
     /// Floats of a streaming operator's input vector in the work region (the hidden size).
     pub x_len: u32,
+    /// Bytes of attention's q and scores (`layout::attention_vectors_smem`), which share the
+    /// input vector's bytes, so that the KV chunk region holds rows only (a ring slot more at
+    /// P32/D128: docs/perf.md, fortieth session).
+    pub att_vectors: u32,
     /// Bytes of the consumers' work region.
     pub work_bytes: u32,
 }
@@ -110,17 +115,21 @@ impl PersistentLayout {
         align128(Self::KV_BARS_OFFSET + Self::KV_BARS * 8)
     }
 
-    /// Bytes of a streaming operator's part of the work region: its input vector and scratch.
+    /// Bytes of the work region's shared part, at its start: a streaming operator's input
+    /// vector and scratch, or attention's q and scores (the kernel's PERSISTENT_X_LEN floats,
+    /// then the scratch; attention's vectors from the same offset).
     pub fn x_bytes(&self) -> u32 {
-        align128(self.x_len * 4 + SCRATCH_FLOATS * 4)
+        align128((self.x_len * 4 + SCRATCH_FLOATS * 4).max(self.att_vectors))
     }
 
-    /// Where attention's part of the work region starts: after the input vector and scratch.
+    /// Where attention's KV chunk starts: after the shared part, so that the producer's copy
+    /// of the next attention's history never lands on a staged input.
     pub fn att_offset(&self) -> u32 {
         self.work_offset() + self.x_bytes()
     }
 
-    /// Bytes of attention's part of the work region.
+    /// Bytes of attention's KV chunk region (its K rows, then its V rows; at the end the
+    /// output's partial sums).
     pub fn att_bytes(&self) -> u32 {
         self.ring_offset() - self.att_offset()
     }
@@ -136,11 +145,9 @@ impl PersistentLayout {
     }
 
     /// KV positions the kernel's attention stages per chunk in the work region (the source's
-    /// `kv_chunk_of` over PERSISTENT_ATT_BYTES).
+    /// `kv_chunk_apart` over PERSISTENT_ATT_BYTES: its vectors are not in that region).
     pub fn attention_chunk(&self, model: &Model) -> u32 {
-        self.att_bytes()
-            .saturating_sub(layout::attention_vectors_smem(model))
-            / layout::attention_position_smem(model)
+        self.att_bytes() / layout::attention_position_smem(model)
     }
 }
 
@@ -182,21 +189,22 @@ pub fn persistent_layout(model: &Model) -> Result<PersistentLayout, Unsupported>
                 ))
             })
             .fold(hidden, u32::max),
+        att_vectors: layout::attention_vectors_smem(model),
         work_bytes: 0,
     };
     let budget = SMEM_PER_CTA - PERSISTENT_STATIC_SMEM;
     let w = &model.workload;
     // The ring slots that fit beside a chunk of `chunk` KV positions.
     let fit = |chunk: u32| {
-        let att =
-            layout::attention_vectors_smem(model) + chunk * layout::attention_position_smem(model);
+        let att = chunk * layout::attention_position_smem(model);
         let room = budget.saturating_sub(l.work_offset() + l.x_bytes() + align128(att));
         (room / page_bytes).min(MAX_SLOTS)
     };
     let part_max = layout::attention_part_positions(model);
-    let min_chunk = MIN_PERSISTENT_CHUNK
-        .min(part_max)
-        .max(layout::attention_reduce_chunk(model, consumers));
+    // The output's partial sums reuse the KV chunk region, which must hold them alone.
+    let reduce_chunk = layout::attention_reduce_smem(model, consumers)
+        .div_ceil(layout::attention_position_smem(model));
+    let min_chunk = MIN_PERSISTENT_CHUNK.min(part_max).max(reduce_chunk);
     let most = fit(min_chunk);
     if most == 0 {
         return Err(Unsupported(format!(
@@ -284,6 +292,9 @@ mod tests {
                     let bars = PersistentLayout::KV_BARS * 8;
                     prop_assert!(PersistentLayout::KV_BARS_OFFSET + bars <= l.work_offset());
                     prop_assert!(l.work_offset() + l.x_len * 4 + SCRATCH_FLOATS * 4 <= l.att_offset());
+                    prop_assert!(
+                        l.work_offset() + layout::attention_vectors_smem(&model) <= l.att_offset()
+                    );
                     prop_assert!(l.att_offset() < l.ring_offset());
                     for offset in [l.work_offset(), l.att_offset(), l.ring_offset()] {
                         prop_assert_eq!(offset % 128, 0);
@@ -293,8 +304,7 @@ mod tests {
                     let reduce = layout::attention_reduce_smem(&model, l.warps * 32);
                     prop_assert!(reduce <= l.att_bytes());
                     prop_assert!(
-                        layout::attention_vectors_smem(&model)
-                            + l.attention_chunk(&model) * layout::attention_position_smem(&model)
+                        l.attention_chunk(&model) * layout::attention_position_smem(&model)
                             <= l.att_bytes()
                     );
                     prop_assert!(l.dynamic_smem() + PERSISTENT_STATIC_SMEM <= SMEM_PER_CTA);

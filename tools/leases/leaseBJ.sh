@@ -6,8 +6,9 @@
 # producer's next descriptors ahead". Files (.device/): mkc, pa.ron + v_producer_ahead.cu
 # (`python3 tools/variants/producer_ahead.py`), allrm.ron + v_allrm.cu, wonly.ron + v_wonly.cu,
 # pa_allrm.ron + v_pa_allrm.cu, pa_wonly.ron + v_pa_wonly.cu (the ablation macros' defines,
-# under `#ifdef MKC_PERSISTENT`, above main's or the variant's mkc.cu).
-LIMIT=420 ARCHIVE=bj.tgz
+# under `#ifdef MKC_PERSISTENT`, above main's or the variant's mkc.cu). Also main's 12 ring
+# slots (attention's q and scores share the input vector's bytes) against 11 (s11.ron).
+LIMIT=300 ARCHIVE=bj.tgz
 source tools/leases/common.sh
 export TARGETS=persistent,pdl
 rung() {  # NAME TUNE: the persistent step of one ablated build, unchecked
@@ -17,6 +18,7 @@ rung() {  # NAME TUNE: the persistent step of one ablated build, unchecked
 }
 for r in a b; do
     b main_$r
+    b s11_$r --tune .device/s11.ron
     b pa_$r --tune .device/pa.ron
     rung allrm_$r .device/allrm.ron
     rung pa_allrm_$r .device/pa_allrm.ron

@@ -4,7 +4,8 @@
 # 750.4-751.7 µs, pdl 720.8-722.0), with what the H100 leases of the thirty-ninth session asked
 # for on this card: the GPU tests, main against pdl twice, the held ladder with the chain split
 # (never run on an H200), the producer's descriptors ahead (`tools/variants/producer_ahead.py`)
-# twice, the stream cap of 4 copies per SM outside boundaries (the h100 profile's
+# twice, main's 12 ring slots (attention's q and scores now share the input vector's bytes)
+# against 11 (.device/s11.ron) twice, the stream cap of 4 copies per SM outside boundaries (the h100 profile's
 # `persistent_stream_inflight`, never run on an H200 with the hold; .device/s4.ron) twice, and
 # then, as time allows, the ladder and one traced step of its last rung. docs/perf.md "Where the persistent
 # kernel goes next (after the thirty-ninth session)". Files (.device/): mkc, gpu_test, pa.ron +
@@ -15,10 +16,12 @@ export TARGETS=persistent,pdl
 grep -q H200 $W/gpu.txt || { echo "not an H200: run leaseBI.sh and leaseBJ.sh"; exit; }
 gpu_tests
 b main_a
+b s11_a --tune .device/s11.ron
 b pa_a --tune .device/pa.ron
-b s4_a --tune .device/s4.ron
 b main_b
+b s11_b --tune .device/s11.ron
 b pa_b --tune .device/pa.ron
+b s4_a --tune .device/s4.ron
 b s4_b --tune .device/s4.ron
 [ $SECONDS -lt $LIMIT ] && { timeout 150 $M bench $T --targets persistent --trials 1 --ablate > $W/ladder.log 2>&1; echo "ladder rc=$? t=$SECONDS"; grep -E "^  persistent" $W/ladder.log; keep; }
 [ $SECONDS -lt $LIMIT ] && { timeout 90 $M bench $T --targets persistent --trials 1 --no-check --tune .device/allrm.ron --timeline $W/allrm.json > $W/allrm.log 2>&1; echo "allrm rc=$? t=$SECONDS"; grep -E "^  persistent" $W/allrm.log | head -1; grep -A12 'us per SM' $W/allrm.log | head -14; keep; }

@@ -113,8 +113,10 @@ fn body_smem(model: &Model, build: AttentionBuild, heads: u32) -> Result<u32, Ba
     m.lowering.attention_split = group / heads;
     match build {
         AttentionBuild::Chain => Ok(mkc_catalogue::dynamic_smem(&m, OpKind::Attention)),
+        // The KV chunk region, and the vectors the persistent kernel keeps apart (the probe's
+        // body lays them after the chunk: the same chunk).
         AttentionBuild::Persistent => mkc_catalogue::persistent_layout(&m)
-            .map(|l| l.att_bytes())
+            .map(|l| l.att_bytes() + l.att_vectors)
             .map_err(|e| BackendError::Unsupported(format!("{e}"))),
     }
 }
