@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run.) Lease BI (any card): why lease BH's operator check of split-KV attention failed
+# (Run 2026-12-07 on an H100 at deb9720: docs/perf.md "Leases BI, BJ, BL, BM".) Lease BI (any card): why lease BH's operator check of split-KV attention failed
 # (3 parts, 96 CTAs, `attn` rel L2 inf, where the end-to-end checks at 2 and 4 parts passed). The
 # check now also compares the partial records themselves and names the worst one (head, part,
 # maximum and sum against the CPU's, NaN outputs), beside 3 and 4 parts of one chunk each (a

@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run.) Lease BJ (any card; after lease BI on the same machine): the persistent
+# (Run 2026-12-07 on an H100 at deb9720, its variant since removed: docs/perf.md "Leases BI, BJ, BL, BM".) Lease BJ (any card; after lease BI on the same machine): the persistent
 # producer's next descriptors ahead (`tools/variants/producer_ahead.py`) against main, on the
 # full step and on the ladder's two chain rungs (every kind of work removed; weights only),
 # whose builds are variants of mkc.cu with the ablation macros defined. docs/perf.md "The
