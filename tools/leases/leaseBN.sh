@@ -1,0 +1,21 @@
+#!/bin/bash
+# (Not yet run.) Lease BN (any card): the consumers' page wait spinning on test_wait
+# (`tools/variants/spin_wait.py`) against main's try_wait, on the ladder's last rung (every
+# kind of work removed: 247 µs on an H100 in lease BI, ~0.75 µs per page a warp takes) and on
+# the full step, persistent only, alternated twice. docs/perf.md "The ring's page handshake".
+# Files (.device/): mkc, allrm.ron + v_allrm.cu, spin.ron + v_spin.cu, spin_allrm.ron +
+# v_spin_allrm.cu (v_allrm.cu's defines above v_spin.cu).
+LIMIT=150 ARCHIVE=bn.tgz
+source tools/leases/common.sh
+export TARGETS=persistent
+rung() {  # NAME TUNE: the persistent step of one ablated build, unchecked
+    [ $SECONDS -gt $LIMIT ] && { echo "$1 skipped (time)"; return; }
+    timeout 60 $M bench $T --targets persistent --trials 2 --no-check --tune $2 > $W/$1.log 2>&1; echo "$1 rc=$? t=$SECONDS"
+    grep -E "^  persistent" $W/$1.log | head -1; keep
+}
+for r in a b; do
+    rung allrm_$r .device/allrm.ron
+    rung spin_allrm_$r .device/spin_allrm.ron
+    b main_$r
+    b spin_$r --tune .device/spin.ron
+done
