@@ -332,6 +332,45 @@ fn the_slow_sms_pace_the_persistent_stream() {
     }
 }
 
+/// Attention's KV history moves beside the weight pages, as the kernel's producer issues its
+/// copies and goes on: at a 1,024-position history (one part: 256 KiB per task, ~10 µs of an
+/// SM's share), an SM's next instruction's pages are issued before its attention instruction
+/// starts (which waits for the history to land), on every SM that runs attention.
+#[test]
+fn the_kv_history_does_not_hold_back_the_next_pages() {
+    let mut model = mkc_ir::embedded::resolve_model("llama1b").unwrap();
+    model.lowering.attention_kv_split = Some(1);
+    model.workload.prompt_len = 1024;
+    model.workload.generate = 64;
+    let dev = resolve_device("h100").unwrap();
+    let s = schedule(&model, &dev, Target::Persistent);
+    let t = simulate_step(&s, &dev, &SimOptions::default(), 1024);
+    let mkc_scheduler::Plan::Persistent(plan) = &s.plan else {
+        panic!("a persistent plan")
+    };
+    let mut seen = 0;
+    for stream in &plan.streams {
+        for pair in stream.windows(2) {
+            let (att, next) = (&pair[0], &pair[1]);
+            if s.graph.op(s.graph.task(att.first).op).kind != mkc_ir::OpKind::Attention {
+                continue;
+            }
+            let (a, n) = (&t.spans[att.first.index()], &t.spans[next.first.index()]);
+            assert!(
+                n.load_start < a.start,
+                "the next pages issued at {} ns, attention started at {} ns",
+                n.load_start,
+                a.start
+            );
+            seen += 1;
+        }
+    }
+    assert!(
+        seen >= 16,
+        "{seen} attention instructions followed by another"
+    );
+}
+
 /// Page math (`page_compute_ns`, `page_compute_mma_ns` on the tensor cores) is paid where a consumer waited: each microsecond more per page
 /// costs at least a microsecond per layer of the full persistent step (the pages already in the
 /// ring when a wait ends are computed on the critical path), while with no dependent work the
