@@ -3,9 +3,12 @@
 # (`tools/variants/spin_wait.py`) against main's try_wait, on the ladder's last rung (every
 # kind of work removed: 247 µs on an H100 in lease BI, ~0.75 µs per page a warp takes) and on
 # the full step, persistent only, alternated twice. docs/perf.md "The ring's page handshake".
+# Then the QKV -> attention edge in 48 shards (`vtp_shards.qkv_attention: 48`: one per head's
+# rows of q, k and v) against main, persistent and pdl, twice. docs/perf.md "Attention waits
+# for its own heads' QKV units".
 # Files (.device/): mkc, allrm.ron + v_allrm.cu, spin.ron + v_spin.cu, spin_allrm.ron +
 # v_spin_allrm.cu (v_allrm.cu's defines above v_spin.cu).
-LIMIT=150 ARCHIVE=bn.tgz
+LIMIT=230 ARCHIVE=bn.tgz
 source tools/leases/common.sh
 export TARGETS=persistent
 rung() {  # NAME TUNE: the persistent step of one ablated build, unchecked
@@ -18,4 +21,11 @@ for r in a b; do
     rung spin_allrm_$r .device/spin_allrm.ron
     b main_$r
     b spin_$r --tune .device/spin.ron
+done
+sed 's/vtp_shards: (up_gate_down: 4)/vtp_shards: (qkv_attention: 48, up_gate_down: 4)/' $T > /tmp/qa48.ron
+grep -q "qkv_attention: 48" /tmp/qa48.ron || { echo "qa48: the tuned file's vtp_shards line changed"; exit; }
+export TARGETS=persistent,pdl
+for r in a b; do
+    b tuned_$r
+    T=/tmp/qa48.ron b qa48_$r
 done
