@@ -25,10 +25,7 @@ pub const MAX_CHOSEN_KV_PARTS: u32 = 8;
 /// operator and reference checks (lease BI: 2 parts at P1024, persistent 1,055 against 1,167
 /// with one part).
 pub fn kv_parts_for(model: &Model) -> u32 {
-    let longest = model
-        .workload
-        .prompt_len
-        .saturating_add(model.workload.generate);
+    let longest = model.workload.longest_kv_len();
     let with = |parts: u32| {
         let mut m = model.clone();
         m.lowering.attention_kv_split = Some(parts);
@@ -46,9 +43,13 @@ pub fn kv_parts_for(model: &Model) -> u32 {
             && (!persistent || persistent_layout(&m).is_ok()))
         .then_some(m)
     };
-    let counts = std::iter::successors(Some(1u32), |p| Some(p * 2))
-        .take_while(|&p| p <= MAX_CHOSEN_KV_PARTS)
-        .filter_map(|p| accepted(p).map(|m| (p, m)))
+    // One part is accepted already: it validated above, and `persistent` is its own layout.
+    let counts = std::iter::once((1, one))
+        .chain(
+            std::iter::successors(Some(2u32), |p| Some(p * 2))
+                .take_while(|&p| p <= MAX_CHOSEN_KV_PARTS)
+                .filter_map(|p| accepted(p).map(|m| (p, m))),
+        )
         .collect::<Vec<_>>();
     counts
         .iter()

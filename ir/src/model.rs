@@ -278,6 +278,12 @@ impl Workload {
         self.prompt_len.saturating_add(self.generate / 2)
     }
 
+    /// The KV length of the run's last decode step (its prompt and generated tokens): the
+    /// longest history any step's attention reads, which the split-KV parts are chosen for.
+    pub fn longest_kv_len(&self) -> u32 {
+        self.prompt_len.saturating_add(self.generate)
+    }
+
     /// The default workload with its KV capacity lowered to `context` (a checkpoint's
     /// `max_position_embeddings`) where that is shorter, and its tokens to what fits: positions
     /// past the trained context are not a run anyone would measure.

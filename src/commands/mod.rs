@@ -222,12 +222,10 @@ pub fn settle_unset_knobs(model: &mut mkc_ir::Model, card: &mkc_ir::device::Devi
         if parts > 1 {
             eprintln!(
                 "mkc: the workload's history ({} positions) takes lowering.attention_kv_split = \
-                 {parts}, so that each part fits one attention chunk (the model leaves it unset; \
-                 setting it overrides this)",
-                model
-                    .workload
-                    .prompt_len
-                    .saturating_add(model.workload.generate)
+                 {parts}: the fewest parts that each fit one attention chunk, or the most the \
+                 kernels take where none do (the model leaves it unset; setting it overrides \
+                 this)",
+                model.workload.longest_kv_len()
             );
         }
         model.lowering.attention_kv_split = Some(parts);
