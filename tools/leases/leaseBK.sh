@@ -6,12 +6,14 @@
 # stream cap of 4 copies per SM outside boundaries (the h100 profile's
 # `persistent_stream_inflight`, never run on an H200 with the hold; .device/s4.ron), and 4
 # copies in flight while the O-projection waits for attention (`tools/variants/long_wait.py 4`,
-# never run on an H200; .device/lw4.ron + v_lw4.cu). The GPU tests first; then, as time
+# never run on an H200; .device/lw4.ron + v_lw4.cu), and the residual stream's words tagged
+# with their step so that QKV, up/gate and the LM head poll their data, not counters
+# (`tools/variants/data_flags.py`; .device/df.ron + v_df.cu). The GPU tests first; then, as time
 # allows, one traced step of main (never traced on an H200), the held ladder with the chain
 # split (never run on an H200) and one traced step of its last rung. docs/perf.md "Leases BI,
 # BJ, BL, BM", "Lease BK gains the H200's stream cap" and "Lease BK on the H200, the forty-first
 # session's additions". Files (.device/): mkc, gpu_test, s11.ron, s4.ron, lw4.ron + v_lw4.cu,
-# allrm.ron + v_allrm.cu (the ablation macros' defines above main's mkc.cu, under
+# df.ron + v_df.cu, allrm.ron + v_allrm.cu (the ablation macros' defines above main's mkc.cu, under
 # `#ifdef MKC_PERSISTENT`).
 LIMIT=480 ARCHIVE=bk.tgz
 source tools/leases/common.sh
@@ -23,6 +25,7 @@ for r in a b; do
     b s11_$r --tune .device/s11.ron
     b s4_$r --tune .device/s4.ron
     TARGETS=persistent b lw4_$r --tune .device/lw4.ron
+    b df_$r --tune .device/df.ron
 done
 [ $SECONDS -lt $LIMIT ] && { timeout 90 $M bench $T --targets persistent --trials 1 --timeline $W/main.json > $W/main_traced.log 2>&1; echo "main traced rc=$? t=$SECONDS"; grep -E "^  persistent" $W/main_traced.log | head -1; grep -A12 'us per SM' $W/main_traced.log | head -14; keep; }
 [ $SECONDS -lt $LIMIT ] && { timeout 150 $M bench $T --targets persistent --trials 1 --ablate > $W/ladder.log 2>&1; echo "ladder rc=$? t=$SECONDS"; grep -E "^  persistent" $W/ladder.log; keep; }
