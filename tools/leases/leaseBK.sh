@@ -2,18 +2,19 @@
 # (Not yet run.) Lease BK (an H200 only): issue 18's bar measured again on main as it now is
 # (last H200 figures: lease AF, persistent 750.4-751.7 µs, pdl 720.8-722.0), with what the H100
 # leases of the thirty-ninth and fortieth sessions asked for on this card, alternated twice:
-# main (12 ring slots at P32/D128, pdl in its process) against 11 slots (.device/s11.ron), the
+# main (12 ring slots at P32/D128, pdl in its process) against the
 # stream cap of 4 copies per SM outside boundaries (the h100 profile's
 # `persistent_stream_inflight`, never run on an H200 with the hold; .device/s4.ron), and 4
 # copies in flight while the O-projection waits for attention (`tools/variants/long_wait.py 4`,
 # never run on an H200; .device/lw4.ron + v_lw4.cu), and the residual stream's words tagged
 # with their step so that QKV, up/gate and the LM head poll their data, not counters
-# (`tools/variants/data_flags.py`; .device/df.ron + v_df.cu). The GPU tests first; then, as time
+# (`tools/variants/data_flags.py`; .device/df.ron + v_df.cu), with the QKV -> attention edge too
+# (`data_flags.py attention`; .device/dfa.ron + v_dfa.cu), then 11 slots once. The GPU tests first; then, as time
 # allows, one traced step of main (never traced on an H200), the held ladder with the chain
 # split (never run on an H200) and one traced step of its last rung. docs/perf.md "Leases BI,
 # BJ, BL, BM", "Lease BK gains the H200's stream cap" and "Lease BK on the H200, the forty-first
 # session's additions". Files (.device/): mkc, gpu_test, s11.ron, s4.ron, lw4.ron + v_lw4.cu,
-# df.ron + v_df.cu, allrm.ron + v_allrm.cu (the ablation macros' defines above main's mkc.cu, under
+# df.ron + v_df.cu, dfa.ron + v_dfa.cu, allrm.ron + v_allrm.cu (the ablation macros' defines above main's mkc.cu, under
 # `#ifdef MKC_PERSISTENT`).
 LIMIT=480 ARCHIVE=bk.tgz
 source tools/leases/common.sh
@@ -22,11 +23,12 @@ grep -q H200 $W/gpu.txt || { echo "not an H200"; exit; }
 gpu_tests
 for r in a b; do
     b main_$r
-    b s11_$r --tune .device/s11.ron
     b s4_$r --tune .device/s4.ron
     TARGETS=persistent b lw4_$r --tune .device/lw4.ron
     b df_$r --tune .device/df.ron
+    TARGETS=persistent b dfa_$r --tune .device/dfa.ron
 done
+b s11 --tune .device/s11.ron
 [ $SECONDS -lt $LIMIT ] && { timeout 90 $M bench $T --targets persistent --trials 1 --timeline $W/main.json > $W/main_traced.log 2>&1; echo "main traced rc=$? t=$SECONDS"; grep -E "^  persistent" $W/main_traced.log | head -1; grep -A12 'us per SM' $W/main_traced.log | head -14; keep; }
 [ $SECONDS -lt $LIMIT ] && { timeout 150 $M bench $T --targets persistent --trials 1 --ablate > $W/ladder.log 2>&1; echo "ladder rc=$? t=$SECONDS"; grep -E "^  persistent" $W/ladder.log; keep; }
 [ $SECONDS -lt $LIMIT ] && { timeout 90 $M bench $T --targets persistent --trials 1 --no-check --tune .device/allrm.ron --timeline $W/allrm.json > $W/allrm.log 2>&1; echo "allrm rc=$? t=$SECONDS"; grep -E "^  persistent" $W/allrm.log | head -1; grep -A12 'us per SM' $W/allrm.log | head -14; keep; }

@@ -8,10 +8,11 @@
 # for its own heads' QKV units".
 # Each round also runs the residual stream's words tagged with their step, so that QKV, up/gate
 # and the LM head poll their data, not counters (`tools/variants/data_flags.py`, persistent and
-# pdl: docs/perf.md "Data that flags itself").
-# Files (.device/): mkc, df.ron + v_df.cu, allrm.ron + v_allrm.cu, spin.ron + v_spin.cu, spin_allrm.ron +
+# pdl), and with the QKV -> attention edge too (`data_flags.py attention`, persistent):
+# docs/perf.md "Data that flags itself".
+# Files (.device/): mkc, df.ron + v_df.cu, dfa.ron + v_dfa.cu, allrm.ron + v_allrm.cu, spin.ron + v_spin.cu, spin_allrm.ron +
 # v_spin_allrm.cu (v_allrm.cu's defines above v_spin.cu).
-LIMIT=330 ARCHIVE=bn.tgz
+LIMIT=380 ARCHIVE=bn.tgz
 source tools/leases/common.sh
 export TARGETS=persistent
 rung() {  # NAME TUNE: the persistent step of one ablated build, unchecked
@@ -25,6 +26,7 @@ for r in a b; do
     b main_$r
     b spin_$r --tune .device/spin.ron
     TARGETS=persistent,pdl b df_$r --tune .device/df.ron
+    b dfa_$r --tune .device/dfa.ron
 done
 sed 's/vtp_shards: (up_gate_down: 4)/vtp_shards: (qkv_attention: 48, up_gate_down: 4)/' $T > /tmp/qa48.ron
 grep -q "qkv_attention: 48" /tmp/qa48.ron || { echo "qa48: the tuned file's vtp_shards line changed"; exit; }

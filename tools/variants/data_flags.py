@@ -14,15 +14,22 @@ and then the staging loads; here the staging loads are the poll. The values chan
 3 ulp of float (bf16 weights: 2^-8). A tag that never comes stops the spin after 0.1 s (the
 numbers are then wrong and the reference check fails), not a hang.
 
-usage: python3 tools/variants/data_flags.py > v_data_flags.cu
+With `attention`, the QKV -> attention edge too: QKV's outputs (L.qkv) are tagged, attention
+skips its counter wait and takes q and the current position's K and V row from L.qkv (polled,
+rounded to bf16 as the cache holds them) instead of the KV cache; a task whose current row lies
+past its first KV chunk (read from the cache later) still waits for its counters.
+
+usage: python3 tools/variants/data_flags.py [attention] > v_data_flags.cu
 """
 import pathlib
 import sys
 
-assert sys.argv[1:] == [], __doc__
+assert sys.argv[1:] in ([], ["attention"]), __doc__
+attention = sys.argv[1:] == ["attention"]
 src = (pathlib.Path(__file__).resolve().parents[2] / "backend/kernels/mkc.cu").read_text()
 
 HELPERS = r'''#define SUM_BATCH 4
+#define DF_ATTENTION @ATT@
 // Variant data_flags: a word's two low mantissa bits are its tag (0: chain kernels, no poll).
 __device__ __forceinline__ float df_tagged(float v, unsigned tag) {
     return __uint_as_float((__float_as_uint(v) & ~3u) | tag);
@@ -68,11 +75,28 @@ __device__ __forceinline__ float4 df_settle(float4 v, const float* p, unsigned t
     }
     return v;
 }
+// The scalar form of df_settle: loads p until its tag is `tag`, at most ~0.1 s.
+__device__ __forceinline__ float df_load1(const float* p, unsigned tag) {
+    float v;
+    u64 t0 = 0;
+    for (int n = 1;; ++n) {
+        asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];" : "=f"(v) : "l"(p));
+        if ((__float_as_uint(v) & 3u) == tag) break;
+        if ((n & 63) == 0) {
+            const u64 now = globaltimer();
+            if (!t0) t0 = now;
+            else if (now - t0 > 100000000ull) break;
+        }
+    }
+    return v;
+}
 template <typename Deps>
 __device__ __forceinline__ unsigned df_tag(const Deps&) {
     return 0u;
 }
-'''
+template <typename Deps>
+__device__ __forceinline__ void df_wait_counters(const Deps&) {}
+'''.replace("@ATT@", "1" if attention else "0")
 
 edits = [
     ("#define SUM_BATCH 4\n", HELPERS),
@@ -132,6 +156,46 @@ edits = [
      "// Variant data_flags: the persistent kernel's tag for this step's words.\n"
      "__device__ __forceinline__ unsigned df_tag(const CounterDeps& d) { return 1u + (d.step & 1u); }\n\n"
      "// The producer lane of the persistent kernel: walks the SM's instructions ahead of the"),
+]
+edits += [
+    ("    int p;\n    template <int R>\n    __device__ void operator()(int, int row0, const float (&v)[R]) {\n        int lane = threadIdx.x % 32;\n        if (lane >= R) return;\n",
+     "    int p;\n    unsigned tag;\n    template <int R>\n    __device__ void operator()(int, int row0, const float (&v)[R]) {\n        int lane = threadIdx.x % 32;\n        if (lane >= R) return;\n"),
+    ("        L.qkv[r] = val;\n", "        df_store(L.qkv + r, val, tag);\n"),
+    ("    QkvEpilogue ep{m, g, L, *g.pos};\n", "    QkvEpilogue ep{m, g, L, *g.pos, df_tag(deps)};\n"),
+    ("    unsigned step;           // 1-based launch count: targets are signals per step x step\n",
+     "    unsigned step;           // 1-based launch count: targets are signals per step x step\n"
+     "    bool df_skip = true;     // variant data_flags: the operators that poll their data skip this wait\n"),
+    ("        if (ins.op == OP_QKV_ROPE || ins.op == OP_UP_GATE || ins.op == OP_LM_HEAD) {\n",
+     "        if (df_skip && (ins.op == OP_QKV_ROPE || ins.op == OP_UP_GATE || ins.op == OP_LM_HEAD ||\n"
+     "                        (DF_ATTENTION && ins.op == OP_ATTENTION))) {\n"),
+    ("__device__ __forceinline__ unsigned df_tag(const CounterDeps& d) { return 1u + (d.step & 1u); }\n",
+     "__device__ __forceinline__ unsigned df_tag(const CounterDeps& d) { return 1u + (d.step & 1u); }\n"
+     "__device__ __forceinline__ void df_wait_counters(const CounterDeps& d) {\n"
+     "    CounterDeps e = d;\n"
+     "    e.df_skip = false;\n"
+     "    e.wait();\n"
+     "}\n"),
+    ("    mark(MARK_RELEASED);\n    if (hist < first) {  // the current position, written by this step's QKV grid\n"
+     "        load_kv_rows<NT>(kbuf, kc, lo + hist, lo + first, hd, lo);\n"
+     "        load_kv_rows<NT>(vbuf, vc, lo + hist, lo + first, hd, lo);\n"
+     "    }\n"
+     "    for (int i = tid; i < hp * hd; i += NT) q[i] = L.qkv[qh0 * hd + i];\n",
+     "    mark(MARK_RELEASED);\n"
+     "    const unsigned df = DF_ATTENTION ? df_tag(deps) : 0u;\n"
+     "    // The current row past the first chunk comes from the cache: QKV's counters first.\n"
+     "    if (df && lo + n == p + 1 && p - lo >= first) df_wait_counters(deps);\n"
+     "    if (hist < first && df) {  // row p (the only one here) from QKV's tagged outputs\n"
+     "        for (int i = tid; i < 2 * hd; i += NT) {\n"
+     "            const bool is_v = i >= hd;\n"
+     "            const int d = is_v ? i - hd : i;\n"
+     "            const float val = df_load1(L.qkv + m.q_dim + (is_v ? m.kv_dim : 0) + kvh * hd + d, df);\n"
+     "            (is_v ? vbuf : kbuf)[(long)(p - lo) * hd + d] = f2bf(val);\n"
+     "        }\n"
+     "    } else if (hist < first) {  // the current position, written by this step's QKV grid\n"
+     "        load_kv_rows<NT>(kbuf, kc, lo + hist, lo + first, hd, lo);\n"
+     "        load_kv_rows<NT>(vbuf, vc, lo + hist, lo + first, hd, lo);\n"
+     "    }\n"
+     "    for (int i = tid; i < hp * hd; i += NT) q[i] = df ? df_load1(L.qkv + qh0 * hd + i, df) : L.qkv[qh0 * hd + i];\n"),
 ]
 for old, new in edits:
     assert src.count(old) == 1, old
