@@ -110,16 +110,22 @@ edits = [
      "                p[q][c] = at[q] < n && c0 + c < splits\n"
      "                              ? df_load4(parts + (long)(c0 + c) * n + at[q], tag)\n"
      "                              : zero;\n"
+     "        if (c0 == 0)\n"
+     "#pragma unroll\n"
+     "            for (int q = 0; q < G; ++q)\n"
+     "                if (at[q] < n) acc[q] = df_settle(acc[q], base + at[q], tag);\n"
      "#pragma unroll\n"
      "        for (int q = 0; q < G; ++q)\n"
      "#pragma unroll\n"
      "            for (int c = 0; c < SUM_BATCH; ++c)\n"
      "                if (at[q] < n && c0 + c < splits) p[q][c] = df_settle(p[q][c], parts + (long)(c0 + c) * n + at[q], tag);\n"),
-    ("    for (int c0 = 0; c0 < splits; c0 += SUM_BATCH) {\n        float4 p[G][SUM_BATCH];\n",
+    # The residual's tags are checked once the first batch of partials is in flight too.
+    ("    mark(MARK_SUB1);\n#pragma unroll\n    for (int q = 0; q < G; ++q)\n        if (out && at[q] >= lo",
+     "    if (splits == 0)\n"
      "#pragma unroll\n"
-     "    for (int q = 0; q < G; ++q)\n"
-     "        if (at[q] < n) acc[q] = df_settle(acc[q], base + at[q], tag);\n"
-     "    for (int c0 = 0; c0 < splits; c0 += SUM_BATCH) {\n        float4 p[G][SUM_BATCH];\n"),
+     "        for (int q = 0; q < G; ++q)\n"
+     "            if (at[q] < n) acc[q] = df_settle(acc[q], base + at[q], tag);\n"
+     "    mark(MARK_SUB1);\n#pragma unroll\n    for (int q = 0; q < G; ++q)\n        if (out && at[q] >= lo"),
     ("        if (out && at[q] >= lo && at[q] < hi) *reinterpret_cast<float4*>(out + at[q]) = acc[q];\n",
      "        if (out && at[q] >= lo && at[q] < hi) df_store4(out + at[q], acc[q], tag);\n"),
     ("__device__ void stage_layer_input(const Stream& s, const Model& m, const Globals& g, const Layer& L, int lo, int hi) {\n"
