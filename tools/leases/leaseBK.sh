@@ -1,21 +1,21 @@
 #!/bin/bash
 # (Not yet run.) Lease BK (an H200 only): issue 18's bar measured again on main as it now is
-# (last H200 figures: lease AF, persistent 750.4-751.7 µs, pdl 720.8-722.0), with what the H100
-# leases of the thirty-ninth and fortieth sessions asked for on this card, alternated twice:
-# main (12 ring slots at P32/D128, pdl in its process) against the
-# stream cap of 4 copies per SM outside boundaries (the h100 profile's
-# `persistent_stream_inflight`, never run on an H200 with the hold; .device/s4.ron), and 4
-# copies in flight while the O-projection waits for attention (`tools/variants/long_wait.py 4`,
-# never run on an H200; .device/lw4.ron + v_lw4.cu), and the residual stream's words tagged
-# with their step so that QKV, up/gate and the LM head poll their data, not counters
-# (`tools/variants/data_flags.py`; .device/df.ron + v_df.cu), with the QKV -> attention edge too
-# (`data_flags.py attention`; .device/dfa.ron + v_dfa.cu), then 11 slots once. The GPU tests first; then, as time
-# allows, one traced step of main (never traced on an H200), the held ladder with the chain
-# split (never run on an H200) and one traced step of its last rung. docs/perf.md "Leases BI,
-# BJ, BL, BM", "Lease BK gains the H200's stream cap" and "Lease BK on the H200, the forty-first
-# session's additions". Files (.device/): mkc, gpu_test, s11.ron, s4.ron, lw4.ron + v_lw4.cu,
-# df.ron + v_df.cu, dfa.ron + v_dfa.cu, allrm.ron + v_allrm.cu (the ablation macros' defines above main's mkc.cu, under
-# `#ifdef MKC_PERSISTENT`).
+# (last H200 figures: lease AF, persistent 750.4-751.7 µs, pdl 720.8-722.0). The GPU tests;
+# then, alternated twice with main (12 ring slots at P32/D128, pdl in its process):
+# - the stream cap of 4 copies per SM outside boundaries (the h100 profile's
+#   `persistent_stream_inflight`, never run on an H200 with the hold; .device/s4.ron);
+# - 4 copies in flight while the O-projection waits for attention (`tools/variants/long_wait.py
+#   4`, never run on an H200; .device/lw4.ron + v_lw4.cu), persistent only;
+# - the residual stream's words tagged with their step, so that QKV, up/gate and the LM head
+#   poll their data, not counters (`tools/variants/data_flags.py`; .device/df.ron + v_df.cu);
+# - the same with the QKV -> attention edge too (`data_flags.py attention`; .device/dfa.ron +
+#   v_dfa.cu), persistent only.
+# Then 11 slots once (.device/s11.ron) and, as time allows, one traced step of main (never
+# traced on an H200), the held ladder with the chain split (never run on an H200) and one traced
+# step of its last rung (.device/allrm.ron + v_allrm.cu: the ablation macros' defines above
+# main's mkc.cu, under `#ifdef MKC_PERSISTENT`). docs/perf.md "Leases BI, BJ, BL, BM", "Lease
+# BK gains the H200's stream cap", "Lease BK on the H200, the forty-first session's additions"
+# and "Data that flags itself". Also .device/: mkc, gpu_test.
 LIMIT=480 ARCHIVE=bk.tgz
 source tools/leases/common.sh
 export TARGETS=persistent,pdl

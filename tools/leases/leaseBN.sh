@@ -1,17 +1,17 @@
 #!/bin/bash
-# (Not yet run.) Lease BN (any card): the consumers' page wait spinning on test_wait
-# (`tools/variants/spin_wait.py`) against main's try_wait, on the ladder's last rung (every
-# kind of work removed: 247 µs on an H100 in lease BI, ~0.75 µs per page a warp takes) and on
-# the full step, persistent only, alternated twice. docs/perf.md "The ring's page handshake".
+# (Not yet run.) Lease BN (any card), alternated twice:
+# - the consumers' page wait spinning on test_wait (`tools/variants/spin_wait.py`) against
+#   main's try_wait, on the ladder's last rung (every kind of work removed: 247 µs on an H100 in
+#   lease BI, ~0.75 µs per page a warp takes) and on the full step, persistent only (docs/perf.md
+#   "The ring's page handshake"; .device/spin.ron + v_spin.cu, spin_allrm.ron + v_spin_allrm.cu
+#   (v_allrm.cu's defines above v_spin.cu), allrm.ron + v_allrm.cu);
+# - the residual stream's words tagged with their step, so that QKV, up/gate and the LM head
+#   poll their data, not counters (`tools/variants/data_flags.py`, persistent and pdl;
+#   .device/df.ron + v_df.cu), and with the QKV -> attention edge too (`data_flags.py
+#   attention`, persistent; .device/dfa.ron + v_dfa.cu): docs/perf.md "Data that flags itself".
 # Then the QKV -> attention edge in 48 shards (`vtp_shards.qkv_attention: 48`: one per head's
-# rows of q, k and v) against main, persistent and pdl, twice. docs/perf.md "Attention waits
-# for its own heads' QKV units".
-# Each round also runs the residual stream's words tagged with their step, so that QKV, up/gate
-# and the LM head poll their data, not counters (`tools/variants/data_flags.py`, persistent and
-# pdl), and with the QKV -> attention edge too (`data_flags.py attention`, persistent):
-# docs/perf.md "Data that flags itself".
-# Files (.device/): mkc, df.ron + v_df.cu, dfa.ron + v_dfa.cu, allrm.ron + v_allrm.cu, spin.ron + v_spin.cu, spin_allrm.ron +
-# v_spin_allrm.cu (v_allrm.cu's defines above v_spin.cu).
+# rows of q, k and v) against main, persistent and pdl, twice (docs/perf.md "Attention waits
+# for its own heads' QKV units"). Also .device/: mkc.
 LIMIT=380 ARCHIVE=bn.tgz
 source tools/leases/common.sh
 export TARGETS=persistent
