@@ -23,10 +23,10 @@ grep -q H200 $W/gpu.txt || { echo "not an H200"; exit; }
 gpu_tests
 for r in a b; do
     b main_$r
-    b s4_$r --tune .device/s4.ron
-    TARGETS=persistent b lw4_$r --tune .device/lw4.ron
     b df_$r --tune .device/df.ron
     TARGETS=persistent b dfa_$r --tune .device/dfa.ron
+    b s4_$r --tune .device/s4.ron
+    TARGETS=persistent b lw4_$r --tune .device/lw4.ron
 done
 b s11 --tune .device/s11.ron
 [ $SECONDS -lt $LIMIT ] && { timeout 90 $M bench $T --targets persistent --trials 1 --timeline $W/main.json > $W/main_traced.log 2>&1; echo "main traced rc=$? t=$SECONDS"; grep -E "^  persistent" $W/main_traced.log | head -1; grep -A12 'us per SM' $W/main_traced.log | head -14; keep; }

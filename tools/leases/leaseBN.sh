@@ -21,12 +21,12 @@ rung() {  # NAME TUNE: the persistent step of one ablated build, unchecked
     grep -E "^  persistent" $W/$1.log | head -1; keep
 }
 for r in a b; do
-    rung allrm_$r .device/allrm.ron
-    rung spin_allrm_$r .device/spin_allrm.ron
     b main_$r
-    b spin_$r --tune .device/spin.ron
     TARGETS=persistent,pdl b df_$r --tune .device/df.ron
     b dfa_$r --tune .device/dfa.ron
+    b spin_$r --tune .device/spin.ron
+    rung allrm_$r .device/allrm.ron
+    rung spin_allrm_$r .device/spin_allrm.ron
 done
 sed 's/vtp_shards: (up_gate_down: 4)/vtp_shards: (qkv_attention: 48, up_gate_down: 4)/' $T > /tmp/qa48.ron
 grep -q "qkv_attention: 48" /tmp/qa48.ron || { echo "qa48: the tuned file's vtp_shards line changed"; exit; }
