@@ -1,7 +1,6 @@
 #!/bin/bash
 # (Not yet run.) Lease BK (an H200 only): issue 18's bar measured again on main as it now is
-# (last H200 figures: lease AF, persistent 750.4-751.7 µs, pdl 720.8-722.0). The GPU tests;
-# then, alternated twice with main (12 ring slots at P32/D128, pdl in its process):
+# (last H200 figures: lease AF, persistent 750.4-751.7 µs, pdl 720.8-722.0). Alternated twice with main (12 ring slots at P32/D128, pdl in its process):
 # - the stream cap of 4 copies per SM outside boundaries (the h100 profile's
 #   `persistent_stream_inflight`, never run on an H200 with the hold; .device/s4.ron);
 # - 4 copies in flight while the O-projection waits for attention (`tools/variants/long_wait.py
@@ -10,7 +9,7 @@
 #   poll their data, not counters (`tools/variants/data_flags.py`; .device/df.ron + v_df.cu);
 # - the same with the QKV -> attention edge too (`data_flags.py attention`; .device/dfa.ron +
 #   v_dfa.cu), persistent only.
-# Then 11 slots once (.device/s11.ron) and, as time allows, one traced step of main (never
+# Then the GPU tests, 11 slots once (.device/s11.ron) and, as time allows, one traced step of main (never
 # traced on an H200), the held ladder with the chain split (never run on an H200) and one traced
 # step of its last rung (.device/allrm.ron + v_allrm.cu: the ablation macros' defines above
 # main's mkc.cu, under `#ifdef MKC_PERSISTENT`). docs/perf.md "Leases BI, BJ, BL, BM", "Lease
@@ -20,7 +19,6 @@ LIMIT=480 ARCHIVE=bk.tgz
 source tools/leases/common.sh
 export TARGETS=persistent,pdl
 grep -q H200 $W/gpu.txt || { echo "not an H200"; exit; }
-gpu_tests
 for r in a b; do
     b main_$r
     b df_$r --tune .device/df.ron
@@ -28,6 +26,7 @@ for r in a b; do
     b s4_$r --tune .device/s4.ron
     TARGETS=persistent b lw4_$r --tune .device/lw4.ron
 done
+gpu_tests
 b s11 --tune .device/s11.ron
 [ $SECONDS -lt $LIMIT ] && { timeout 90 $M bench $T --targets persistent --trials 1 --timeline $W/main.json > $W/main_traced.log 2>&1; echo "main traced rc=$? t=$SECONDS"; grep -E "^  persistent" $W/main_traced.log | head -1; grep -A12 'us per SM' $W/main_traced.log | head -14; keep; }
 [ $SECONDS -lt $LIMIT ] && { timeout 150 $M bench $T --targets persistent --trials 1 --ablate > $W/ladder.log 2>&1; echo "ladder rc=$? t=$SECONDS"; grep -E "^  persistent" $W/ladder.log; keep; }
