@@ -1,6 +1,7 @@
 #!/bin/bash
 # (Not yet run.) Lease BK (an H200 only): issue 18's bar measured again on main as it now is
-# (last H200 figures: lease AF, persistent 750.4-751.7 µs, pdl 720.8-722.0). Alternated twice with main (12 ring slots at P32/D128, pdl in its process):
+# (last H200 figures: lease AF, persistent 750.4-751.7 µs, pdl 720.8-722.0). Alternated twice
+# with main (12 ring slots at P32/D128, pdl in its process):
 # - the stream cap of 4 copies per SM outside boundaries (the h100 profile's
 #   `persistent_stream_inflight`, never run on an H200 with the hold; .device/s4.ron);
 # - 4 copies in flight while the O-projection waits for attention (`tools/variants/long_wait.py
@@ -9,8 +10,8 @@
 #   poll their data, not counters (`tools/variants/data_flags.py`; .device/df.ron + v_df.cu);
 # - the same with the QKV -> attention edge too (`data_flags.py attention`; .device/dfa.ron +
 #   v_dfa.cu), persistent only.
-# Then the GPU tests, 11 slots once (.device/s11.ron) and, as time allows, one traced step of main (never
-# traced on an H200), the held ladder with the chain split (never run on an H200) and one traced
+# Then the GPU tests, 11 slots once (.device/s11.ron) and, as time allows, one traced step of
+# main (never traced on an H200), the held ladder with the chain split (never run on an H200) and one traced
 # step of its last rung (.device/allrm.ron + v_allrm.cu: the ablation macros' defines above
 # main's mkc.cu, under `#ifdef MKC_PERSISTENT`). docs/perf.md "Leases BI, BJ, BL, BM", "Lease
 # BK gains the H200's stream cap", "Lease BK on the H200, the forty-first session's additions"
