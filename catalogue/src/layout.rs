@@ -78,10 +78,11 @@ pub fn attention_chunk(model: &Model) -> u32 {
     if let Some(c) = model.tuning.att_chunk {
         // 1 KiB of slack for a traced build's static shared memory.
         let alone = SMEM_PER_CTA.saturating_sub(vectors + 1024) / per_position;
-        return c
-            .min(alone)
-            .max(1)
-            .max(attention_reduce_chunk(model, att_threads(&model.tuning)));
+        return c.min(alone).max(1).max(attention_reduce_chunk(
+            model,
+            att_threads(&model.tuning),
+            vectors,
+        ));
     }
     let half = SMEM_PER_SM / 2;
     let chunk = half.saturating_sub(vectors).div_ceil(per_position);
@@ -96,10 +97,12 @@ pub(crate) fn attention_reduce_smem(model: &Model, threads: u32) -> u32 {
     (threads / outs).max(1) * outs * 4
 }
 
-/// Fewest KV positions per chunk whose region also holds [`attention_reduce_smem`].
-pub(crate) fn attention_reduce_chunk(model: &Model, threads: u32) -> u32 {
+/// Fewest KV positions per chunk whose region also holds [`attention_reduce_smem`], where the
+/// region holds `vectors` bytes beside the chunk (the chain kernel's q and scores,
+/// [`attention_vectors_smem`]; 0 where they live apart, as in the persistent kernel).
+pub(crate) fn attention_reduce_chunk(model: &Model, threads: u32, vectors: u32) -> u32 {
     attention_reduce_smem(model, threads)
-        .saturating_sub(attention_vectors_smem(model))
+        .saturating_sub(vectors)
         .div_ceil(attention_position_smem(model))
 }
 

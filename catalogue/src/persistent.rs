@@ -201,9 +201,9 @@ pub fn persistent_layout(model: &Model) -> Result<PersistentLayout, Unsupported>
         (room / page_bytes).min(MAX_SLOTS)
     };
     let part_max = layout::attention_part_positions(model);
-    // The output's partial sums reuse the KV chunk region, which must hold them alone.
-    let reduce_chunk = layout::attention_reduce_smem(model, consumers)
-        .div_ceil(layout::attention_position_smem(model));
+    // The output's partial sums reuse the KV chunk region, which holds them alone (attention's
+    // vectors live apart).
+    let reduce_chunk = layout::attention_reduce_chunk(model, consumers, 0);
     let min_chunk = MIN_PERSISTENT_CHUNK.min(part_max).max(reduce_chunk);
     let most = fit(min_chunk);
     if most == 0 {
