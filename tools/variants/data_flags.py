@@ -61,34 +61,29 @@ __device__ __forceinline__ bool df_ready(float4 v, unsigned tag) {
     return ((__float_as_uint(v.x) & 3u) == tag) & ((__float_as_uint(v.y) & 3u) == tag) &
            ((__float_as_uint(v.z) & 3u) == tag) & ((__float_as_uint(v.w) & 3u) == tag);
 }
-// Reloads v (loaded from p) until its tags are `tag` (none: tag 0), at most ~0.1 s.
+// Whether a spin on a tag has lasted ~0.1 s (checked every 64th try `n`, from its first check
+// `t0` on): it then gives up, so that a tag that never comes makes wrong numbers, not a hang.
+__device__ __forceinline__ bool df_gave_up(int n, u64& t0) {
+    if (n & 63) return false;
+    const u64 now = globaltimer();
+    if (!t0) t0 = now;
+    return now - t0 > 100000000ull;
+}
+// Reloads v (loaded from p) until its tags are `tag` (none: tag 0).
 __device__ __forceinline__ float4 df_settle(float4 v, const float* p, unsigned tag) {
     if (!tag) return v;
     u64 t0 = 0;
-    for (int n = 1; !df_ready(v, tag); ++n) {
-        if ((n & 63) == 0) {
-            const u64 now = globaltimer();
-            if (!t0) t0 = now;
-            else if (now - t0 > 100000000ull) break;
-        }
-        v = df_load4(p, tag);
-    }
+    for (int n = 1; !df_ready(v, tag) && !df_gave_up(n, t0); ++n) v = df_load4(p, tag);
     return v;
 }
-// The scalar form of df_settle: loads p until its tag is `tag`, at most ~0.1 s.
+// The scalar form of df_settle: loads p until its tag is `tag`.
 __device__ __forceinline__ float df_load1(const float* p, unsigned tag) {
     float v;
     u64 t0 = 0;
     for (int n = 1;; ++n) {
         asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];" : "=f"(v) : "l"(p));
-        if ((__float_as_uint(v) & 3u) == tag) break;
-        if ((n & 63) == 0) {
-            const u64 now = globaltimer();
-            if (!t0) t0 = now;
-            else if (now - t0 > 100000000ull) break;
-        }
+        if ((__float_as_uint(v) & 3u) == tag || df_gave_up(n, t0)) return v;
     }
-    return v;
 }
 template <typename Deps>
 __device__ __forceinline__ unsigned df_tag(const Deps&) {
@@ -152,7 +147,8 @@ edits = [
     # The three staging operators poll their data instead of their counters.
     ("    __device__ void wait() const {\n#ifndef MKC_ABLATE_WAITS\n        if (threadIdx.x == 0) {\n",
      "    __device__ void wait() const {\n#ifndef MKC_ABLATE_WAITS\n"
-     "        if (ins.op == OP_QKV_ROPE || ins.op == OP_UP_GATE || ins.op == OP_LM_HEAD) {\n"
+     "        if (df_skip && (ins.op == OP_QKV_ROPE || ins.op == OP_UP_GATE || ins.op == OP_LM_HEAD ||\n"
+     "                        (DF_ATTENTION && ins.op == OP_ATTENTION))) {\n"
      "            if (threadIdx.x == 0) *(volatile int*)boundary = 1;\n"
      "            consumers_sync();\n"
      "            return;\n"
@@ -160,10 +156,13 @@ edits = [
      "        if (threadIdx.x == 0) {\n"),
     ("// The producer lane of the persistent kernel: walks the SM's instructions ahead of the",
      "// Variant data_flags: the persistent kernel's tag for this step's words.\n"
-     "__device__ __forceinline__ unsigned df_tag(const CounterDeps& d) { return 1u + (d.step & 1u); }\n\n"
+     "__device__ __forceinline__ unsigned df_tag(const CounterDeps& d) { return 1u + (d.step & 1u); }\n"
+     "__device__ __forceinline__ void df_wait_counters(const CounterDeps& d) {\n"
+     "    CounterDeps e = d;\n"
+     "    e.df_skip = false;\n"
+     "    e.wait();\n"
+     "}\n\n"
      "// The producer lane of the persistent kernel: walks the SM's instructions ahead of the"),
-]
-edits += [
     ("    int p;\n    template <int R>\n    __device__ void operator()(int, int row0, const float (&v)[R]) {\n        int lane = threadIdx.x % 32;\n        if (lane >= R) return;\n",
      "    int p;\n    unsigned tag;\n    template <int R>\n    __device__ void operator()(int, int row0, const float (&v)[R]) {\n        int lane = threadIdx.x % 32;\n        if (lane >= R) return;\n"),
     ("        L.qkv[r] = val;\n", "        df_store(L.qkv + r, val, tag);\n"),
@@ -171,16 +170,6 @@ edits += [
     ("    unsigned step;           // 1-based launch count: targets are signals per step x step\n",
      "    unsigned step;           // 1-based launch count: targets are signals per step x step\n"
      "    bool df_skip = true;     // variant data_flags: the operators that poll their data skip this wait\n"),
-    ("        if (ins.op == OP_QKV_ROPE || ins.op == OP_UP_GATE || ins.op == OP_LM_HEAD) {\n",
-     "        if (df_skip && (ins.op == OP_QKV_ROPE || ins.op == OP_UP_GATE || ins.op == OP_LM_HEAD ||\n"
-     "                        (DF_ATTENTION && ins.op == OP_ATTENTION))) {\n"),
-    ("__device__ __forceinline__ unsigned df_tag(const CounterDeps& d) { return 1u + (d.step & 1u); }\n",
-     "__device__ __forceinline__ unsigned df_tag(const CounterDeps& d) { return 1u + (d.step & 1u); }\n"
-     "__device__ __forceinline__ void df_wait_counters(const CounterDeps& d) {\n"
-     "    CounterDeps e = d;\n"
-     "    e.df_skip = false;\n"
-     "    e.wait();\n"
-     "}\n"),
     ("    mark(MARK_RELEASED);\n    if (hist < first) {  // the current position, written by this step's QKV grid\n"
      "        load_kv_rows<NT>(kbuf, kc, lo + hist, lo + first, hd, lo);\n"
      "        load_kv_rows<NT>(vbuf, vc, lo + hist, lo + first, hd, lo);\n"
