@@ -1,6 +1,7 @@
 # Sourced by the lease scripts: the device's CUDA libraries, the carried binary, a log folder
 # ($W, archived into $OUT by the script's last line, or after every step with ARCHIVE set:
-# see `keep`), `gpu_tests` and `b NAME [ARGS]`, one interleaved
+# see `keep`), `gpu_tests`, `rung NAME TUNE [TIMEOUT]` (one ablated build's persistent step,
+# unchecked) and `b NAME [ARGS]`, one interleaved
 # `mkc bench MODEL --targets $TARGETS --trials 2 ARGS` (TARGETS: persistent unless set) whose
 # log is $W/NAME.log and whose summary lines are printed. No bench starts after $LIMIT s
 # (480 unless set), so that the archive comes back within the call.
@@ -13,6 +14,13 @@ b() {
     timeout 80 $M bench $T --targets ${TARGETS:-persistent} --trials 2 "$@" > $W/$n.log 2>&1; echo "$n rc=$? t=$SECONDS"
     grep -E "floor|^  persistent|^  pdl|FAIL|rror|stall" $W/$n.log | sed 's/.*read bandwidth/bw/'
     keep
+}
+# The persistent step of the build `TUNE` selects (an ablated one: unchecked), two trials within
+# TIMEOUT s (80 unless given), its log $W/NAME.log and its summary line printed.
+rung() {
+    [ $SECONDS -gt ${LIMIT:-480} ] && { echo "$1 skipped (time)"; return; }
+    timeout ${3:-80} $M bench $T --targets persistent --trials 2 --no-check --tune $2 > $W/$1.log 2>&1; echo "$1 rc=$? t=$SECONDS"
+    grep -E "^  persistent" $W/$1.log | head -1; keep
 }
 # The GPU tests (.device/gpu_test, README), their log $W/gpu_test.log and its summary printed.
 gpu_tests() {

@@ -11,11 +11,6 @@
 LIMIT=300 ARCHIVE=bj.tgz
 source tools/leases/common.sh
 export TARGETS=persistent,pdl
-rung() {  # NAME TUNE: the persistent step of one ablated build, unchecked
-    [ $SECONDS -gt $LIMIT ] && { echo "$1 skipped (time)"; return; }
-    timeout 80 $M bench $T --targets persistent --trials 2 --no-check --tune $2 > $W/$1.log 2>&1; echo "$1 rc=$? t=$SECONDS"
-    grep -E "^  persistent" $W/$1.log | head -1; keep
-}
 for r in a b; do
     b main_$r
     b s11_$r --tune .device/s11.ron

@@ -15,18 +15,13 @@
 LIMIT=380 ARCHIVE=bn.tgz
 source tools/leases/common.sh
 export TARGETS=persistent
-rung() {  # NAME TUNE: the persistent step of one ablated build, unchecked
-    [ $SECONDS -gt $LIMIT ] && { echo "$1 skipped (time)"; return; }
-    timeout 60 $M bench $T --targets persistent --trials 2 --no-check --tune $2 > $W/$1.log 2>&1; echo "$1 rc=$? t=$SECONDS"
-    grep -E "^  persistent" $W/$1.log | head -1; keep
-}
 for r in a b; do
     b main_$r
     TARGETS=persistent,pdl b df_$r --tune .device/df.ron
     b dfa_$r --tune .device/dfa.ron
     b spin_$r --tune .device/spin.ron
-    rung allrm_$r .device/allrm.ron
-    rung spin_allrm_$r .device/spin_allrm.ron
+    rung allrm_$r .device/allrm.ron 60
+    rung spin_allrm_$r .device/spin_allrm.ron 60
 done
 sed 's/vtp_shards: (up_gate_down: 4)/vtp_shards: (qkv_attention: 48, up_gate_down: 4)/' $T > /tmp/qa48.ron
 grep -q "qkv_attention: 48" /tmp/qa48.ron || { echo "qa48: the tuned file's vtp_shards line changed"; exit; }
