@@ -191,10 +191,11 @@ pub struct Latencies {
     /// (the hold does not shorten it on that card, or it was never measured there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release_held_ns: Option<f64>,
-    /// The activation loads a persistent instruction stages in a held boundary's window: an L2
-    /// hit beside one bulk copy per SM (`mkc probe latency`), where the unheld kernel's, and
-    /// the held O-projection's and down's reads in the page loop after the window, see the
-    /// ring's full queue (`load_latency_ns`). Absent: `load_latency_ns` (not probed there).
+    /// An L2 hit beside one bulk copy per SM (`mkc probe latency`): the near end of the line
+    /// [`Latencies::load_latency_beside`] draws to `load_latency_ns`, from which a persistent
+    /// instruction's activation reads take their latency by the copies its producer keeps in
+    /// flight (one inside a boundary window held at 1). Absent:
+    /// `load_latency_ns` whatever the copies (not probed there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_latency_held_ns: Option<f64>,
 }
@@ -240,10 +241,25 @@ impl Latencies {
         self.release_held_ns.unwrap_or(self.release_ns)
     }
 
-    /// The activation loads' latency after a held boundary: `load_latency_held_ns`, else
+    /// The activation loads' latency beside one bulk copy per SM: `load_latency_held_ns`, else
     /// `load_latency_ns`.
     pub fn held_load_latency(&self) -> f64 {
         self.load_latency_held_ns.unwrap_or(self.load_latency_ns)
+    }
+
+    /// An L2 hit's latency while each SM keeps `copies` bulk copies of weight pages in flight:
+    /// on the line from `load_latency_held_ns` at one copy to `load_latency_ns` at
+    /// [`FULL_QUEUE_COPIES`], and `load_latency_ns` past it (the probe's furthest case). A
+    /// persistent instruction's activation reads queue behind as many copies as its producer
+    /// then keeps in flight: the boundary hold's inside the window, the stream cap's in the
+    /// page loop. The H100 probe's cases between (683, 1,003, 1,319 and 1,726 ns beside 2, 3,
+    /// 4 and 6 copies) lie within 10% of the line (docs/perf.md). Without
+    /// `load_latency_held_ns`, `load_latency_ns` whatever the copies.
+    pub fn load_latency_beside(&self, copies: u32) -> f64 {
+        let (one, full) = (self.held_load_latency(), self.load_latency_ns);
+        let span = f64::from(FULL_QUEUE_COPIES - 1);
+        let along = f64::from(copies.clamp(1, FULL_QUEUE_COPIES) - 1) / span;
+        one + (full - one) * along
     }
 
     /// One consumer warp's math over one landed page: `page_compute_mma_ns` where the page loop
@@ -261,6 +277,11 @@ impl Latencies {
         self.chain_load_latency_ns.unwrap_or(self.load_latency_ns)
     }
 }
+
+/// The bulk copies of 16 KiB per SM in flight beside which `mkc probe latency` measures
+/// `load_latency_ns`, as the operators' rings keep them: the far end of
+/// [`Latencies::load_latency_beside`]'s line.
+pub const FULL_QUEUE_COPIES: u32 = 8;
 
 /// The head dimension `attention_head_ns` is given at (Llama-3.2-1B's, where it was measured).
 pub const ATTENTION_HEAD_DIM: u32 = 64;

@@ -56,3 +56,34 @@ fn latency_terms_are_every_field_of_the_profile() {
         .iter()
         .all(|(n, _)| *n != "chain_load_latency_ns"));
 }
+
+/// An L2 hit's latency beside the copies in flight runs on the line from the one-copy probe to
+/// the full queue's: each end exactly, rising between, the full queue's past it (never beyond
+/// the probe's furthest case) and the one-copy figure for no copies (a hold at 0 still has the
+/// copy that ends the window); with no one-copy probe, the full queue's whatever the copies.
+#[test]
+fn the_load_latency_rises_with_the_copies_in_flight() {
+    use mkc_ir::device::FULL_QUEUE_COPIES;
+    let mut l = mkc_ir::embedded::resolve_device("h100").unwrap().latencies;
+    let one = l.load_latency_held_ns.expect("h100 probed one copy");
+    let full = l.load_latency_ns;
+    assert!(one < full);
+    assert_eq!(l.load_latency_beside(1), one);
+    assert_eq!(l.load_latency_beside(0), one);
+    assert_eq!(l.load_latency_beside(FULL_QUEUE_COPIES), full);
+    assert_eq!(l.load_latency_beside(16), full);
+    let line: Vec<f64> = (1..=FULL_QUEUE_COPIES)
+        .map(|c| l.load_latency_beside(c))
+        .collect();
+    assert!(line.windows(2).all(|w| w[0] < w[1]), "{line:?}");
+    // The H100 probe's cases between the ends (perf.md) lie within 10% of the line.
+    for (copies, probed) in [(2, 683.0), (3, 1003.0), (4, 1319.0), (6, 1726.0)] {
+        let on_line = l.load_latency_beside(copies);
+        assert!(
+            (on_line / probed - 1.0).abs() < 0.10,
+            "{copies} copies: {on_line} against {probed}"
+        );
+    }
+    l.load_latency_held_ns = None;
+    assert!((0..=16).all(|c| l.load_latency_beside(c) == full));
+}

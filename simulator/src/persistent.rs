@@ -13,9 +13,9 @@
 //! `load_latency_ns` later (the pipe refills). The consumer is admitted once every counter the
 //! instruction waits on is complete and visible and its previous instruction has released; it
 //! then stages its activations (instruction overhead, the load latency, its activations and
-//! writes at the SM's bandwidth; after a held boundary the activations queue behind one copy
-//! per SM, `load_latency_held_ns`, unless the operator reads them in its page loop, after the
-//! window: [`input_latency`]) and only then uses its pages as they land, freeing their ring
+//! writes at the SM's bandwidth; the activations queue behind the copies per SM the producer
+//! then keeps in flight, the boundary hold's inside the window, the stream cap's where the
+//! operator reads them in its page loop, after it: [`input_latency`]) and only then uses its pages as they land, freeing their ring
 //! room; its consumer warps take the pages in turn, each `page_compute_ns` per page
 //! (`page_compute_mma_ns` where the loop runs on the tensor cores), a page no
 //! sooner than it landed (the room is freed as a page is taken, not when its products are
@@ -91,28 +91,33 @@ struct Sm {
     free_at: f64,
 }
 
-/// How long after its wait a persistent instruction of `kind` has its input: held (the
-/// boundary window open), an L2 round trip beside one copy per SM (`load_latency_held_ns`),
-/// except for an operator that reads its input in its page loop (the O-projection and down
-/// with K chunks in registers: `mkc_catalogue::staged_input` 0), whose window closes at its
-/// wait's end, so that its reads queue behind the refilling ring (`load_latency_ns`), as every
-/// read does unheld. (With this, lease AU's held ladder puts 40 µs in the activation loads
-/// against 54 measured, where one held latency for all put 11; docs/perf.md.)
+/// How long after its wait a persistent instruction of `kind` has its input: an L2 round trip
+/// behind the copies per SM its producer then keeps in flight
+/// (`Latencies::load_latency_beside`), at most the ring's `slots`. An operator that stages its
+/// input reads it inside the boundary window (`tuning.persistent_boundary_inflight` copies);
+/// one that reads it in its page loop (the O-projection and down with K chunks in registers:
+/// `mkc_catalogue::staged_input` 0) reads it after the window has closed, behind the stream
+/// cap's (`tuning.persistent_stream_inflight`). (With the held window alone, lease AU's held
+/// ladder put 40 µs in the activation loads against 54 measured, where one held latency for
+/// all put 11; docs/perf.md.)
 pub fn input_latency(
     model: Option<&mkc_ir::Model>,
     kind: mkc_ir::OpKind,
-    held: bool,
+    slots: usize,
     device: &DeviceProfile,
 ) -> f64 {
-    let lat = &device.latencies;
+    let unset = mkc_ir::model::Tuning::default();
+    let tuning = model.map_or(&unset, |m| &m.tuning);
     let in_page_loop = model.is_some_and(|m| {
         mkc_ir::work::matvec(m, kind).is_some_and(|w| mkc_catalogue::staged_input(m, kind, &w) == 0)
     });
-    if held && !in_page_loop {
-        lat.held_load_latency()
+    let limit = if in_page_loop {
+        mkc_catalogue::persistent_stream_inflight(tuning)
     } else {
-        lat.load_latency_ns
-    }
+        mkc_catalogue::persistent_boundary_inflight(tuning)
+    };
+    let copies = limit.min(u32::try_from(slots).unwrap_or(u32::MAX));
+    device.latencies.load_latency_beside(copies)
 }
 
 /// Simulates one step at KV length `kv_len`. The chain targets' knobs (trigger,
@@ -162,8 +167,9 @@ pub fn simulate(
     // the held one, and inputs staged inside the window land sooner (input_latency). Its
     // other effects (shorter waits, a later refill) are not modelled: the H100's trace puts
     // three quarters of its gain in the release (perf.md).
-    // The cap outside the window (`tuning.persistent_stream_inflight`) changes nothing here:
-    // this loader keeps one page per SM in flight, sharing the pool's bandwidth, whatever it is.
+    // The cap outside the window (`tuning.persistent_stream_inflight`) sets the page loop's
+    // read latency (input_latency) and nothing else here: this loader keeps one page per SM in
+    // flight, sharing the pool's bandwidth, whatever it is.
     let held = s.model.as_ref().is_some_and(|m| {
         (mkc_catalogue::persistent_boundary_inflight(&m.tuning) as usize) < ring_slots
     });
@@ -202,7 +208,12 @@ pub fn simulate(
     let input_ns: Vec<(mkc_ir::OpKind, f64)> = mkc_ir::work::MATVECS
         .iter()
         .chain(&[mkc_ir::OpKind::Attention])
-        .map(|&kind| (kind, input_latency(s.model.as_ref(), kind, held, device)))
+        .map(|&kind| {
+            (
+                kind,
+                input_latency(s.model.as_ref(), kind, ring_slots, device),
+            )
+        })
         .collect();
     // Which operators' page loops run on the tensor cores (their pages' math is
     // `page_compute_mma_ns`), once per kind.
@@ -218,7 +229,7 @@ pub fn simulate(
         .collect();
     let input_ns_of = |kind: mkc_ir::OpKind| {
         input_ns.iter().find(|(k, _)| *k == kind).map_or_else(
-            || input_latency(s.model.as_ref(), kind, held, device),
+            || input_latency(s.model.as_ref(), kind, ring_slots, device),
             |&(_, v)| v,
         )
     };
@@ -552,28 +563,38 @@ mod tests {
     use super::*;
     use mkc_ir::OpKind;
 
-    /// Held, the staged operators' inputs land a held round trip after the wait, the operators
-    /// that read theirs in the page loop a loaded one (the window closed); unheld, every one
-    /// a loaded one; and where the O-projection's K chunk is too long for registers it stages
-    /// its input and counts as held.
+    /// An operator that stages its input reads it behind the boundary hold's copies, one that
+    /// reads it in its page loop behind the stream cap's, neither behind more than the ring's
+    /// slots; and where the O-projection's K chunk is too long for registers it stages its
+    /// input and reads behind the hold's.
     #[test]
-    fn held_inputs_are_fast_only_where_staged_in_the_window() {
+    fn inputs_queue_behind_the_copies_in_flight_when_they_are_read() {
         let dev = mkc_ir::embedded::resolve_device("h100").unwrap();
         let lat = &dev.latencies;
-        assert!(
-            lat.held_load_latency() < lat.load_latency_ns,
-            "the profile must differ"
+        let (one, four, full) = (
+            lat.load_latency_beside(1),
+            lat.load_latency_beside(4),
+            lat.load_latency_ns,
         );
-        let m = mkc_ir::embedded::resolve_model("llama1b").unwrap();
-        let at = |m: &mkc_ir::Model, kind, held| input_latency(Some(m), kind, held, &dev);
+        assert!(one < four && four < full, "the profile must differ");
+        let mut held = mkc_ir::embedded::resolve_model("llama1b").unwrap();
+        held.tuning.persistent_boundary_inflight = Some(1);
+        held.tuning.persistent_stream_inflight = Some(4);
+        let mut unheld = held.clone();
+        unheld.tuning.persistent_boundary_inflight = None;
+        unheld.tuning.persistent_stream_inflight = None;
+        let at = |m: &mkc_ir::Model, kind, slots| input_latency(Some(m), kind, slots, &dev);
         for kind in [OpKind::QkvRope, OpKind::UpGate, OpKind::LmHead] {
-            assert_eq!(at(&m, kind, true), lat.held_load_latency(), "{kind:?}");
-            assert_eq!(at(&m, kind, false), lat.load_latency_ns, "{kind:?}");
+            assert_eq!(at(&held, kind, 12), one, "{kind:?}");
+            assert_eq!(at(&unheld, kind, 12), full, "{kind:?}");
+            assert_eq!(at(&unheld, kind, 2), lat.load_latency_beside(2), "{kind:?}");
         }
         for kind in [OpKind::OProj, OpKind::Down] {
-            assert_eq!(at(&m, kind, true), lat.load_latency_ns, "{kind:?}");
+            assert_eq!(at(&held, kind, 12), four, "{kind:?}");
+            assert_eq!(at(&held, kind, 3), lat.load_latency_beside(3), "{kind:?}");
+            assert_eq!(at(&unheld, kind, 12), full, "{kind:?}");
         }
-        let mut wide = m.clone();
+        let mut wide = held.clone();
         wide.geometry.heads = 48;
         wide.geometry.hidden = 3072;
         let w = mkc_ir::work::matvec(&wide, OpKind::OProj).unwrap();
@@ -582,6 +603,6 @@ mod tests {
             "an O K chunk past the registers: {}",
             w.k
         );
-        assert_eq!(at(&wide, OpKind::OProj, true), lat.held_load_latency());
+        assert_eq!(at(&wide, OpKind::OProj, 12), one);
     }
 }

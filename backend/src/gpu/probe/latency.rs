@@ -67,7 +67,7 @@ impl LatencyProbe {
                 .find(|c| c.stream == StreamKind::Bulk(copies) && !c.own_sm)
         };
         let mut terms = Vec::new();
-        if let Some(c) = case(8) {
+        if let Some(c) = case(mkc_ir::device::FULL_QUEUE_COPIES as i32) {
             terms.push(ProfileTerm {
                 field: "load_latency_ns",
                 ns: c.ns,
