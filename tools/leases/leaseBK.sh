@@ -10,7 +10,8 @@
 #   poll their data, not counters (`tools/variants/data_flags.py`; .device/df.ron + v_df.cu);
 # - the same with the QKV -> attention edge too (`data_flags.py attention`; .device/dfa.ron +
 #   v_dfa.cu), persistent only.
-# Then the GPU tests, 11 slots once (.device/s11.ron) and, as time allows, one traced step of
+# Then the GPU tests, 11 slots once (.device/s11.ron), `mkc probe latency` (the one-copy L2
+# hit the h200 profile lacks, for the simulator's latency line) and, as time allows, one traced step of
 # main (never traced on an H200), the held ladder with the chain split (never run on an H200) and one traced
 # step of its last rung (.device/allrm.ron + v_allrm.cu: the ablation macros' defines above
 # main's mkc.cu, under `#ifdef MKC_PERSISTENT`). docs/perf.md "Leases BI, BJ, BL, BM", "Lease
@@ -29,6 +30,7 @@ for r in a b; do
 done
 gpu_tests
 b s11 --tune .device/s11.ron
+[ $SECONDS -lt $LIMIT ] && { timeout 60 $M probe latency > $W/probe_latency.log 2>&1; echo "probe latency rc=$? t=$SECONDS"; tail -6 $W/probe_latency.log; keep; }
 [ $SECONDS -lt $LIMIT ] && { timeout 90 $M bench $T --targets persistent --trials 1 --timeline $W/main.json > $W/main_traced.log 2>&1; echo "main traced rc=$? t=$SECONDS"; grep -E "^  persistent" $W/main_traced.log | head -1; grep -A12 'us per SM' $W/main_traced.log | head -14; keep; }
 [ $SECONDS -lt $LIMIT ] && { timeout 150 $M bench $T --targets persistent --trials 1 --ablate > $W/ladder.log 2>&1; echo "ladder rc=$? t=$SECONDS"; grep -E "^  persistent" $W/ladder.log; keep; }
 [ $SECONDS -lt $LIMIT ] && { timeout 90 $M bench $T --targets persistent --trials 1 --no-check --tune .device/allrm.ron --timeline $W/allrm.json > $W/allrm.log 2>&1; echo "allrm rc=$? t=$SECONDS"; grep -E "^  persistent" $W/allrm.log | head -1; grep -A12 'us per SM' $W/allrm.log | head -14; keep; }
