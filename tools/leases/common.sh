@@ -4,14 +4,15 @@
 # unchecked) and `b NAME [ARGS]`, one interleaved
 # `mkc bench MODEL --targets $TARGETS --trials 2 ARGS` (TARGETS: persistent unless set) whose
 # log is $W/NAME.log and whose summary lines are printed. No bench starts after $LIMIT s
-# (480 unless set), so that the archive comes back within the call.
+# (480 unless set), so that the archive comes back within the call; each bench within $BT s
+# (80 unless set).
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$LD_LIBRARY_PATH
 M=.device/mkc; T=models/llama1b_tuned.ron; W=/tmp/w; mkdir -p $W
 nvidia-smi --query-gpu=name --format=csv,noheader | tee $W/gpu.txt
 b() {
     local n=$1; shift
     [ $SECONDS -gt ${LIMIT:-480} ] && { echo "$n skipped (time)"; return; }
-    timeout 80 $M bench $T --targets ${TARGETS:-persistent} --trials 2 "$@" > $W/$n.log 2>&1; echo "$n rc=$? t=$SECONDS"
+    timeout ${BT:-80} $M bench $T --targets ${TARGETS:-persistent} --trials 2 "$@" > $W/$n.log 2>&1; echo "$n rc=$? t=$SECONDS"
     grep -E "floor|^  persistent|^  pdl|FAIL|rror|stall" $W/$n.log | sed 's/.*read bandwidth/bw/'
     keep
 }
