@@ -6,7 +6,7 @@ takes one group at a time (three per thread for 2,048 columns on 224 threads), a
 weights need its parts' maxima first, so the staging pays three dependent L2 round trips inside
 the held window where the model charges one. Here a thread loads up to 12 / parts groups' records
 (maxima, sums and outputs of every part) at once, then merges them: one round trip for 2 to 4
-parts at 2,048 columns, the same arithmetic in the same order (bit-identical results). Over 4
+parts at 2,048 columns, the same arithmetic in the same order. Over 4
 parts it keeps main's one group at a time (the registers: groups x parts x 6 floats).
 
 usage: python3 tools/variants/merge_batch.py > v_merge_batch.cu
