@@ -6,13 +6,8 @@
 #   `persistent_stream_inflight`, never run on an H200 with the hold; .device/s4.ron);
 # - 4 copies in flight while the O-projection waits for attention (`tools/variants/long_wait.py
 #   4`, never run on an H200; .device/lw4.ron + v_lw4.cu), persistent only;
-# - the residual stream's words tagged with their step, so that QKV, up/gate and the LM head
-#   poll their data, not counters (`tools/variants/data_flags.py`; .device/df.ron + v_df.cu);
-# - the same with the QKV -> attention edge too (`data_flags.py attention`; .device/dfa.ron +
-#   v_dfa.cu), persistent only.
 # Then the GPU tests, 11 slots once (.device/s11.ron), `mkc probe latency` (the one-copy L2
-# hit the h200 profile lacks, for the simulator's latency line), split-KV's merge in one round
-# trip at 2 parts (`merge_batch.py`; .device/mb.ron + v_mb.cu, kv2.ron) and, as time allows, one traced step of
+# hit the h200 profile lacks, for the simulator's latency line) and, as time allows, one traced step of
 # main (never traced on an H200), the held ladder with the chain split (never run on an H200) and one traced
 # step of its last rung (.device/allrm.ron + v_allrm.cu: the ablation macros' defines above
 # main's mkc.cu, under `#ifdef MKC_PERSISTENT`). docs/perf.md "Leases BI, BJ, BL, BM", "Lease
@@ -24,17 +19,12 @@ export TARGETS=persistent,pdl
 grep -q H200 $W/gpu.txt || { echo "not an H200"; exit; }
 for r in a b; do
     b main_$r
-    b df_$r --tune .device/df.ron
-    TARGETS=persistent b dfa_$r --tune .device/dfa.ron
     b s4_$r --tune .device/s4.ron
     TARGETS=persistent b lw4_$r --tune .device/lw4.ron
 done
 gpu_tests
 b s11 --tune .device/s11.ron
 [ $SECONDS -lt $LIMIT ] && { timeout 60 $M probe latency > $W/probe_latency.log 2>&1; echo "probe latency rc=$? t=$SECONDS"; tail -6 $W/probe_latency.log; keep; }
-# Split-KV's merge in one round trip (merge_batch.py; .device/mb.ron + v_mb.cu), 2 parts at P32.
-TARGETS=persistent,pdl T=.device/kv2.ron b kv2_a
-TARGETS=persistent,pdl T=.device/kv2.ron b kv2mb_a --tune .device/mb.ron
 [ $SECONDS -lt $LIMIT ] && { timeout 90 $M bench $T --targets persistent --trials 1 --timeline $W/main.json > $W/main_traced.log 2>&1; echo "main traced rc=$? t=$SECONDS"; grep -E "^  persistent" $W/main_traced.log | head -1; grep -A12 'us per SM' $W/main_traced.log | head -14; keep; }
 [ $SECONDS -lt $LIMIT ] && { timeout 150 $M bench $T --targets persistent --trials 1 --ablate > $W/ladder.log 2>&1; echo "ladder rc=$? t=$SECONDS"; grep -E "^  persistent" $W/ladder.log; keep; }
 [ $SECONDS -lt $LIMIT ] && { timeout 90 $M bench $T --targets persistent --trials 1 --no-check --tune .device/allrm.ron --timeline $W/allrm.json > $W/allrm.log 2>&1; echo "allrm rc=$? t=$SECONDS"; grep -E "^  persistent" $W/allrm.log | head -1; grep -A12 'us per SM' $W/allrm.log | head -14; keep; }

@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run.) Lease BN (any card), alternated twice:
+# (Run 2026-12-07 on an H100: docs/perf.md "Lease BN".) Lease BN (any card), alternated twice:
 # - the consumers' page wait spinning on test_wait (`tools/variants/spin_wait.py`) against
 #   main's try_wait, on the ladder's last rung (every kind of work removed: 247 µs on an H100 in
 #   lease BI, ~0.75 µs per page a warp takes) and on the full step, persistent only (docs/perf.md

@@ -1,5 +1,6 @@
 #!/bin/bash
-# (Not yet run.) Lease BP, for a call with little device time left. On an H200: issue 18's bar
+# (Run 2026-12-07 on an H100: the ladder; docs/perf.md "Lease BN".) Lease BP, for a call with
+# little device time left. On an H200: issue 18's bar
 # (main, persistent and pdl in one process, three rounds), `mkc probe latency` (the one-copy
 # L2 hit the h200 profile lacks) and split-KV's merge in one round trip at 2 parts
 # (`tools/variants/merge_batch.py`; .device/mb.ron + v_mb.cu, kv2.ron). On another card: the
