@@ -1,0 +1,12 @@
+#!/bin/bash
+# (Not yet run.) Lease BR, the least an H200 call can bring back: issue 18's bar on main as it
+# now is (persistent and pdl in one process, twice; last H200 figures lease AF's, persistent
+# 750.4-751.7 µs, pdl 720.8-722.0) and `mkc probe latency` (the one-copy L2 hit the h200
+# profile lacks). On another card it stops at once. Also .device/: mkc.
+LIMIT=120 ARCHIVE=br.tgz
+source tools/leases/common.sh
+grep -q H200 $W/gpu.txt || { echo "not an H200"; exit; }
+export TARGETS=persistent,pdl
+b main_a
+b main_b
+timeout 60 $M probe latency > $W/probe_latency.log 2>&1; echo "probe latency rc=$? t=$SECONDS"; tail -8 $W/probe_latency.log; keep
