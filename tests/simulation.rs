@@ -471,6 +471,28 @@ fn persistent_step_without_weights_is_the_chain_alone() {
         ..none
     };
     assert!(step(&dev, bare) < chain);
+    // Without weights the pages arrive at the producer's loop's pace: a slower loop lengthens
+    // the bare chain by at least its SMs' pages' worth, and leaves the full step, whose copies
+    // outlast the loop, as it was.
+    let all_removed = Ablation {
+        attention: true,
+        loads: true,
+        waits: true,
+        compute: true,
+        weights: true,
+    };
+    let mut slow_loop = dev.clone();
+    slow_loop.latencies.page_loop_ns += 100.0;
+    let pages_per_sm = s.graph.model_weight_bytes as f64
+        / f64::from(model.lowering.page_bytes)
+        / f64::from(dev.sms);
+    assert!(
+        step(&slow_loop, all_removed) >= step(&dev, all_removed) + 0.9 * 100.0 * pages_per_sm,
+        "{} against {}",
+        step(&slow_loop, all_removed),
+        step(&dev, all_removed)
+    );
+    assert_eq!(step(&slow_loop, full), step(&dev, full));
 }
 
 /// Past its first KV chunk, attention pays for each further one on every layer's path: the

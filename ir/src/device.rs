@@ -172,11 +172,11 @@ pub struct Latencies {
     /// profiles: 0.
     #[serde(default)]
     pub page_compute_ns: f64,
-    /// One consumer warp's pass over one page with its math removed (`MKC_ABLATE_COMPUTE`):
-    /// the wait on the page's barrier, the slot's release and the loop's control, which the
-    /// math hides in the full kernel (`page_compute_ns` includes it) but which the ladder's
-    /// compute-ablated rungs pay on every page (lease BI: ~0.9 µs a warp-page on an H100, 129
-    /// ns a page of the SM). Absent: 0 (not measured on that card).
+    /// The persistent producer's loop per weight page: the fewest ns between two pages its
+    /// single thread hands to the consumers (the slot's barriers, the copy's descriptor). With
+    /// weights a page's copy outlasts it; without (`MKC_ABLATE_WEIGHTS`, the ladder's chain
+    /// rungs) the pages arrive at this pace (lease BN: spinning consumers did not move it, so
+    /// it is the producer's). Absent: 0 (not measured on that card).
     #[serde(default)]
     pub page_loop_ns: f64,
     /// `page_compute_ns` for the pages whose loop runs on the tensor cores

@@ -10,7 +10,8 @@
 //! instruction has ended; the history moves beside the pages, not ahead of them (the producer
 //! issues its copies and goes on). It never waits on a counter, only for room: a full
 //! ring stops it until the consumers free a page, and its next page then lands
-//! `load_latency_ns` later (the pipe refills). The consumer is admitted once every counter the
+//! `load_latency_ns` later (the pipe refills); and its loop hands out a page no sooner than
+//! `page_loop_ns` after the last (binding only where the weights are ablated). The consumer is admitted once every counter the
 //! instruction waits on is complete and visible and its previous instruction has released; it
 //! then stages its activations (instruction overhead, the load latency, its activations and
 //! writes at the SM's bandwidth; the activations queue behind the copies per SM the producer
@@ -77,6 +78,9 @@ struct Sm {
     stalled: bool,
     /// When the loader may issue again (after a refill latency).
     resume_at: f64,
+    /// The earliest its producer's loop can hand out the next weight page (`page_loop_ns`
+    /// after the last).
+    paced_at: f64,
     /// Ring slots holding a page no consumer has taken yet.
     ring_used: usize,
     /// Loads of the current instruction consumed so far.
@@ -294,6 +298,7 @@ pub fn simulate(
                 loading: false,
                 stalled: false,
                 resume_at: lat.load_latency_ns,
+                paced_at: 0.0,
                 ring_used: 0,
                 consumed: 0,
                 consumer: 0,
@@ -316,7 +321,8 @@ pub fn simulate(
                     now: f64,
                     sms: &mut Vec<Sm>,
                     pool: &mut Pool<(usize, usize)>,
-                    spans: &mut Vec<Span>|
+                    spans: &mut Vec<Span>,
+                    queue: &mut EventQueue<Event>|
      -> bool {
         let st = &mut sms[sm];
         let mut landed_now = false;
@@ -332,6 +338,16 @@ pub fn simulate(
             if !fits {
                 st.stalled = true;
                 break;
+            }
+            // The producer's loop hands out a weight page no sooner than `page_loop_ns` after
+            // the last: what paces a weights-ablated build's pages (a copy at an SM's share of
+            // the card, 0.48 µs and more, outlasts it).
+            if !kv && now < st.paced_at {
+                queue.push(st.paced_at, Event::Fill(sm));
+                break;
+            }
+            if !kv {
+                st.paced_at = now + lat.page_loop_ns;
             }
             let task = st.loads[j].task;
             // A task's loads start with its first page's.
@@ -444,7 +460,7 @@ pub fn simulate(
             queue.push(released, Event::Check(sm));
             // An attention instruction's end frees the KV region.
             resume(sm, now, &mut sms, &mut queue);
-            try_load(sm, now, &mut sms, &mut pool, &mut spans);
+            try_load(sm, now, &mut sms, &mut pool, &mut spans, &mut queue);
         }};
     }
     // The current instruction's next step once its pages or its stage moved on: consume, then
@@ -482,7 +498,7 @@ pub fn simulate(
                     }
                 } else if sms[sm].consumed > before {
                     resume(sm, now, &mut sms, &mut queue);
-                    if try_load(sm, now, &mut sms, &mut pool, &mut spans) {
+                    if try_load(sm, now, &mut sms, &mut pool, &mut spans, &mut queue) {
                         continue;
                     }
                 }
@@ -498,7 +514,7 @@ pub fn simulate(
                 st.loads[j].landed_at = now;
                 // A page's landing lets the next load go; the history's, beside it, does not.
                 st.loading &= st.loads[j].kv;
-                try_load(sm, now, &mut sms, &mut pool, &mut spans);
+                try_load(sm, now, &mut sms, &mut pool, &mut spans, &mut queue);
                 progress!(sm, now);
             }
             Next::Event(now, Event::Check(sm)) => {
@@ -536,7 +552,7 @@ pub fn simulate(
                 queue.push(now + duration, Event::Staged(sm));
             }
             Next::Event(now, Event::Fill(sm)) => {
-                if try_load(sm, now, &mut sms, &mut pool, &mut spans) {
+                if try_load(sm, now, &mut sms, &mut pool, &mut spans, &mut queue) {
                     progress!(sm, now);
                 }
             }

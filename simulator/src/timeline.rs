@@ -76,8 +76,7 @@ pub fn activation_latency(ablate: &Ablation, kind: mkc_ir::OpKind, latency_ns: f
 
 /// The consumer warps of one persistent instruction taking its weight pages in turn: page p
 /// goes to warp p % warps, which computes it in `page_compute_ns`, or `page_compute_mma_ns`
-/// where the instruction's page loop runs on the tensor cores (`page_loop_ns`, the loop's pass
-/// without the math, where `ablate.compute`),
+/// where the instruction's page loop runs on the tensor cores (none where `ablate.compute`),
 /// after both the page and the warp are ready. What finishes last is when the instruction's
 /// products are done. (The chain model does not charge page math: with the same figure it
 /// over-predicts Llama-3.2-1B's pdl chain by 12%; docs/perf.md.)
@@ -94,10 +93,9 @@ pub struct PageMath {
 impl PageMath {
     /// `warps` consumer warps (at least one) on `device`, under `ablate`.
     pub fn new(warps: u32, ablate: &Ablation, device: &DeviceProfile) -> PageMath {
-        // With the math ablated, the warps still take every page in turn: the loop's own pass.
         let of = |tensor_cores| {
             if ablate.compute {
-                device.latencies.page_loop_ns
+                0.0
             } else {
                 device.latencies.page_compute(tensor_cores)
             }
@@ -239,11 +237,9 @@ pub fn bandwidths(device: &DeviceProfile) -> (f64, f64) {
 mod tests {
     use super::*;
 
-    /// `warps` warps at `page_ns` a page, the loop's own pass free (`page_loop_ns` 0).
     fn math(warps: u32, page_ns: f64, compute_ablated: bool) -> PageMath {
         let mut device = mkc_ir::embedded::resolve_device("h200").unwrap();
         device.latencies.page_compute_ns = page_ns;
-        device.latencies.page_loop_ns = 0.0;
         let ablate = Ablation {
             compute: compute_ablated,
             ..Ablation::default()
@@ -253,13 +249,12 @@ mod tests {
 
     /// An instruction whose page loop runs on the tensor cores pays the profile's
     /// `page_compute_mma_ns` per page, the next one the FMA figure again; without the figure,
-    /// both pay `page_compute_ns`; the compute ablation leaves the loop's pass, `page_loop_ns`.
+    /// both pay `page_compute_ns`; the compute ablation removes both.
     #[test]
     fn tensor_core_pages_cost_their_own_figure() {
         let mut device = mkc_ir::embedded::resolve_device("h200").unwrap();
         device.latencies.page_compute_ns = 10.0;
         device.latencies.page_compute_mma_ns = Some(4.0);
-        device.latencies.page_loop_ns = 0.0;
         let mut m = PageMath::new(1, &Ablation::default(), &device);
         let pages = |m: &mut PageMath, tensor_cores| {
             m.start(0.0, tensor_cores);
@@ -278,11 +273,6 @@ mod tests {
         };
         let mut none = PageMath::new(1, &ablated, &device);
         assert_eq!(pages(&mut none, true), 0.0);
-        // With the math removed, the loop's own pass per page remains, whatever the loop.
-        device.latencies.page_loop_ns = 3.0;
-        let mut bare = PageMath::new(1, &ablated, &device);
-        assert_eq!(pages(&mut bare, true), 6.0);
-        assert_eq!(pages(&mut bare, false), 6.0);
     }
 
     /// Two passes per KV chunk after the first, each a round trip plus its rows at the SM's
