@@ -11,13 +11,14 @@
 //! issues its copies and goes on). It never waits on a counter, only for room: a full
 //! ring stops it until the consumers free a page, and its next page then lands
 //! `load_latency_ns` later (the pipe refills); and its loop hands out a page no sooner than
-//! `page_loop_ns` after the last (binding only where the weights are ablated). The consumer is admitted once every counter the
-//! instruction waits on is complete and visible and its previous instruction has released; it
-//! then stages its activations (instruction overhead, the load latency, its activations and
-//! writes at the SM's bandwidth; the activations queue behind the copies per SM the producer
-//! then keeps in flight, the boundary hold's inside the window, the stream cap's where the
-//! operator reads them in its page loop, after it: [`input_latency`]) and only then uses its pages as they land, freeing their ring
-//! room; its consumer warps take the pages in turn, each `page_compute_ns` per page
+//! `page_loop_ns` after the last (binding only where a page's copy is shorter: the weights
+//! ablated). The consumer is admitted once every counter the instruction waits on is complete
+//! and visible and its previous instruction has released; it then stages its activations
+//! (instruction overhead, the load latency, its activations and writes at the SM's bandwidth;
+//! the activations queue behind the copies per SM the producer then keeps in flight, the
+//! boundary hold's inside the window, the stream cap's where the operator reads them in its
+//! page loop, after it: [`input_latency`]) and only then uses its pages as they land, freeing
+//! their ring room; its consumer warps take the pages in turn, each `page_compute_ns` per page
 //! (`page_compute_mma_ns` where the loop runs on the tensor cores), a page no
 //! sooner than it landed (the room is freed as a page is taken, not when its products are
 //! done: a little optimistic for the loader). Attention computes (scores, softmax, output:
@@ -342,11 +343,11 @@ pub fn simulate(
             // The producer's loop hands out a weight page no sooner than `page_loop_ns` after
             // the last: what paces a weights-ablated build's pages (a copy at an SM's share of
             // the card, 0.48 µs and more, outlasts it).
-            if !kv && now < st.paced_at {
-                queue.push(st.paced_at, Event::Fill(sm));
-                break;
-            }
             if !kv {
+                if now < st.paced_at {
+                    queue.push(st.paced_at, Event::Fill(sm));
+                    break;
+                }
                 st.paced_at = now + lat.page_loop_ns;
             }
             let task = st.loads[j].task;

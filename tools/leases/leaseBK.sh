@@ -24,7 +24,7 @@ for r in a b; do
 done
 gpu_tests
 b s11 --tune .device/s11.ron
-[ $SECONDS -lt $LIMIT ] && { timeout 60 $M probe latency > $W/probe_latency.log 2>&1; echo "probe latency rc=$? t=$SECONDS"; tail -6 $W/probe_latency.log; keep; }
-[ $SECONDS -lt $LIMIT ] && { timeout 90 $M bench $T --targets persistent --trials 1 --timeline $W/main.json > $W/main_traced.log 2>&1; echo "main traced rc=$? t=$SECONDS"; grep -E "^  persistent" $W/main_traced.log | head -1; grep -A12 'us per SM' $W/main_traced.log | head -14; keep; }
+probe_latency
+traced main
 [ $SECONDS -lt $LIMIT ] && { timeout 150 $M bench $T --targets persistent --trials 1 --ablate > $W/ladder.log 2>&1; echo "ladder rc=$? t=$SECONDS"; grep -E "^  persistent" $W/ladder.log; keep; }
-[ $SECONDS -lt $LIMIT ] && { timeout 90 $M bench $T --targets persistent --trials 1 --no-check --tune .device/allrm.ron --timeline $W/allrm.json > $W/allrm.log 2>&1; echo "allrm rc=$? t=$SECONDS"; grep -E "^  persistent" $W/allrm.log | head -1; grep -A12 'us per SM' $W/allrm.log | head -14; keep; }
+traced allrm --no-check --tune .device/allrm.ron

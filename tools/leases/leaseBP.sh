@@ -16,7 +16,7 @@ if ! grep -q H200 $W/gpu.txt; then
 fi
 b main_a
 b main_b
-[ $SECONDS -lt $LIMIT ] && { timeout 60 $M probe latency > $W/probe_latency.log 2>&1; echo "probe latency rc=$? t=$SECONDS"; tail -6 $W/probe_latency.log; keep; }
+probe_latency
 T=.device/kv2.ron b kv2_a
 T=.device/kv2.ron b kv2mb_a --tune .device/mb.ron
 b main_c

@@ -11,7 +11,7 @@ export TARGETS=persistent,pdl
 if grep -q H200 $W/gpu.txt; then
     b main_a
     b main_b
-    [ $SECONDS -lt $LIMIT ] && { timeout 60 $M probe latency > $W/probe_latency.log 2>&1; echo "probe latency rc=$? t=$SECONDS"; tail -6 $W/probe_latency.log; keep; }
+    probe_latency
 fi
 gpu_tests
 T=.device/kv2.ron b kv2

@@ -8,11 +8,10 @@
 LIMIT=120 ARCHIVE=br.tgz
 source tools/leases/common.sh
 if ! grep -q H200 $W/gpu.txt; then
-    timeout 90 $M bench $T --targets persistent --trials 1 --timeline $W/main.json > $W/main_traced.log 2>&1; echo "main traced rc=$? t=$SECONDS"
-    grep -E "^  persistent" $W/main_traced.log | head -1; grep -A12 'us per SM' $W/main_traced.log | head -14; keep
+    traced main
     exit
 fi
 export TARGETS=persistent,pdl
 b main_a
 b main_b
-timeout 60 $M probe latency > $W/probe_latency.log 2>&1; echo "probe latency rc=$? t=$SECONDS"; tail -8 $W/probe_latency.log; keep
+probe_latency
