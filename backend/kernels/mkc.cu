@@ -752,12 +752,15 @@ __device__ __forceinline__ void write_fragments(unsigned* words, int at, float4 
 }
 
 // Rewrites the staged input (n floats at x, n a multiple of 2,048; run by the consumer threads)
-// in place as its fragments: each 2,048-column chunk's 4,096 bf16 parts in its 8 KiB. Begins and
-// ends with the consumers' barrier (every float read before any word lands; every word landed
-// before a warp loads its fragments).
+// in place as its fragments: each 2,048-column chunk's 4,096 bf16 parts in its 8 KiB. Begins
+// with the consumers' barrier (every float written before any is read) and has one between its
+// reads and its writes; run_stream's barrier after `prepare` lands every word before a warp
+// loads its fragments. A prepare that computes its values in registers writes the fragments
+// directly instead (stage_sum), saving this pass and two barriers.
 __device__ void stage_fragments(float* x, int n) {
     constexpr int G = (HIDDEN + 4 * CONSUMER_THREADS - 1) / (4 * CONSUMER_THREADS);  // float4s per thread
     float4 v[G];
+    consumers_sync();
 #pragma unroll
     for (int q = 0; q < G; ++q) {
         const int at = (threadIdx.x + q * CONSUMER_THREADS) * 4;
@@ -769,7 +772,6 @@ __device__ void stage_fragments(float* x, int n) {
         const int at = (threadIdx.x + q * CONSUMER_THREADS) * 4;
         if (at < n) write_fragments(reinterpret_cast<unsigned*>(x), at, v[q]);
     }
-    consumers_sync();
 }
 
 // Stores input value `v` of column c as its two fragment halfwords (its bf16 rounding and the
@@ -975,8 +977,9 @@ __device__ void warm_l2(const Work& work, const Stream& s, const Matvec& u, int 
 constexpr bool INPUT_FROM_L2 = true, INPUT_STAGED = false;  // X_GLOBAL
 constexpr bool WARMS_L2 = true, NO_WARMING = false;         // WARMS
 
-// Runs a streaming operator: barriers, producer, the grid-dependency wait, `prepare` (stages the
-// input vector in s.x; consumers only), the consumers (reading x_global instead of s.x with
+// Runs a streaming operator: barriers, producer, the grid-dependency wait, `prepare(s, fragments)`
+// (stages the input vector in s.x, consumers only: as the tensor cores' fragments where
+// `fragments`, else as floats), the consumers (reading x_global instead of s.x with
 // X_GLOBAL), then `finish` (consumers only); its page loop is consume<NJ> (NJ: the operator's
 // K_GROUPS_*). `norm`: the operator's RMSNorm weights in global memory (null for none), which
 // `prepare` loads with the residual (stage_sum). `warm`: gate/up pages to warm L2 with
@@ -1008,19 +1011,16 @@ __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, 
     deps.wait();
     mark(MARK_RELEASED);
     if (flagged && threadIdx.x == 0) *warm_stop_flag(s) = 1;
-#ifdef MKC_ABLATE_LOADS
+    // Pages of 4 rows of 2,048 columns run the page loop on the tensor cores (the generated
+    // TENSOR_CORE_*: mkc_catalogue::tensor_core_shape): a staged input is staged as fragments,
+    // an input read from L2 was written as fragments by its producer.
+    constexpr bool MMA = NJ == TENSOR_CORE_K_GROUPS && PAGE_BYTES == TENSOR_CORE_PAGE_BYTES;
+#ifdef MKC_ABLATE_LOADS  // nothing is staged, and load_fragments loads nothing
     (void)prepare;
 #else
-    prepare(s);
+    prepare(s, MMA && !X_GLOBAL);
 #endif
     consumers_sync();  // prepare's shared-memory writes before the dot products
-    // Pages of 4 rows of 2,048 columns run the page loop on the tensor cores (the generated
-    // TENSOR_CORE_*: mkc_catalogue::tensor_core_shape): a staged input is rewritten as
-    // fragments here, an input read from L2 was written as fragments by its producer.
-    constexpr bool MMA = NJ == TENSOR_CORE_K_GROUPS && PAGE_BYTES == TENSOR_CORE_PAGE_BYTES;
-#ifndef MKC_ABLATE_LOADS  // nothing was staged (prepare is skipped), and load_fragments loads nothing
-    if constexpr (MMA && !X_GLOBAL) stage_fragments(s.x, x_len);
-#endif
     mark(MARK_PREPARED);
     deps.prepared();
     // One page loop per operator: its K chunk's 256-column groups are the generated K_GROUPS_*
@@ -1074,10 +1074,11 @@ __device__ void rmsnorm_consumers(const Stream& s, int n, float eps) {
 // operators that read the residual later. With `norm` (the stream, whose `norm` are the RMSNorm
 // weights in global memory, loaded in the first batch) the sum is normalised in registers before
 // it is stored: one pass over the vector and one barrier, where staging and then
-// `rmsnorm_consumers` took three and two.
+// `rmsnorm_consumers` took three and two. With `fragments` the thread writes its values as the
+// tensor cores' fragments (write_fragments) rather than floats: no stage_fragments pass after.
 #define SUM_BATCH 4
 __device__ void stage_sum(float* dst, const float* base, const float* parts, int splits, int n, float* out,
-                          int lo, int hi, const Stream* norm, float eps) {
+                          int lo, int hi, const Stream* norm, float eps, bool fragments) {
     constexpr int G = (HIDDEN + 4 * CONSUMER_THREADS - 1) / (4 * CONSUMER_THREADS);  // float4s per thread
     const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
     int at[G];
@@ -1129,16 +1130,21 @@ __device__ void stage_sum(float* dst, const float* base, const float* parts, int
         }
     }
 #pragma unroll
-    for (int q = 0; q < G; ++q)
-        if (at[q] < n) *reinterpret_cast<float4*>(dst + at[q]) = acc[q];
+    for (int q = 0; q < G; ++q) {
+        if (at[q] >= n) continue;
+        if (fragments) write_fragments(reinterpret_cast<unsigned*>(dst), at[q], acc[q]);
+        else *reinterpret_cast<float4*>(dst + at[q]) = acc[q];
+    }
 }
 
 // The RMS-normalised residual stream entering a layer, staged in s.x: the embedding row of the
 // current token for layer 0, else the previous layer's x_mid plus its down partials. The
 // un-normalised stream is written to L.x_in as well, rows [lo, hi): this CTA's tasks' shares.
-__device__ void stage_layer_input(const Stream& s, const Model& m, const Globals& g, const Layer& L, int lo, int hi) {
+// `fragments`: as the tensor cores' fragments (run_stream's prepare).
+__device__ void stage_layer_input(const Stream& s, const Model& m, const Globals& g, const Layer& L, int lo, int hi,
+                                  bool fragments) {
     if (L.prev_mid) {
-        stage_sum(s.x, L.prev_mid, L.prev_part, m.s_down, m.hidden, L.x_in, lo, hi, &s, m.eps);
+        stage_sum(s.x, L.prev_mid, L.prev_part, m.s_down, m.hidden, L.x_in, lo, hi, &s, m.eps, fragments);
         return;
     }
     unsigned tok = token_of(g.tokens[*g.pos]);
@@ -1149,6 +1155,7 @@ __device__ void stage_layer_input(const Stream& s, const Model& m, const Globals
     }
     consumers_sync();
     rmsnorm_consumers(s, m.hidden, m.eps);
+    if (fragments) stage_fragments(s.x, m.hidden);
 }
 
 struct NoFinish {
@@ -1200,10 +1207,10 @@ template <typename Work, typename Deps>
 __device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, const Work& work, const Deps& deps) {
     Matvec v = op_matvec(OP_QKV_ROPE, m, g, L);
     QkvEpilogue ep{m, g, L, *g.pos};
-    auto prepare = [&](const Stream& s) {
+    auto prepare = [&](const Stream& s, bool fragments) {
         int lo, hi;
         residual_share(work, v, m.hidden, lo, hi);
-        stage_layer_input(s, m, g, L, lo, hi);
+        stage_layer_input(s, m, g, L, lo, hi, fragments);
     };
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_QKV) up_gate.w = nullptr;
@@ -1300,9 +1307,10 @@ __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, co
     PartialEpilogue ep{L.o_part, m.hidden};
     // Like down, the consumers load their slices of the attention output from global memory,
     // unless it is split-KV records (merged as they are staged) or too long for the registers.
-    auto prepare = [&](const Stream& s) {
+    auto prepare = [&](const Stream& s, bool fragments) {
         if (ATT_KV_SPLIT > 1) merge_parts(s, work, v, L.attn, m.head_dim);
         else if (X_LEN_O_PROJ > 0) stage_chunks(s, work, v, L.attn);
+        if (fragments) stage_fragments(s.x, X_LEN_O_PROJ);
     };
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_O) up_gate.w = nullptr;
@@ -1317,8 +1325,9 @@ __device__ void down_body(const Model& m, const Globals& g, const Layer& L, cons
     // The consumers load their slices of h straight from global memory (L2) into registers:
     // no staging pass and barrier before the first page (pdl -9 µs per step, docs/perf.md).
     // A K chunk longer than the registers hold is staged in shared memory instead.
-    auto prepare = [&](const Stream& s) {
+    auto prepare = [&](const Stream& s, bool fragments) {
         if (X_LEN_DOWN > 0) stage_chunks(s, work, v, L.h);
+        if (fragments) stage_fragments(s.x, X_LEN_DOWN);
     };
     run_stream<K_GROUPS_DOWN, (X_LEN_DOWN > 0 ? INPUT_STAGED : INPUT_FROM_L2), NO_WARMING>(
         work, deps, v, X_LEN_DOWN, L.h, nullptr, RING_SLOTS_DOWN, prepare, ep, NoFinish{});
@@ -1343,10 +1352,10 @@ template <typename Work, typename Deps>
 __device__ void up_gate_body(const Model& m, const Globals& g, const Layer& L, const Work& work, const Deps& deps) {
     Matvec v = op_matvec(OP_UP_GATE, m, g, L);
     UpGateEpilogue ep{L};
-    auto prepare = [&](const Stream& s) {
+    auto prepare = [&](const Stream& s, bool fragments) {
         int lo, hi;
         residual_share(work, v, m.hidden, lo, hi);
-        stage_sum(s.x, L.x_in, L.o_part, m.s_attn, m.hidden, L.x_mid, lo, hi, &s, m.eps);
+        stage_sum(s.x, L.x_in, L.o_part, m.s_attn, m.hidden, L.x_mid, lo, hi, &s, m.eps, fragments);
     };
     run_stream<K_GROUPS_UP_GATE, INPUT_STAGED, NO_WARMING>(work, deps, v, m.hidden, nullptr, op_norm(OP_UP_GATE, g, L), RING_SLOTS_UP_GATE, prepare, ep, NoFinish{});
 }
@@ -1374,8 +1383,8 @@ template <typename Work, typename Deps>
 __device__ void lm_head_body(const Model& m, const Globals& g, const Layer& L, const Work& work, const Deps& deps) {
     Matvec v = op_matvec(OP_LM_HEAD, m, g, L);
     LmHeadEpilogue ep{g, 0};
-    auto prepare = [&](const Stream& s) {
-        stage_sum(s.x, g.final_mid, g.final_part, m.s_down, m.hidden, nullptr, 0, 0, &s, m.eps);
+    auto prepare = [&](const Stream& s, bool fragments) {
+        stage_sum(s.x, g.final_mid, g.final_part, m.s_down, m.hidden, nullptr, 0, 0, &s, m.eps, fragments);
     };
     auto finish = [&](const Stream&) {
         if (threadIdx.x % 32 == 0 && ep.best) atomicMax(&g.tokens[*g.pos + 1], ep.best);

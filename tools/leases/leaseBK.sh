@@ -16,7 +16,7 @@
 LIMIT=480 ARCHIVE=bk.tgz
 source tools/leases/common.sh
 export TARGETS=persistent,pdl
-grep -q H200 $W/gpu.txt || { echo "not an H200"; exit; }
+grep -q H200 $W/gpu.txt || { traced main; exit; }
 for r in a b; do
     b main_$r
     b s4_$r --tune .device/s4.ron
