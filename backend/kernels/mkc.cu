@@ -1988,46 +1988,36 @@ struct CounterDeps {
     __device__ __forceinline__ void prepared() const {
         if (threadIdx.x == 0) *(volatile int*)boundary = 0;
     }
-    // One thread polls every counter of the instruction at once with acquire loads (their loads
-    // issued together: one L2 round trip per poll however many it waits for, where a counter at
-    // a time paid one per counter), then releases the other consumers.
+    // One thread spins on each counter with acquire loads, then releases the other consumers.
     __device__ void wait() const {
 #ifndef MKC_ABLATE_WAITS
         if (threadIdx.x == 0) {
             *(volatile int*)boundary = 1;  // already set, except before the SM's first instruction
-            const u64 start = globaltimer();
-            for (int n = 1; ins.waits > 0 && !*stop; ++n) {
-                unsigned v[PERSISTENT_MAX_REFS];
-#pragma unroll
-                for (int i = 0; i < PERSISTENT_MAX_REFS; ++i)
-                    if (i < ins.waits) v[i] = load_acquire(p.counters + refs[i].counter);
-                int short_of = -1;  // a counter not yet at its target (the last such)
-#pragma unroll
-                for (int i = 0; i < PERSISTENT_MAX_REFS; ++i)
-                    if (i < ins.waits && (int)(v[i] - (unsigned)refs[i].amount * step) < 0) short_of = i;
-                if (short_of < 0) break;
+            for (int i = 0; i < ins.waits && !*stop; ++i) {
+                const CounterRef w = refs[i];
+                const unsigned target = (unsigned)w.amount * step;
+                const unsigned* c = p.counters + w.counter;
+                u64 start = globaltimer();
+                unsigned v;
                 // The stall flag is read every 16th poll only: each read is one more L2 round
-                // trip between two polls of the counters.
-                if (n % 16) continue;
-                if (*(volatile unsigned*)(p.stall + 5)) {
-                    *stop = 1;
-                    break;
-                }
-                if (globaltimer() - start > p.watchdog_ns) {
-                    const CounterRef w = refs[short_of];
-                    unsigned seen = 0;
-#pragma unroll
-                    for (int i = 0; i < PERSISTENT_MAX_REFS; ++i)
-                        if (i == short_of) seen = v[i];
-                    if (atomicCAS(p.stall, 0ull, 1ull) == 0ull) {
-                        p.stall[1] = blockIdx.x;
-                        p.stall[2] = index;
-                        p.stall[3] = w.counter;
-                        p.stall[4] = ((u64)seen << 32) | ((unsigned)w.amount * step);
+                // trip between two polls of the counter.
+                for (int n = 1; (int)((v = load_acquire(c)) - target) < 0; ++n) {
+                    if (n % 16) continue;
+                    if (*(volatile unsigned*)(p.stall + 5)) {
+                        *stop = 1;
+                        break;
                     }
-                    atomicExch((unsigned*)(p.stall + 5), 1u);
-                    *stop = 1;
-                    break;
+                    if (globaltimer() - start > p.watchdog_ns) {
+                        if (atomicCAS(p.stall, 0ull, 1ull) == 0ull) {
+                            p.stall[1] = blockIdx.x;
+                            p.stall[2] = index;
+                            p.stall[3] = w.counter;
+                            p.stall[4] = ((u64)v << 32) | target;
+                        }
+                        atomicExch((unsigned*)(p.stall + 5), 1u);
+                        *stop = 1;
+                        break;
+                    }
                 }
             }
         }

@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run.) Lease BS (any card): staged inputs written as fragments in one pass
+# (Run 2026-12-07 on an H100: docs/perf.md "Lease BS".) Lease BS (any card): staged inputs written as fragments in one pass
 # (stage_sum writes the tensor cores' fragments from its registers: QKV, up/gate and the LM
 # head skip stage_fragments' pass and two barriers) against HEAD 0719d0f's kernels
 # (.device/old.ron + v_old.cu: `git show 0719d0f:backend/kernels/mkc.cu`), persistent and pdl

@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run.) Lease BT (any card): a persistent instruction polls all its counters at once
+# (Run 2026-12-07 on an H100: docs/perf.md "Lease BT"; the batch reverted, it is commit 6c87991.) Lease BT (any card): a persistent instruction polls all its counters at once
 # (one batch of acquire loads per poll) against f9f8db0's kernels (.device/prev.ron + v_prev.cu:
 # one counter at a time, a round trip each), on main's layout (one wait per instruction) and
 # with 48 QKV -> attention shards (.device/qa48.ron: an attention task waits for its three
