@@ -1253,7 +1253,8 @@ constexpr int ATT_HEAD_RECORDS = ATT_KV_SPLIT * ATT_PART_RECORD;
 // sum_s w_s o_s[d] / sum_s w_s over the parts s, with w_s = l_s exp(m_s - M), M the largest
 // part maximum (m_s, l_s: a part's softmax maximum and sum; an empty part's l_s is 0). Four
 // values of one head per group, each thread loading its groups' records from L2 in batches.
-template <typename Work>
+// N: the staged input's length (the generated X_LEN_O_PROJ).
+template <int N, typename Work>
 __device__ void merge_parts(const Stream& s, const Work& work, const Matvec& v, const float* records, int hd) {
     int first, count, c0, c1, row;
     page_range(work, v, first, count);
@@ -1262,8 +1263,12 @@ __device__ void merge_parts(const Stream& s, const Work& work, const Matvec& v, 
     // B float4 groups of a thread per batch, every part's record loaded before the first add:
     // one L2 round trip per batch where a group at a time paid one per group (three for 2,048
     // columns on 224 threads; -3 to -6 µs per step at 2 parts, lease BN). Over 4 parts the
-    // registers (B x parts x 6 floats) allow one group a batch.
-    constexpr int B = ATT_KV_SPLIT <= 4 ? 12 / ATT_KV_SPLIT : 1;
+    // registers (B x parts x 6 floats) allow one group a batch. No more than the groups a
+    // thread has: registers held for groups past the input's end made ptxas spread the
+    // batch's loads (2 parts: 6 groups' registers for 3 groups, lease BU's 2.3 µs merge).
+    constexpr int PER_THREAD = (N + 4 * CONSUMER_THREADS - 1) / (4 * CONSUMER_THREADS);
+    constexpr int CAP = ATT_KV_SPLIT <= 4 ? 12 / ATT_KV_SPLIT : 1;
+    constexpr int B = PER_THREAD < 1 ? 1 : PER_THREAD < CAP ? PER_THREAD : CAP;
     const int lo = c0 * v.k, hi = (c1 + 1) * v.k;
     for (int e0 = lo + threadIdx.x * 4; e0 < hi; e0 += B * CONSUMER_THREADS * 4) {
         float2 st[B][ATT_KV_SPLIT];  // each part's (maximum, sum)
@@ -1308,7 +1313,7 @@ __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, co
     // Like down, the consumers load their slices of the attention output from global memory,
     // unless it is split-KV records (merged as they are staged) or too long for the registers.
     auto prepare = [&](const Stream& s, bool fragments) {
-        if (ATT_KV_SPLIT > 1) merge_parts(s, work, v, L.attn, m.head_dim);
+        if (ATT_KV_SPLIT > 1) merge_parts<X_LEN_O_PROJ>(s, work, v, L.attn, m.head_dim);
         else if (X_LEN_O_PROJ > 0) stage_chunks(s, work, v, L.attn);
         if (fragments) stage_fragments(s.x, X_LEN_O_PROJ);
     };
