@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run.) Lease BU (any card): on an H200, lease BK whole (issue 18's bar on main, with
+# (Run 2026-12-07 on an H100: docs/perf.md "Split-KV's merge batch no larger than a thread's groups".) Lease BU (any card): on an H200, lease BK whole (issue 18's bar on main, with
 # its variants). On another card, one traced step of each target for main's layout and for 2
 # split-KV parts (.device/kv2.ron), persistent and pdl (`--timeline`): where the model's wrong
 # ranking of 2 parts at P32 comes from (predicted persistent -2, pdl -23 µs; measured +22 to

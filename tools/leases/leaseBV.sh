@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run.) Lease BV (any card; an H200 runs lease BK whole instead): split-KV's merge batch
+# (Run 2026-12-07 on an H100: docs/perf.md "Lease BV".) Lease BV (any card; an H200 runs lease BK whole instead): split-KV's merge batch
 # capped at the groups a thread has (2 parts: 3 groups' registers, not 6; k_persistent 252 ->
 # 218 registers at 2 parts) against f9f8db0's kernels (.device/prev.ron + v_prev.cu), with 2
 # parts at P32 (.device/kv2.ron), persistent and pdl in one process, alternated twice; then 4
