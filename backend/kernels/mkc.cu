@@ -756,7 +756,7 @@ __device__ __forceinline__ void write_fragments(unsigned* words, int at, float4 
 // with the consumers' barrier (every float written before any is read) and has one between its
 // reads and its writes; run_stream's barrier after `prepare` lands every word before a warp
 // loads its fragments. A prepare that computes its values in registers writes the fragments
-// directly instead (stage_sum), saving this pass and two barriers.
+// directly instead (stage_sum, merge_parts), saving this pass and two barriers.
 __device__ void stage_fragments(float* x, int n) {
     constexpr int G = (HIDDEN + 4 * CONSUMER_THREADS - 1) / (4 * CONSUMER_THREADS);  // float4s per thread
     float4 v[G];
@@ -1253,9 +1253,11 @@ constexpr int ATT_HEAD_RECORDS = ATT_KV_SPLIT * ATT_PART_RECORD;
 // sum_s w_s o_s[d] / sum_s w_s over the parts s, with w_s = l_s exp(m_s - M), M the largest
 // part maximum (m_s, l_s: a part's softmax maximum and sum; an empty part's l_s is 0). Four
 // values of one head per group, each thread loading its groups' records from L2 in batches.
-// N: the staged input's length (the generated X_LEN_O_PROJ).
+// N: the staged input's length (the generated X_LEN_O_PROJ). With `fragments` the merged values
+// are written as the tensor cores' fragments (write_fragments), as stage_sum writes them.
 template <int N, typename Work>
-__device__ void merge_parts(const Stream& s, const Work& work, const Matvec& v, const float* records, int hd) {
+__device__ void merge_parts(const Stream& s, const Work& work, const Matvec& v, const float* records, int hd,
+                            bool fragments) {
     int first, count, c0, c1, row;
     page_range(work, v, first, count);
     page_coords(v, first, c0, row);
@@ -1301,7 +1303,9 @@ __device__ void merge_parts(const Stream& s, const Work& work, const Matvec& v, 
                 total += w;
             }
             const float inv = total > 0.f ? 1.f / total : 0.f;  // an ablated build's zero records
-            *reinterpret_cast<float4*>(s.x + e) = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+            const float4 merged = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+            if (fragments) write_fragments(reinterpret_cast<unsigned*>(s.x), e, merged);
+            else *reinterpret_cast<float4*>(s.x + e) = merged;
         }
     }
 }
@@ -1313,9 +1317,12 @@ __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, co
     // Like down, the consumers load their slices of the attention output from global memory,
     // unless it is split-KV records (merged as they are staged) or too long for the registers.
     auto prepare = [&](const Stream& s, bool fragments) {
-        if (ATT_KV_SPLIT > 1) merge_parts<X_LEN_O_PROJ>(s, work, v, L.attn, m.head_dim);
-        else if (X_LEN_O_PROJ > 0) stage_chunks(s, work, v, L.attn);
-        if (fragments) stage_fragments(s.x, X_LEN_O_PROJ);
+        if (ATT_KV_SPLIT > 1) {
+            merge_parts<X_LEN_O_PROJ>(s, work, v, L.attn, m.head_dim, fragments);
+        } else if (X_LEN_O_PROJ > 0) {
+            stage_chunks(s, work, v, L.attn);
+            if (fragments) stage_fragments(s.x, X_LEN_O_PROJ);
+        }
     };
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_O) up_gate.w = nullptr;
