@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run.) Lease BW (any card; an H200 runs lease BK whole instead): split-KV's merge writes
+# (Run 2026-12-07 on an H100: docs/perf.md "Lease BW".) Lease BW (any card; an H200 runs lease BK whole instead): split-KV's merge writes
 # the merged input as the tensor cores' fragments (no stage_fragments pass and two barriers
 # after it) against the kernels before it (.device/prev.ron + v_prev.cu: `git show
 # 0058e25:backend/kernels/mkc.cu`), persistent and pdl in one process: 2 parts at P32
