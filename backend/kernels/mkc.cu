@@ -1437,9 +1437,10 @@ __device__ __forceinline__ AttTask att_task(const Model& m, int t, int p, int C)
     return AttTask{kvh, kvh * gq + split * hp, part, lo, n, first, max(0, min(p - lo, first))};
 }
 
-// Slices of the positions attention's output sums over on `nt` threads for `outs` outputs: the
-// partial sums take slices x outs floats (the catalogue's attention_reduce_smem).
-__host__ __device__ constexpr int att_slices(int nt, int outs) { return nt / outs > 0 ? nt / outs : 1; }
+// Slices of the positions attention's output sums over on `nt` threads for `outs` outputs, two
+// adjacent outputs a thread: the partial sums take slices x outs floats (the catalogue's
+// attention_reduce_smem).
+__host__ __device__ constexpr int att_slices(int nt, int outs) { return nt / (outs / 2) > 0 ? nt / (outs / 2) : 1; }
 
 // Dot product of a bf16 K row (16-byte aligned) with a float query head, both in shared memory,
 // its 16-byte chunks taken from chunk `rot` mod (hd / 8) on, so that threads reading
@@ -1585,17 +1586,20 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     mark(MARK_SUB1);
     softmax_rows(scores, hp, n, NT / 32, warp, lane, ATT_KV_SPLIT > 1 ? rec + hd : nullptr, ATT_HEAD_RECORDS);
     mark(MARK_SUB2);  // softmax of warp 0's head done
-    // Output: thread (h, d, slice) sums p[h][pos] * V[pos][d] over the positions of its slice
-    // (pos = slice mod slices); the slices are added through shared memory at the end.
-    const int outs = hp * hd;
+    // Output: thread (h, d pair, slice) sums p[h][pos] * V[pos][d, d + 1] over the positions of
+    // its slice (pos = slice mod slices), each V pair one 4-byte load; the slices are added
+    // through shared memory at the end. Two outputs a thread give twice the slices of one (at
+    // 64 outputs on 224 threads: 7 slices of ~n / 7 positions, where one output a thread had 3
+    // of ~n / 3).
+    const int outs = hp * hd, pairs = outs / 2;
     const int slices = att_slices(NT, outs);
-    int idx0 = tid % outs, slice = tid / outs;
+    int p0 = tid % pairs, slice = tid / pairs;
     bool active = slice < slices;
-    float acc[2][4];
+    float2 acc[2][4];
 #pragma unroll
     for (int o = 0; o < 2; ++o)
 #pragma unroll
-        for (int u = 0; u < 4; ++u) acc[o][u] = 0.f;
+        for (int u = 0; u < 4; ++u) acc[o][u] = make_float2(0.f, 0.f);
     for (int base = 0; base < n; base += C) {
         int end = base + C < n ? base + C : n;
         if (base > 0) {
@@ -1607,17 +1611,28 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
         if (!active) continue;
 #pragma unroll
         for (int o = 0; o < 2; ++o) {
-            int idx = idx0 + o * NT;
-            if (idx < outs) {
-                int h = idx / hd, d = idx % hd;
+            int pi = p0 + o * NT;
+            if (pi < pairs) {
+                int h = 2 * pi / hd, d = 2 * pi % hd;
                 const float* ph = scores + h * n;
+                const unsigned* vp = reinterpret_cast<const unsigned*>(vbuf + d);
+                const int stride = hd / 2;  // a V row in bf16 pairs
                 int pos = base + slice;
                 for (; pos + 3 * slices < end; pos += 4 * slices) {
 #pragma unroll
-                    for (int u = 0; u < 4; ++u)
-                        acc[o][u] += ph[pos + u * slices] * bf2f(vbuf[(long)(pos + u * slices - base) * hd + d]);
+                    for (int u = 0; u < 4; ++u) {
+                        const float w = ph[pos + u * slices];
+                        const unsigned v = vp[(long)(pos + u * slices - base) * stride];
+                        acc[o][u].x += w * __uint_as_float(v << 16);
+                        acc[o][u].y += w * __uint_as_float(v & 0xFFFF0000u);
+                    }
                 }
-                for (; pos < end; pos += slices) acc[o][0] += ph[pos] * bf2f(vbuf[(long)(pos - base) * hd + d]);
+                for (; pos < end; pos += slices) {
+                    const float w = ph[pos];
+                    const unsigned v = vp[(long)(pos - base) * stride];
+                    acc[o][0].x += w * __uint_as_float(v << 16);
+                    acc[o][0].y += w * __uint_as_float(v & 0xFFFF0000u);
+                }
             }
         }
     }
@@ -1628,8 +1643,11 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     float* red = (float*)smem;
 #pragma unroll
     for (int o = 0; o < 2; ++o) {
-        int idx = idx0 + o * NT;
-        if (active && idx < outs) red[slice * outs + idx] = (acc[o][0] + acc[o][1]) + (acc[o][2] + acc[o][3]);
+        int pi = p0 + o * NT;
+        if (active && pi < pairs) {
+            red[slice * outs + 2 * pi] = (acc[o][0].x + acc[o][1].x) + (acc[o][2].x + acc[o][3].x);
+            red[slice * outs + 2 * pi + 1] = (acc[o][0].y + acc[o][1].y) + (acc[o][2].y + acc[o][3].y);
+        }
     }
     body_sync<Work>();
     for (int idx = tid; idx < outs; idx += NT) {
