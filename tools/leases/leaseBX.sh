@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run.) Lease BX (any card): attention's output loop with two adjacent outputs a thread
+# (Run 2026-12-07 on an H100: docs/perf.md "Lease BX".) Lease BX (any card): attention's output loop with two adjacent outputs a thread
 # (one 4-byte V load a pair; at 64 outputs on the persistent kernel's 224 threads, 7 slices of
 # the positions where one output a thread had 3) against the kernels before it (.device/prev.ron
 # + v_prev.cu: `git show df0826d:backend/kernels/mkc.cu`), persistent and pdl in one process,
