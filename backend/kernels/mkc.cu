@@ -1442,29 +1442,24 @@ __device__ __forceinline__ AttTask att_task(const Model& m, int t, int p, int C)
 // attention_reduce_smem).
 __host__ __device__ constexpr int att_slices(int nt, int outs) { return nt / (outs / 2) > 0 ? nt / (outs / 2) : 1; }
 
-// Half the dot product of a bf16 K row (16-byte aligned) with a float query head, both in shared
-// memory: `half` 0 takes the row's even 16-byte chunks from chunk 2 i on, `half` 1 the odd ones
-// (mod hd / 8). Two adjacent lanes take the two halves of one row, and a quarter-warp's 4 rows
-// x 2 halves then read 8 distinct chunk positions at each step (conflict-free: the rows are
-// unpadded, a multiple of 128 bytes long).
-__device__ __forceinline__ float k_row_dot_half(const bf16* k, const float* qv, int hd, int i, int half) {
+// Dot product of a bf16 K row (16-byte aligned) with a float query head, both in shared memory,
+// its 16-byte chunks taken from chunk `rot` mod (hd / 8) on, so that threads reading
+// consecutive unpadded rows hit distinct banks.
+__device__ __forceinline__ float k_row_dot(const bf16* k, const float* qv, int hd, int rot) {
     const uint4* krow = reinterpret_cast<const uint4*>(k);
     const float4* qh = reinterpret_cast<const float4*>(qv);
-    float a0 = 0.f, a1 = 0.f;  // two accumulator chains
+    float acc = 0.f;
     const int chunks = hd / 8;
-    int cc = (2 * i + half) % chunks;
-    // Not unrolled: under the chain attention's register cap where the host passes one
-    // (ATT_MAXNREG 64), the unrolled loop spilled.
-#pragma unroll 1
-    for (int n = 0; n < chunks / 2; ++n, cc = cc + 2 >= chunks ? cc + 2 - chunks : cc + 2) {
+    int cc = rot % chunks;
+    for (int n = 0; n < chunks; ++n, cc = cc + 1 == chunks ? 0 : cc + 1) {
         uint4 w = krow[cc];
         float4 qa = qh[2 * cc], qb = qh[2 * cc + 1];
-        a0 += qa.x * __uint_as_float(w.x << 16) + qa.y * __uint_as_float(w.x & 0xFFFF0000u) +
-              qa.z * __uint_as_float(w.y << 16) + qa.w * __uint_as_float(w.y & 0xFFFF0000u);
-        a1 += qb.x * __uint_as_float(w.z << 16) + qb.y * __uint_as_float(w.z & 0xFFFF0000u) +
-              qb.z * __uint_as_float(w.w << 16) + qb.w * __uint_as_float(w.w & 0xFFFF0000u);
+        acc += qa.x * __uint_as_float(w.x << 16) + qa.y * __uint_as_float(w.x & 0xFFFF0000u) +
+               qa.z * __uint_as_float(w.y << 16) + qa.w * __uint_as_float(w.y & 0xFFFF0000u) +
+               qb.x * __uint_as_float(w.z << 16) + qb.y * __uint_as_float(w.z & 0xFFFF0000u) +
+               qb.z * __uint_as_float(w.w << 16) + qb.w * __uint_as_float(w.w & 0xFFFF0000u);
     }
-    return a0 + a1;
+    return acc;
 }
 
 // In-place softmax of `heads` rows of `len` scores (row stride len), one warp per row: the
@@ -1579,17 +1574,12 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
             mark(MARK_PREPARED);
             deps.prepared();
         }
-        // Two adjacent lanes per (head, position), each dotting half its K row
-        // (k_row_dot_half) and adding the other's half by one shuffle: half the steps of a
-        // thread per score. The trip count is the warp's, so that both lanes of a pair shuffle.
+        // One thread per (head, position): a warp shares the head and takes consecutive
+        // positions, each starting its row at another 16-byte chunk (conflict-free).
         int c = end - base;
-        const int halves = 2 * hp * c;
-        for (int i0 = tid - lane; i0 < halves; i0 += NT) {
-            const int idx = i0 + lane, pair = idx / 2, h = pair / c, i = pair - h * c;
-            float dot = 0.f;
-            if (idx < halves) dot = k_row_dot_half(kbuf + (long)i * hd, q + h * hd, hd, i, idx & 1);
-            dot += __shfl_xor_sync(0xffffffffu, dot, 1);
-            if (idx < halves && (idx & 1) == 0) scores[h * n + base + i] = dot * scale;
+        for (int idx = tid; idx < hp * c; idx += NT) {
+            int h = idx / c, i = idx % c;
+            scores[h * n + base + i] = k_row_dot(kbuf + (long)i * hd, q + h * hd, hd, i) * scale;
         }
     }
     body_sync<Work>();

@@ -1,5 +1,5 @@
 #!/bin/bash
-# (Not yet run.) Lease BY (any card): attention's scores with two lanes per (head, position)
+# (Run 2026-12-07 on an H100: docs/perf.md "Lease BY"; reverted.) Lease BY (any card): attention's scores with two lanes per (head, position)
 # (each dots half the K row's 16-byte chunks, two accumulator chains, and the halves meet by
 # one shuffle) against the kernels before it (.device/prev.ron
 # + v_prev.cu: `git show 95c5a08:backend/kernels/mkc.cu`), persistent and pdl in one process,
