@@ -12,7 +12,7 @@
 # step of its last rung (.device/allrm.ron + v_allrm.cu: the ablation macros' defines above
 # main's mkc.cu, under `#ifdef MKC_PERSISTENT`). docs/perf.md "Leases BI, BJ, BL, BM", "Lease
 # BK gains the H200's stream cap", "Lease BK on the H200, the forty-first session's additions"
-# and "Data that flags itself". Main is f9f8db0's kernels (staged inputs as fragments); v_lw4.cu
+# and "Data that flags itself". Main is 0279ae1's kernels (leases BS, BV, BW, BX); v_lw4.cu
 # and v_allrm.cu are made from them. Also .device/: mkc, gpu_test.
 LIMIT=480 ARCHIVE=bk.tgz
 source tools/leases/common.sh
