@@ -42,9 +42,9 @@ pub struct Resources {
 pub fn declared_registers(t: &Tuning, kind: OpKind) -> u32 {
     let base = match kind {
         OpKind::QkvRope => 142,
-        OpKind::Attention => 61,
+        OpKind::Attention => 64,
         OpKind::OProj => 136,
-        OpKind::UpGate => 134,
+        OpKind::UpGate => 130,
         OpKind::Down => 130,
         OpKind::LmHead => 130,
     };
