@@ -548,6 +548,44 @@ fn split_kv_shortens_a_long_contexts_step() {
     }
 }
 
+/// The O-projection's merge of split-KV records (`kv_merge_ns`) is on every layer's path in
+/// both targets where attention is split, costs nothing where it is not, and goes with the
+/// other activation loads under the loads ablation.
+#[test]
+fn the_split_kv_merge_is_on_every_layers_path() {
+    let dev = resolve_device("h100").unwrap();
+    let mut slower = dev.clone();
+    slower.latencies.kv_merge_ns += 1000.0;
+    let no_loads = Ablation {
+        loads: true,
+        ..Ablation::default()
+    };
+    for target in [Target::Persistent, Target::Pdl] {
+        for parts in [1, 2] {
+            let mut model = mkc_ir::embedded::resolve_model("llama1b").unwrap();
+            model.lowering.attention_split = 4;
+            model.lowering.attention_kv_split = Some(parts);
+            let s = schedule(&model, &dev, target);
+            let step = |dev: &mkc_ir::device::DeviceProfile, ablate: Ablation| {
+                let opts = SimOptions {
+                    ablate,
+                    ..SimOptions::default()
+                };
+                simulate_step(&s, dev, &opts, s.graph.typical_kv_len).step_ns
+            };
+            let full = Ablation::default();
+            let grew = step(&slower, full) - step(&dev, full);
+            let layers = model.geometry.layers as f64;
+            if parts == 1 {
+                assert_eq!(grew, 0.0, "{target:?}: no merge without split-KV");
+            } else {
+                assert!(grew >= 0.8 * layers * 1000.0, "{target:?}: +{grew} ns");
+            }
+            assert_eq!(step(&slower, no_loads), step(&dev, no_loads), "{target:?}");
+        }
+    }
+}
+
 /// Attention's compute (`attention_task_ns`, `attention_head_ns`) is on every layer's critical
 /// path of the persistent step: each microsecond more per task costs about a microsecond per
 /// layer, and a task of more query heads takes longer.

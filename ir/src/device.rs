@@ -179,6 +179,13 @@ pub struct Latencies {
     /// it is the producer's). Absent: 0 (not measured on that card).
     #[serde(default)]
     pub page_loop_ns: f64,
+    /// The O-projection's merge of split-KV partial records (`lowering.attention_kv_split` >
+    /// 1) after its wait, beyond their load: every part's record, the softmax weights, the
+    /// merged input written for the page loop. Paid by an O-projection instruction (persistent)
+    /// or CTA (chain) before its pages, where its input would otherwise be read in the page
+    /// loop. Absent: 0 (not measured on that card).
+    #[serde(default)]
+    pub kv_merge_ns: f64,
     /// `page_compute_ns` for the pages whose loop runs on the tensor cores
     /// (`mkc_catalogue::tensor_core_shape`: 4-row pages of 2,048 columns, whatever the operator).
     /// `mkc probe pages` times that loop beside the FMA one. Absent: `page_compute_ns` (not
@@ -227,6 +234,7 @@ impl Latencies {
             ("attention_kv_ns_per_kib", &mut self.attention_kv_ns_per_kib),
             ("page_compute_ns", &mut self.page_compute_ns),
             ("page_loop_ns", &mut self.page_loop_ns),
+            ("kv_merge_ns", &mut self.kv_merge_ns),
         ];
         if let Some(v) = self.page_compute_mma_ns.as_mut() {
             terms.push(("page_compute_mma_ns", v));
@@ -393,6 +401,7 @@ impl DeviceProfile {
             ),
             ("latencies.page_compute_ns", l.page_compute_ns),
             ("latencies.page_loop_ns", l.page_loop_ns),
+            ("latencies.kv_merge_ns", l.kv_merge_ns),
             ("latencies.page_compute_mma_ns", l.page_compute(true)),
             ("latencies.chain_load_latency_ns", l.chain_load_latency()),
             ("latencies.release_held_ns", l.held_release()),

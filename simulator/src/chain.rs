@@ -13,8 +13,8 @@
 //! history; after it, the rest of its weights, each distinct input once, and every task's
 //! output. Both phases' bytes flow through the shared bandwidth pool; a CTA's first pages land
 //! the chain load latency (`Latencies::chain_load_latency`) after it issues them, and its
-//! activations, read after the release, land that latency after the release (the CTA exits
-//! after both).
+//! activations, read after the release, land that latency after the release (an O-projection
+//! merging split-KV records `kv_merge_ns` later; the CTA exits after both).
 
 use mkc_catalogue::Ablation;
 use mkc_ir::device::DeviceProfile;
@@ -25,7 +25,7 @@ use crate::engine::{next, EventQueue, Next, Pool};
 use crate::occupancy::{occupancy, ArchRules, CtaResources};
 use crate::timeline::{
     ablated_dependent_bytes, activation_latency, attention_extra_chunks_ns, bandwidths,
-    independent_bytes, SimOptions, Span, StepTimeline,
+    independent_bytes, merge_ns, SimOptions, Span, StepTimeline,
 };
 
 enum Event {
@@ -247,7 +247,8 @@ pub fn simulate(
                 // The first task's dependent phase started at the release.
                 let released = spans[tasks_of(k, cta).start as usize].start;
                 let kind = g.op(kernels[k].op).kind;
-                let activations = activation_latency(&ablate, kind, lat.chain_load_latency());
+                let activations = activation_latency(&ablate, kind, lat.chain_load_latency())
+                    + merge_ns(s.model.as_ref(), kind, &ablate, device);
                 let chunks = if kind == mkc_ir::OpKind::Attention {
                     attention_chunks_ns
                 } else {

@@ -17,7 +17,8 @@
 //! (instruction overhead, the load latency, its activations and writes at the SM's bandwidth;
 //! the activations queue behind the copies per SM the producer then keeps in flight, the
 //! boundary hold's inside the window, the stream cap's where the operator reads them in its
-//! page loop, after it: [`input_latency`]) and only then uses its pages as they land, freeing
+//! page loop, after it: [`input_latency`]; an O-projection merging split-KV records adds
+//! `kv_merge_ns`) and only then uses its pages as they land, freeing
 //! their ring room; its consumer warps take the pages in turn, each `page_compute_ns` per page
 //! (`page_compute_mma_ns` where the loop runs on the tensor cores), a page no
 //! sooner than it landed (the room is freed as a page is taken, not when its products are
@@ -36,7 +37,7 @@ use mkc_scheduler::Schedule;
 use crate::engine::{next, EventQueue, Next, Pool};
 use crate::timeline::{
     ablated_dependent_bytes, activation_latency, attention_extra_chunks_ns, bandwidths,
-    independent_bytes, pages_in, PageMath, SimOptions, Span, StepTimeline,
+    independent_bytes, merge_ns, pages_in, PageMath, SimOptions, Span, StepTimeline,
 };
 
 enum Event {
@@ -548,7 +549,8 @@ pub fn simulate(
                 sms[sm].admitted = Some(now);
                 // As in a chain CTA: activations read after the wait land a load latency
                 // later; the consumers use their pages only once they are staged.
-                let activations = activation_latency(&ablate, kind, input_ns_of(kind));
+                let activations = activation_latency(&ablate, kind, input_ns_of(kind))
+                    + merge_ns(s.model.as_ref(), kind, &ablate, device);
                 let duration = lat.instruction_overhead_ns + activations + dependent / cap;
                 queue.push(now + duration, Event::Staged(sm));
             }

@@ -74,6 +74,24 @@ pub fn activation_latency(ablate: &Ablation, kind: mkc_ir::OpKind, latency_ns: f
     }
 }
 
+/// What a unit of `kind` pays after its wait to merge split-KV partial records into its input
+/// (`kv_merge_ns`): the O-projection's, where `model` splits attention's KV history into parts
+/// and `ablate` leaves its reads (the loads ablation skips the merge with the rest of the
+/// staging); nothing elsewhere. Both targets run the same merge.
+pub fn merge_ns(
+    model: Option<&mkc_ir::Model>,
+    kind: mkc_ir::OpKind,
+    ablate: &Ablation,
+    device: &DeviceProfile,
+) -> f64 {
+    let split = model.is_some_and(|m| m.lowering.kv_parts() > 1);
+    if kind == mkc_ir::OpKind::OProj && split && reads_activations(ablate, kind) {
+        device.latencies.kv_merge_ns
+    } else {
+        0.0
+    }
+}
+
 /// The consumer warps of one persistent instruction taking its weight pages in turn: page p
 /// goes to warp p % warps, which computes it in `page_compute_ns`, or `page_compute_mma_ns`
 /// where the instruction's page loop runs on the tensor cores (none where `ablate.compute`),
