@@ -179,11 +179,11 @@ pub struct Latencies {
     /// it is the producer's). Absent: 0 (not measured on that card).
     #[serde(default)]
     pub page_loop_ns: f64,
-    /// The O-projection's merge of split-KV partial records (`lowering.attention_kv_split` >
-    /// 1) after its wait, beyond their load: every part's record, the softmax weights, the
-    /// merged input written for the page loop. Paid by an O-projection instruction (persistent)
-    /// or CTA (chain) before its pages, where its input would otherwise be read in the page
-    /// loop. Absent: 0 (not measured on that card).
+    /// The O-projection's merge of split-KV partial records (attention split into several KV
+    /// parts, `lowering.attention_kv_split`) after its wait, beyond their load: every part's
+    /// record, the softmax weights, the merged input written for the page loop. Paid by an
+    /// O-projection instruction (persistent) or CTA (chain) before its pages, where its input
+    /// would otherwise be read in the page loop. Absent: 0 (not measured on that card).
     #[serde(default)]
     pub kv_merge_ns: f64,
     /// `page_compute_ns` for the pages whose loop runs on the tensor cores
