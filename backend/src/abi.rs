@@ -516,6 +516,7 @@ pub fn model_checks(model: &mkc_ir::Model) -> String {
              static_assert(CONSUMER_WARPS == {warps}, \"Rust and CUDA disagree on the persistent kernel's consumer warps\");\n\
              static_assert(PERSISTENT_SLOTS <= MAX_SLOTS, \"the persistent ring has more slots than barriers\");\n\
              static_assert(att_slices(CONSUMER_THREADS, {outs}) * {outs} * 4 <= {att_bytes}u, \"the persistent attention's partial sums overflow its region\");\n\
+             static_assert(att_slices(CONSUMER_THREADS, {outs}) * {outs} * 4 == {reduce}u, \"Rust and CUDA disagree on the persistent attention's partial sums\");\n\
              #endif\n",
             hp = model.heads_per_attention_task(),
             hd = g.head_dim,
@@ -523,6 +524,7 @@ pub fn model_checks(model: &mkc_ir::Model) -> String {
             chunk = l.attention_chunk(model),
             att_bytes = l.att_bytes(),
             warps = l.warps,
+            reduce = mkc_catalogue::attention_reduce_smem(model, l.warps * 32),
         );
         // Which warp consumes which page of the persistent ring (its slots need not be a
         // multiple of its warps).
@@ -533,7 +535,9 @@ pub fn model_checks(model: &mkc_ir::Model) -> String {
     }
     let att_smem = dynamic_smem(model, mkc_ir::OpKind::Attention);
     s += &format!(
-        "static_assert(att_slices(ATT_THREADS, {outs}) * {outs} * 4 <= {att_smem}u, \"attention's partial sums overflow its shared memory\");\n",
+        "static_assert(att_slices(ATT_THREADS, {outs}) * {outs} * 4 <= {att_smem}u, \"attention's partial sums overflow its shared memory\");\n\
+         static_assert(att_slices(ATT_THREADS, {outs}) * {outs} * 4 == {reduce}u, \"Rust and CUDA disagree on attention's partial sums\");\n",
+        reduce = mkc_catalogue::attention_reduce_smem(model, mkc_catalogue::att_threads(&model.tuning)),
     );
     s += &format!(
         "static_assert(kv_chunk_of({att_smem}u, {}, {}, att_part_max({})) == {}, \"Rust and CUDA disagree on attention's KV chunk\");\n",

@@ -93,7 +93,7 @@ pub fn attention_chunk(model: &Model) -> u32 {
 /// (output, slice of the positions), a thread summing two adjacent outputs, so `threads /
 /// (outputs / 2)` slices (at least one; the kernel's `att_slices`). The kernel writes them at
 /// the start of its region once every staged row and score is consumed.
-pub(crate) fn attention_reduce_smem(model: &Model, threads: u32) -> u32 {
+pub fn attention_reduce_smem(model: &Model, threads: u32) -> u32 {
     let outs = model.heads_per_attention_task() * model.geometry.head_dim;
     (threads / (outs / 2).max(1)).max(1) * outs * 4
 }
