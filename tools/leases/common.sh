@@ -1,7 +1,8 @@
 # Sourced by the lease scripts: the device's CUDA libraries, the carried binary, a log folder
 # ($W, archived into $OUT by the script's last line, or after every step with ARCHIVE set:
 # see `keep`), `gpu_tests`, `probe_latency`, `traced NAME [ARGS]`, `rung NAME TUNE [TIMEOUT]`
-# (one ablated build's persistent step, unchecked) and `b NAME [ARGS]`, one interleaved
+# (one ablated build's persistent step, unchecked), `ab NAME [ARGS]` (one A/B round against
+# the previous kernels: tools/leases/prev.sh) and `b NAME [ARGS]`, one interleaved
 # `mkc bench MODEL --targets $TARGETS --trials 2 ARGS` (TARGETS: persistent unless set) whose
 # log is $W/NAME.log and whose summary lines are printed. No bench starts after $LIMIT s
 # (480 unless set), so that the archive comes back within the call; each bench within $BT s
@@ -45,3 +46,10 @@ gpu_tests() {
 }
 # With ARCHIVE set, the logs so far into $OUT/$ARCHIVE (a call cut short still brings them back).
 keep() { [ -n "$ARCHIVE" ] && tar czf "$OUT/$ARCHIVE" -C $W .; }
+# One round of an A/B in one process each: `b NAME ARGS`, then `b NAMEprev ARGS` on the
+# previous kernels (--tune $PREV: .device/prev.ron unless set, as tools/leases/prev.sh writes).
+ab() {
+    local n=$1; shift
+    b "$n" "$@"
+    b "${n}prev" "$@" --tune "${PREV:-.device/prev.ron}"
+}
