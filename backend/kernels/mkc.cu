@@ -1266,8 +1266,8 @@ __device__ void merge_parts(const Stream& s, const Work& work, const Matvec& v, 
     // one L2 round trip per batch where a group at a time paid one per group (three for 2,048
     // columns on 224 threads; -3 to -6 µs per step at 2 parts, lease BN). Over 4 parts the
     // registers (B x parts x 6 floats) allow one group a batch. No more than the groups a
-    // thread has: registers held for groups past the input's end made ptxas spread the
-    // batch's loads (2 parts: 6 groups' registers for 3 groups, lease BU's 2.3 µs merge).
+    // thread has (2 parts: 3, where 12 / parts held registers for 6): k_persistent 34
+    // registers fewer, -2 to -3 µs per step at 2 parts (lease BV).
     constexpr int PER_THREAD = (N + 4 * CONSUMER_THREADS - 1) / (4 * CONSUMER_THREADS);
     constexpr int CAP = ATT_KV_SPLIT <= 4 ? 12 / ATT_KV_SPLIT : 1;
     constexpr int B = PER_THREAD < 1 ? 1 : PER_THREAD < CAP ? PER_THREAD : CAP;
