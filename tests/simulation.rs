@@ -21,6 +21,15 @@ fn schedule(
     compile(model, dev, &opts).schedule
 }
 
+/// The step of `s` at its typical KV length on `dev` with `ablate`'s work removed.
+fn ablated_step(s: &Schedule, dev: &mkc_ir::device::DeviceProfile, ablate: Ablation) -> f64 {
+    let opts = SimOptions {
+        ablate,
+        ..SimOptions::default()
+    };
+    simulate_step(s, dev, &opts, s.graph.typical_kv_len).step_ns
+}
+
 /// Any of the three targets.
 fn arb_target() -> impl Strategy<Value = Target> {
     prop::sample::select(vec![Target::Persistent, Target::Pdl, Target::Graph])
@@ -385,13 +394,7 @@ fn persistent_page_math_costs_after_waits_and_hides_in_the_stream() {
     let mut slower = dev.clone();
     slower.latencies.page_compute_ns += 1000.0;
     slower.latencies.page_compute_mma_ns = Some(dev.latencies.page_compute(true) + 1000.0);
-    let step = |dev: &mkc_ir::device::DeviceProfile, ablate: Ablation| {
-        let opts = SimOptions {
-            ablate,
-            ..SimOptions::default()
-        };
-        simulate_step(&s, dev, &opts, s.graph.typical_kv_len).step_ns
-    };
+    let step = |dev: &mkc_ir::device::DeviceProfile, ablate| ablated_step(&s, dev, ablate);
     let full = Ablation::default();
     let layers = model.geometry.layers as f64;
     let cost = step(&slower, full) - step(&dev, full);
@@ -433,13 +436,7 @@ fn persistent_step_without_weights_is_the_chain_alone() {
         weights: true,
         ..Ablation::default()
     };
-    let step = |dev: &mkc_ir::device::DeviceProfile, ablate: Ablation| {
-        let opts = SimOptions {
-            ablate,
-            ..SimOptions::default()
-        };
-        simulate_step(&s, dev, &opts, s.graph.typical_kv_len).step_ns
-    };
+    let step = |dev: &mkc_ir::device::DeviceProfile, ablate| ablated_step(&s, dev, ablate);
     let chain = step(&dev, none);
     let floor_ns = s.graph.model_weight_bytes as f64 / dev.read_bandwidth_gbps;
     assert!(chain < floor_ns, "{chain} ns against a floor of {floor_ns}");
@@ -566,13 +563,7 @@ fn the_split_kv_merge_is_on_every_layers_path() {
             model.lowering.attention_split = 4;
             model.lowering.attention_kv_split = Some(parts);
             let s = schedule(&model, &dev, target);
-            let step = |dev: &mkc_ir::device::DeviceProfile, ablate: Ablation| {
-                let opts = SimOptions {
-                    ablate,
-                    ..SimOptions::default()
-                };
-                simulate_step(&s, dev, &opts, s.graph.typical_kv_len).step_ns
-            };
+            let step = |dev: &mkc_ir::device::DeviceProfile, ablate| ablated_step(&s, dev, ablate);
             let full = Ablation::default();
             let grew = step(&slower, full) - step(&dev, full);
             let layers = model.geometry.layers as f64;
