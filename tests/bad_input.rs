@@ -897,3 +897,47 @@ fn split_kv_parts_beyond_the_history_or_across_shards_are_refused() {
     let o = mkc(&["compile", &fine, "--verify"]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// Attention inside the O-projection runs on the persistent target only: a chain target is
+/// refused by file and field, and so are the options it cannot combine with; the persistent
+/// target compiles it to a verified schedule.
+#[test]
+fn attention_inside_the_o_projection_is_refused_where_it_cannot_run() {
+    let model = "models/llama1b_fused.ron";
+    for target in ["pdl", "graph", "all"] {
+        refused(
+            &["simulate", model, "--target", target],
+            &[model, "lowering.attention_in_o_proj", "persistent", "Fix"],
+        );
+    }
+    let split = file(
+        "fused_kv.ron",
+        &edited(
+            model,
+            &[(
+                "attention_in_o_proj: Some(4),",
+                "attention_in_o_proj: Some(4), attention_kv_split: 2,",
+            )],
+        ),
+    );
+    refused(
+        &["compile", &split, "--target", "persistent"],
+        &[&split, "lowering.attention_in_o_proj", "attention_kv_split"],
+    );
+    let sharded = file(
+        "fused_qkv.ron",
+        &edited(
+            model,
+            &[(
+                "vtp_shards: (up_gate_down: 4)",
+                "vtp_shards: (up_gate_down: 4, qkv_attention: 4)",
+            )],
+        ),
+    );
+    refused(
+        &["compile", &sharded, "--target", "persistent"],
+        &[&sharded, "lowering.attention_in_o_proj", "qkv_attention"],
+    );
+    let o = mkc(&["compile", model, "--target", "persistent", "--verify"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

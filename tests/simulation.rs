@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{arb_model, device};
+use common::{arb_fused_model, arb_model, device};
 use mkc_ir::embedded::resolve_device;
 use mkc_scheduler::{compile, CompileOptions, Policy, Schedule, Target};
 use mkc_simulator::{ablation_ladder, simulate, simulate_step, Ablation, SimOptions};
@@ -70,6 +70,21 @@ proptest! {
         let s = schedule(&model, &dev, target);
         let opts = SimOptions { phase_release, coresidency, ..SimOptions::default() };
         let (report, t) = simulate(&s, &dev, &opts, None).unwrap();
+        prop_assert!(check_order(&s, &t).is_ok(), "{:?}", check_order(&s, &t));
+        prop_assert!(report.step.step_us >= report.step.floor_us, "{} < {}", report.step.step_us, report.step.floor_us);
+        prop_assert!(t.spans.iter().all(|sp| sp.end.is_finite()), "every task ran");
+    }
+
+    /// Attention inside the O-projection: on the persistent target no task starts before its
+    /// dependencies end, every task runs, and the step is no shorter than its floor.
+    #[test]
+    fn fused_attention_tasks_start_after_their_dependencies(
+        model in arb_fused_model(),
+        sms in 1u32..24,
+    ) {
+        let dev = device(sms);
+        let s = schedule(&model, &dev, Target::Persistent);
+        let (report, t) = simulate(&s, &dev, &SimOptions::default(), None).unwrap();
         prop_assert!(check_order(&s, &t).is_ok(), "{:?}", check_order(&s, &t));
         prop_assert!(report.step.step_us >= report.step.floor_us, "{} < {}", report.step.step_us, report.step.floor_us);
         prop_assert!(t.spans.iter().all(|sp| sp.end.is_finite()), "every task ran");

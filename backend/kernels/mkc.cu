@@ -355,6 +355,8 @@ struct ChainWork {
     __device__ __forceinline__ u64* kv_history(unsigned&) const { return nullptr; }
     // Attention's q and scores: after its V chunk, in its region (null).
     __device__ __forceinline__ float* att_vectors() const { return nullptr; }
+    // Attention's outputs go to global memory (null: no vector in shared memory takes them).
+    __device__ __forceinline__ float* att_out() const { return nullptr; }
     // Tasks [first, first + count) of `tasks`.
     __device__ __forceinline__ void run(int tasks, int& first, int& count) const {
         long b = blockIdx.x, g = gridDim.x;
@@ -842,6 +844,26 @@ __device__ __forceinline__ void page_dots_mma(const bf16* page, const float (&xr
     for (int r = 0; r < 4; ++r) out[r] = __shfl_sync(0xffffffffu, y, 8 * r);
 }
 
+// Dot product of a bf16 K row (16-byte aligned) with a float query head, both in shared memory,
+// its 16-byte chunks taken from chunk `rot` mod (hd / 8) on, so that threads reading
+// consecutive unpadded rows hit distinct banks.
+__device__ __forceinline__ float k_row_dot(const bf16* k, const float* qv, int hd, int rot) {
+    const uint4* krow = reinterpret_cast<const uint4*>(k);
+    const float4* qh = reinterpret_cast<const float4*>(qv);
+    float acc = 0.f;
+    const int chunks = hd / 8;
+    int cc = rot % chunks;
+    for (int n = 0; n < chunks; ++n, cc = cc + 1 == chunks ? 0 : cc + 1) {
+        uint4 w = krow[cc];
+        float4 qa = qh[2 * cc], qb = qh[2 * cc + 1];
+        acc += qa.x * __uint_as_float(w.x << 16) + qa.y * __uint_as_float(w.x & 0xFFFF0000u) +
+               qa.z * __uint_as_float(w.y << 16) + qa.w * __uint_as_float(w.y & 0xFFFF0000u) +
+               qb.x * __uint_as_float(w.z << 16) + qb.y * __uint_as_float(w.z & 0xFFFF0000u) +
+               qb.z * __uint_as_float(w.w << 16) + qb.w * __uint_as_float(w.w & 0xFFFF0000u);
+    }
+    return acc;
+}
+
 // Consumer warp: computes its pages (every CONSUMER_WARPS-th of the CTA's range) with the input
 // vector `x` (shared or global memory; shared where NJ > 8; with MMA, its fragments, staged by
 // stage_fragments or written to global memory by its producer) and hands each page's row sums
@@ -890,6 +912,44 @@ __device__ void consume(const Stream& s, const Matvec& v, const float* x, int fi
         __syncwarp();
         if (lane == 0) mbar_arrive(&s.empty[slot]);
         epilogue(chunk, row0, sums);
+    }
+}
+
+// The page loop where each lane owns whole rows (mkc_catalogue::narrow_k): attention inside
+// the O-projection, whose K chunk (one attention task's heads, at most 256 columns) is too
+// short to deal over a warp's lanes. Lane l takes rows l, l + 32, ... of each page its warp
+// owns, each a dot product of the row with the chunk's input `x` in shared memory (k_row_dot,
+// its 16-byte pieces from piece l on, so that a quarter-warp reads distinct banks), and hands
+// each to `epilogue.one(chunk, row, value)`; the slot is freed once the page is read.
+template <typename Epilogue>
+__device__ void consume_narrow(const Stream& s, const Matvec& v, const float* x, int first, int count,
+                               Epilogue& epilogue) {
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    bool landed_marked = false;
+    const bool even = s.slots % CONSUMER_WARPS == 0;
+    for (int i = ring_next_of(s.page0, s.slots, warp) - s.page0; i < count;
+         i = even ? i + CONSUMER_WARPS : ring_next_of(s.page0 + i + 1, s.slots, warp) - s.page0) {
+        int chunk, row0;
+        page_coords(v, first + i, chunk, row0);
+        int slot, lap;
+        ring_slot(s, s.page0 + i, slot, lap);
+        mbar_wait(&s.full[slot], lap & 1);
+        if (!landed_marked) {
+            mark(MARK_LANDED);
+            landed_marked = true;
+        }
+        const bf16* page = s.ring + (long)slot * (PAGE_BYTES / 2);
+        const float* xc = x + (long)chunk * v.k;
+        for (int r = lane; r < v.page_rows; r += 32) {
+#ifdef MKC_ABLATE_COMPUTE
+            const float dot = 0.f * xc[0];
+#else
+            const float dot = k_row_dot(page + (long)r * v.k, xc, v.k, r);
+#endif
+            epilogue.one(chunk, row0 + r, dot);
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&s.empty[slot]);
     }
 }
 
@@ -1026,10 +1086,15 @@ __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, 
     // One page loop per operator: its K chunk's 256-column groups are the generated K_GROUPS_*
     // (v.k / 256). Where the input vector lives is each body's own (X_GLOBAL: x_global, read
     // from L2; else s.x, staged in shared memory), so that the one inlined copy knows it.
-    static_assert(NJ == 2 || NJ == 4 || NJ == 8 || (NJ > 8 && !X_GLOBAL),
+    // NJ 0: rows each lane owns whole (consume_narrow), from an input in shared memory.
+    static_assert(NJ == 2 || NJ == 4 || NJ == 8 || (NJ > 8 && !X_GLOBAL) || (NJ == 0 && !X_GLOBAL),
                   "a page row is 512, 1024 or 2048 columns, or longer and staged in shared memory");
-    if (X_GLOBAL) consume<NJ, MMA>(s, v, x_global, first, count, epilogue);
-    else consume<NJ, MMA>(s, v, s.x, first, count, epilogue);
+    if constexpr (NJ == 0) {
+        consume_narrow(s, v, s.x, first, count, epilogue);
+    } else {
+        if (X_GLOBAL) consume<NJ, MMA>(s, v, x_global, first, count, epilogue);
+        else consume<NJ, MMA>(s, v, s.x, first, count, epilogue);
+    }
     mark(MARK_COMPUTED);
     finish(s);
 }
@@ -1211,6 +1276,10 @@ __device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, 
         int lo, hi;
         residual_share(work, v, m.hidden, lo, hi);
         stage_layer_input(s, m, g, L, lo, hi, fragments);
+        // With attention inside the O-projection, its tasks add into one vector: each QKV
+        // task zeroes its share of it (every O-projection task waits for all of QKV).
+        if (O_ATTENTION)
+            for (int i = lo + threadIdx.x; i < hi; i += CONSUMER_THREADS) L.o_part[i] = 0.f;
     };
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_QKV) up_gate.w = nullptr;
@@ -1228,6 +1297,13 @@ struct PartialEpilogue {
         int lane = threadIdx.x % 32;
         if (lane < R) part[(long)chunk * n + row0 + lane] = v[lane];
     }
+};
+
+// Attention inside the O-projection: every task adds its rows' products into one vector
+// (`red.global.add.f32`; QKV zeroed it), so the sum's order varies from run to run.
+struct AccumulateEpilogue {
+    float* sum;
+    __device__ void one(int, int row, float value) { atomicAdd(sum + row, value); }
 };
 
 // Stages the K chunks of `in` that the CTA's pages read in s.x, at their own offsets (s.x holds
@@ -1367,7 +1443,7 @@ __device__ void up_gate_body(const Model& m, const Globals& g, const Layer& L, c
     auto prepare = [&](const Stream& s, bool fragments) {
         int lo, hi;
         residual_share(work, v, m.hidden, lo, hi);
-        stage_sum(s.x, L.x_in, L.o_part, m.s_attn, m.hidden, L.x_mid, lo, hi, &s, m.eps, fragments);
+        stage_sum(s.x, L.x_in, L.o_part, O_ATTENTION ? 1 : m.s_attn, m.hidden, L.x_mid, lo, hi, &s, m.eps, fragments);
     };
     run_stream<K_GROUPS_UP_GATE, INPUT_STAGED, NO_WARMING>(work, deps, v, m.hidden, nullptr, op_norm(OP_UP_GATE, g, L), RING_SLOTS_UP_GATE, prepare, ep, NoFinish{});
 }
@@ -1442,26 +1518,6 @@ __device__ __forceinline__ AttTask att_task(const Model& m, int t, int p, int C)
 // attention_reduce_smem).
 __host__ __device__ constexpr int att_slices(int nt, int outs) { return nt / (outs / 2) > 0 ? nt / (outs / 2) : 1; }
 
-// Dot product of a bf16 K row (16-byte aligned) with a float query head, both in shared memory,
-// its 16-byte chunks taken from chunk `rot` mod (hd / 8) on, so that threads reading
-// consecutive unpadded rows hit distinct banks.
-__device__ __forceinline__ float k_row_dot(const bf16* k, const float* qv, int hd, int rot) {
-    const uint4* krow = reinterpret_cast<const uint4*>(k);
-    const float4* qh = reinterpret_cast<const float4*>(qv);
-    float acc = 0.f;
-    const int chunks = hd / 8;
-    int cc = rot % chunks;
-    for (int n = 0; n < chunks; ++n, cc = cc + 1 == chunks ? 0 : cc + 1) {
-        uint4 w = krow[cc];
-        float4 qa = qh[2 * cc], qb = qh[2 * cc + 1];
-        acc += qa.x * __uint_as_float(w.x << 16) + qa.y * __uint_as_float(w.x & 0xFFFF0000u) +
-               qa.z * __uint_as_float(w.y << 16) + qa.w * __uint_as_float(w.y & 0xFFFF0000u) +
-               qb.x * __uint_as_float(w.z << 16) + qb.y * __uint_as_float(w.z & 0xFFFF0000u) +
-               qb.z * __uint_as_float(w.w << 16) + qb.w * __uint_as_float(w.w & 0xFFFF0000u);
-    }
-    return acc;
-}
-
 // In-place softmax of `heads` rows of `len` scores (row stride len), one warp per row: the
 // calling warp (`warp`, `lane`) takes rows warp, warp + warps, ... With `stats`, lane 0 also
 // stores each row's maximum and sum at stats + h * stride and the float after it (a split-KV
@@ -1523,7 +1579,9 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
 #ifdef MKC_ABLATE_ATTENTION
     deps.issued();
     deps.wait();
-    if (ATT_KV_SPLIT > 1) {
+    if (float* out = work.att_out()) {
+        for (int i = threadIdx.x; i < hp * hd; i += NT) out[qh0 * hd + i] = 0.f;
+    } else if (ATT_KV_SPLIT > 1) {
         for (int i = threadIdx.x; i < hp * ATT_PART_RECORD; i += NT)
             rec[(i / ATT_PART_RECORD) * ATT_HEAD_RECORDS + i % ATT_PART_RECORD] = 0.f;
     } else {
@@ -1653,7 +1711,8 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
     for (int idx = tid; idx < outs; idx += NT) {
         float sum = 0.f;
         for (int sl = 0; sl < slices; ++sl) sum += red[sl * outs + idx];
-        if (ATT_KV_SPLIT > 1) rec[(idx / hd) * ATT_HEAD_RECORDS + idx % hd] = sum;
+        if (float* out = work.att_out()) out[qh0 * hd + idx] = sum;  // attention inside the O-projection
+        else if (ATT_KV_SPLIT > 1) rec[(idx / hd) * ATT_HEAD_RECORDS + idx % hd] = sum;
         else if (ATTN_FRAGMENTS) store_fragment_value(L.attn, qh0 * hd + idx, sum);
         else L.attn[qh0 * hd + idx] = sum;
     }
@@ -1722,6 +1781,7 @@ struct AloneWork {
     }
     __device__ __forceinline__ u64* kv_history(unsigned&) const { return nullptr; }
     __device__ __forceinline__ float* att_vectors() const { return nullptr; }
+    __device__ __forceinline__ float* att_out() const { return nullptr; }
     __device__ __forceinline__ int task() const { return blockIdx.x; }
 };
 
@@ -1991,6 +2051,7 @@ struct PersistentWork {
     // at a time), so that the KV chunk region holds rows only: a ring slot more (the
     // catalogue's PersistentLayout::x_bytes).
     __device__ __forceinline__ float* att_vectors() const { return (float*)(smem_raw + PERSISTENT_WORK_OFFSET); }
+    __device__ __forceinline__ float* att_out() const { return nullptr; }
     __device__ __forceinline__ void run(int, int& f, int& c) const {
         f = first;
         c = count;
@@ -2057,6 +2118,58 @@ struct CounterDeps {
     }
 };
 
+// Attention inside the O-projection (O_ATTENTION, lowering.attention_in_o_proj): an
+// O-projection task runs the attention task its K chunk names, whose outputs go to the
+// streaming input vector at that chunk's place, then its own pages over them.
+struct FusedAttentionWork : PersistentWork {
+    int att;  // the attention task: the O-projection task's K chunk
+    __device__ __forceinline__ int task() const { return att; }
+    __device__ __forceinline__ float* att_out() const { return (float*)(smem_raw + PERSISTENT_WORK_OFFSET); }
+};
+
+// The attention task an O-projection task with attention inside runs: its K chunk.
+__device__ __forceinline__ int attention_of(const Matvec& o, int task) {
+    int chunk, row0;
+    page_coords(o, task * o.task_pages, chunk, row0);
+    return chunk;
+}
+
+// The instruction's dependencies for its first task only (the later ones' inputs are the same
+// step's, already waited for).
+template <typename Deps>
+struct FirstDeps {
+    const Deps& d;
+    bool first;
+    __device__ __forceinline__ bool overlapped() const { return false; }
+    __device__ __forceinline__ void issued() const {
+        if (first) d.issued();
+    }
+    __device__ __forceinline__ void wait() const {
+        if (first) d.wait();
+    }
+    __device__ __forceinline__ void prepared() const {
+        if (first) d.prepared();
+    }
+};
+
+// An O-projection instruction with attention inside: per task, its attention (the first task's
+// KV history copied ahead by the producer, as an attention instruction's), then its pages, each
+// lane's rows added into the layer's vector (L.o_part's first block, which QKV zeroed).
+template <typename Deps>
+__device__ void attention_o_proj_body(const Model& m, const Globals& g, const Layer& L, const PersistentWork& work,
+                                      const Deps& deps) {
+    const Matvec v = op_matvec(OP_O_PROJ, m, g, L);
+    AccumulateEpilogue ep{L.o_part};
+    for (int t = 0; t < work.count; ++t) {
+        if (t > 0) consumers_sync();
+        const PersistentWork one{work.first + t, 1, work.page0 + t * v.task_pages, t == 0 ? work.kv : -1};
+        attention_body<FusedAttentionWork, FirstDeps<Deps>, CONSUMER_THREADS>(
+            m, g, L, FusedAttentionWork{one, attention_of(v, work.first + t)}, FirstDeps<Deps>{deps, t == 0});
+        run_stream<0, INPUT_STAGED, NO_WARMING>(one, NoDeps{}, v, X_LEN_O_PROJ, nullptr, nullptr, RING_SLOTS_O_PROJ,
+                                                [](const Stream&, bool) {}, ep, NoFinish{});
+    }
+}
+
 // The producer lane of the persistent kernel: walks the SM's instructions ahead of the
 // consumers, copying each streaming instruction's weight pages (the page ring, in one
 // sequence across instructions) as soon as a slot is free. It
@@ -2072,7 +2185,8 @@ __device__ void persistent_producer(const Model& m, const Globals& g, const Pers
     for (int i = begin; go && i < end; ++i) {
         const Instr ins = p.instrs[i];
         const Layer& L = p.layers[ins.layer];
-        if (ins.op == OP_ATTENTION) {
+        const bool history = ins.op == OP_ATTENTION || (O_ATTENTION && ins.op == OP_O_PROJ);
+        if (history) {
             // The first task's KV history, as attention_body stages its first chunk.
             if (kvs > 0 && !mbar_wait_unless(persistent_kv_free(), (kvs - 1) & 1, left)) {
                 go = false;
@@ -2080,7 +2194,8 @@ __device__ void persistent_producer(const Model& m, const Globals& g, const Pers
             }
             const int hd = m.head_dim;
             const int C = kv_chunk_apart(PERSISTENT_ATT_BYTES, hd);
-            const AttTask at = att_task(m, ins.first, *g.pos, C);
+            const int att = ins.op == OP_ATTENTION ? ins.first : attention_of(op_matvec(ins.op, m, g, L), ins.first);
+            const AttTask at = att_task(m, att, *g.pos, C);
             const int hist = at.hist;
             const long kv0 = ((long)at.kvh * m.max_seq + at.lo) * hd;
             bf16* kbuf = (bf16*)(smem_raw + PERSISTENT_ATT_OFFSET);
@@ -2092,7 +2207,7 @@ __device__ void persistent_producer(const Model& m, const Globals& g, const Pers
                 bulk_copy(kbuf, L.k_cache + kv0, (unsigned)(hist * hd * 2), bar);
             }
             ++kvs;
-            continue;
+            if (ins.op == OP_ATTENTION) continue;  // an O-projection's pages follow its history
         }
         Stream s = persistent_stream(page0, nullptr);
         const Matvec v = op_matvec(ins.op, m, g, L);
@@ -2235,7 +2350,11 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
                 qkv_rope_body(m, g, L, w, d);
                 break;
             case OP_O_PROJ:
+#if O_ATTENTION
+                attention_o_proj_body(m, g, L, PersistentWork{ins.first, ins.count, page0_s, kv_s}, d);
+#else
                 o_proj_body(m, g, L, w, d);
+#endif
                 break;
             case OP_UP_GATE:
                 up_gate_body(m, g, L, w, d);
@@ -2266,9 +2385,10 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
             }
         }
         if (threadIdx.x == 32) cp_async_wait_all();
-        // Attention wrote its region through the generic proxy; the producer's next KV copy
-        // into it goes through the async proxy.
-        if (op == OP_ATTENTION) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        // Attention (also inside the O-projection) wrote its region through the generic proxy;
+        // the producer's next KV copy into it goes through the async proxy.
+        const bool history = op == OP_ATTENTION || (O_ATTENTION && op == OP_O_PROJ);
+        if (history) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         const bool stop = consumers_sync_or(threadIdx.x == 0 && stop_s);
         mark(MARK_ENDED);  // the signals' release follows (the trace's `ended`)
         if (threadIdx.x == 0) {
@@ -2279,7 +2399,7 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
                              : "memory");
             }
             // The producer may refill the KV history buffers.
-            if (op == OP_ATTENTION) {
+            if (history) {
                 mbar_arrive(persistent_kv_free());
                 ++kv_s;
             }

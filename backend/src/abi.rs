@@ -74,7 +74,10 @@ impl KModel {
             vocab: g.vocab as i32,
             layers: g.layers as i32,
             attn_split: l.attention_split as i32,
-            s_attn: l.vtp_shards.attention_o_proj as i32,
+            // The O-projection's K chunks (attention's shards, or with attention inside it
+            // one per attention task).
+            s_attn: mkc_ir::work::matvec(model, mkc_ir::OpKind::OProj).map_or(1, |w| w.splits)
+                as i32,
             s_down: l.vtp_shards.up_gate_down as i32,
             max_seq: model.workload.max_seq_len as i32,
             eps: g.norm_eps as f32,
@@ -360,6 +363,12 @@ pub fn model_header(model: &mkc_ir::Model) -> String {
         "#define ATT_KV_SPLIT {}\n#define ATT_PART_RECORD {}\n",
         model.lowering.kv_parts(),
         mkc_ir::work::attention_part_record(model.geometry.head_dim)
+    );
+    // Attention inside the O-projection (`lowering.attention_in_o_proj`): QKV zeroes the one
+    // vector the O-projection adds into, and up/gate stages that vector alone.
+    s += &format!(
+        "#define O_ATTENTION {}\n",
+        u32::from(model.lowering.attention_in_o_proj.is_some())
     );
     // Pages per task of each matvec (`mkc_ir::work`), the 256-column groups of its K chunk
     // (the one page loop its body compiles) and the ring slots of its chain kernel

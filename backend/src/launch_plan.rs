@@ -44,6 +44,13 @@ pub fn launch_plan(schedule: &Schedule, model: &Model) -> Result<Vec<LaunchShape
                 .into(),
         )
     })?;
+    if model.lowering.persistent_only() {
+        return Err(BackendError::Unsupported(
+            "lowering.attention_in_o_proj: the chain targets' grids have no kernel that computes \
+             attention inside the O-projection; run the persistent target, or remove it"
+                .into(),
+        ));
+    }
     let g = &schedule.graph;
     let mut out = Vec::with_capacity(plan.kernels.len());
     for (i, k) in plan.kernels.iter().enumerate() {

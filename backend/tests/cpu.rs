@@ -430,7 +430,7 @@ fn launch_arguments_are_the_plan_for_every_model_file() {
     for entry in std::fs::read_dir("../models").unwrap() {
         let path = entry.unwrap().path();
         let m = mkc_ir::Model::load(&path).unwrap();
-        if kernels::check_model(&m).is_err() {
+        if kernels::check_model(&m).is_err() || m.lowering.persistent_only() {
             continue;
         }
         for sms in [132, 78] {
@@ -1064,25 +1064,31 @@ fn the_traced_persistent_build_records_instructions() {
 }
 
 /// Every rung of `bench --ablate` builds k_persistent (each removes code from a different
-/// place of its bodies), one CTA per SM under its launch bounds.
+/// place of its bodies), one CTA per SM under its launch bounds, with attention an instruction
+/// of its own and inside the O-projection (`models/llama1b_fused.ron`).
 #[test]
 fn every_persistent_ablation_build_compiles() {
-    for rung in mkc_backend::ablation::Ablation::LADDER {
-        let compiled = match kernels::compile_persistent_with("sm_90a", &llama1b(), &rung.defines())
-        {
+    let fused_path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/llama1b_fused.ron");
+    let fused = mkc_ir::Model::load(&fused_path).unwrap();
+    let builds = mkc_backend::ablation::Ablation::LADDER
+        .iter()
+        .flat_map(|rung| [(rung, llama1b()), (rung, fused.clone())]);
+    for (rung, model) in builds {
+        let compiled = match kernels::compile_persistent_with("sm_90a", &model, &rung.defines()) {
             Err(mkc_backend::BackendError::NoNvrtc) => {
                 eprintln!("SKIPPED: no NVRTC library found (set LD_LIBRARY_PATH to an NVRTC 13 lib directory)");
                 return;
             }
-            c => c.unwrap_or_else(|e| panic!("{}: {e}", rung.label())),
+            c => c.unwrap_or_else(|e| panic!("{} {}: {e}", model.name, rung.label())),
         };
         let k = compiled
             .kernels
             .iter()
             .find(|k| k.name == mkc_catalogue::PERSISTENT_ENTRY)
             .expect("k_persistent is built");
-        let threads = mkc_catalogue::persistent_threads(&llama1b().tuning);
-        assert_eq!(k.threads, threads, "{}", rung.label());
+        let threads = mkc_catalogue::persistent_threads(&model.tuning);
+        assert_eq!(k.threads, threads, "{} {}", model.name, rung.label());
     }
 }
 

@@ -251,6 +251,14 @@ pub fn streamable_k(k: u32) -> bool {
     matches!(k, 512 | 1024 | 2048) || blocked_k(k)
 }
 
+/// Whether the page loop where each lane owns whole rows (`consume_narrow`: attention inside
+/// the O-projection, whose K chunk is one attention task's heads) takes K chunks of `k`
+/// columns in pages of `page_bytes`: rows of whole 16-byte pieces, at most 256 columns, a
+/// page's rows dealt evenly over a warp's 32 lanes.
+pub fn narrow_k(k: u32, page_bytes: u32) -> bool {
+    k > 0 && k.is_multiple_of(8) && k <= 256 && (page_bytes / (2 * k)).is_multiple_of(32)
+}
+
 /// Floats of its input vector a streaming operator stages in shared memory: the normalised
 /// operators (QKV, up/gate, the LM head) their whole hidden vector; the O-projection and down
 /// none, since they read their K chunks from global memory into registers, unless the chunk
@@ -260,6 +268,8 @@ pub fn streamable_k(k: u32) -> bool {
 pub fn staged_input(model: &Model, kind: OpKind, work: &MatvecWork) -> u32 {
     let split_kv = model.lowering.kv_parts() > 1;
     match kind {
+        // Attention inside the O-projection writes each task's heads into their chunk's place.
+        OpKind::OProj if model.lowering.attention_in_o_proj.is_some() => work.k * work.splits,
         // Split-KV partial records are merged as they are staged (the kernels' merge_parts).
         OpKind::OProj if split_kv => work.k * work.splits,
         OpKind::OProj | OpKind::Down if !blocked_k(work.k) => 0,

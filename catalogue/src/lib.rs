@@ -118,9 +118,24 @@ pub fn check_model(model: &mkc_ir::Model) -> Result<(), Unsupported> {
             OpKind::Down => "lowering.vtp_shards.up_gate_down",
             _ => "geometry.hidden",
         };
-        // A chunk longer than the registers hold is taken block by block from the input
-        // staged in shared memory (the normalised operators stage theirs anyway).
-        if !streamable_k(s.work.k) {
+        // Attention inside the O-projection: its K chunk is one attention task's heads, in
+        // pages whose rows the lanes own.
+        if kind == OpKind::OProj && model.lowering.attention_in_o_proj.is_some() {
+            if !layout::narrow_k(s.work.k, page) {
+                return fail(
+                    "lowering.attention_in_o_proj",
+                    format!(
+                        "attention inside the O-projection takes K chunks of one attention \
+                         task's {} columns (query heads x head_dim), and its page loop takes \
+                         at most 256, in pages of a multiple of 32 rows; raise \
+                         lowering.attention_split or remove attention_in_o_proj",
+                        s.work.k
+                    ),
+                );
+            }
+        } else if !streamable_k(s.work.k) {
+            // A chunk longer than the registers hold is taken block by block from the input
+            // staged in shared memory (the normalised operators stage theirs anyway).
             return fail(
                 field,
                 format!(

@@ -233,6 +233,12 @@ pub struct Task {
     pub reads: Accesses,
     /// Tensor ranges it writes.
     pub writes: Accesses,
+    /// Tensor ranges it adds its products into (reductions in place): an earlier task's
+    /// writes zero them, and tasks adding into one row need no order among themselves (the
+    /// sum's order then varies from run to run). A reader of those rows waits for every task
+    /// that adds into them.
+    #[serde(default, skip_serializing_if = "SmallVec::is_empty")]
+    pub accumulates: Accesses,
     /// Counters it waits on before its first dependent read.
     pub waits: CounterIds,
     /// Counters it signals after its writes are visible.

@@ -38,10 +38,18 @@ pub fn lower(model: &Model) -> TaskGraph {
     for layer in 0..g.layers {
         let qkv = b.qkv(layer, &stream);
         b.link_stream(&stream, qkv.op, shards.down_qkv);
-        let attn = b.attention(layer, qkv.out);
-        b.connect(qkv.op, attn.op, qkv.out, shards.qkv_attention);
-        let o_proj = b.o_proj(layer, attn.out);
-        b.connect(attn.op, o_proj.op, attn.out, shards.attention_o_proj);
+        let o_proj = if model.lowering.attention_in_o_proj.is_some() {
+            let o_proj = b.attention_o_proj(layer, qkv.out);
+            b.connect(qkv.op, o_proj.op, qkv.out, shards.qkv_attention);
+            b.zero_shares(qkv.op, o_proj.out);
+            o_proj
+        } else {
+            let attn = b.attention(layer, qkv.out);
+            b.connect(qkv.op, attn.op, qkv.out, shards.qkv_attention);
+            let o_proj = b.o_proj(layer, attn.out);
+            b.connect(attn.op, o_proj.op, attn.out, shards.attention_o_proj);
+            o_proj
+        };
         let up_gate = b.up_gate(layer, qkv.stored, o_proj.out);
         b.connect(o_proj.op, up_gate.op, o_proj.out, shards.o_proj_up_gate);
         b.imply(qkv.op, up_gate.op, qkv.stored);
@@ -83,7 +91,11 @@ enum Stream {
 pub fn task_count(model: &Model) -> u64 {
     let g = &model.geometry;
     let l = &model.lowering;
-    let mut per_layer = g.kv_heads as u64 * l.attention_split as u64 * l.kv_parts() as u64;
+    let mut per_layer = if l.attention_in_o_proj.is_some() {
+        0
+    } else {
+        g.kv_heads as u64 * l.attention_split as u64 * l.kv_parts() as u64
+    };
     let mut lm = 0;
     for kind in crate::work::MATVECS {
         let Some(w) = crate::work::matvec(model, kind) else {
@@ -131,28 +143,47 @@ pub fn shard_edges(model: &Model) -> Vec<ShardEdgeSpec> {
         producer_tile_rows,
     };
     let hidden = g.hidden as u64;
-    vec![
-        spec(
-            "qkv_attention",
-            s.qkv_attention,
-            "qkv",
-            model.qkv_rows() as u64,
-            rows_of(OpKind::QkvRope),
-        ),
-        spec(
-            "attention_o_proj",
-            s.attention_o_proj,
-            "attn",
-            model.attention_out_rows(),
-            attn_tile,
-        ),
-        spec(
-            "o_proj_up_gate",
-            s.o_proj_up_gate,
-            "o_part",
-            s.attention_o_proj as u64 * hidden,
-            rows_of(OpKind::OProj),
-        ),
+    let qkv_edge = spec(
+        "qkv_attention",
+        s.qkv_attention,
+        "qkv",
+        model.qkv_rows() as u64,
+        rows_of(OpKind::QkvRope),
+    );
+    // With attention inside the O-projection there is no attention edge, and the O-projection
+    // adds into one vector.
+    let attention_edges = if model.lowering.attention_in_o_proj.is_some() {
+        vec![
+            qkv_edge,
+            spec(
+                "o_proj_up_gate",
+                s.o_proj_up_gate,
+                "o_sum",
+                hidden,
+                rows_of(OpKind::OProj),
+            ),
+        ]
+    } else {
+        vec![
+            qkv_edge,
+            spec(
+                "attention_o_proj",
+                s.attention_o_proj,
+                "attn",
+                model.attention_out_rows(),
+                attn_tile,
+            ),
+            spec(
+                "o_proj_up_gate",
+                s.o_proj_up_gate,
+                "o_part",
+                s.attention_o_proj as u64 * hidden,
+                rows_of(OpKind::OProj),
+            ),
+        ]
+    };
+    let mut edges = attention_edges;
+    edges.extend([
         spec(
             "up_gate_down",
             s.up_gate_down,
@@ -174,7 +205,8 @@ pub fn shard_edges(model: &Model) -> Vec<ShardEdgeSpec> {
             s.up_gate_down as u64 * hidden,
             rows_of(OpKind::Down),
         ),
-    ]
+    ]);
+    edges
 }
 
 /// What one tile of an operator is, before it gets an id.
@@ -183,6 +215,7 @@ struct TileSpec {
     k_chunk: u32,
     reads: Accesses,
     writes: Accesses,
+    accumulates: Accesses,
     cost: TaskCost,
 }
 
@@ -308,6 +341,7 @@ impl<'m> Builder<'m> {
                 k_chunk: spec.k_chunk,
                 reads: spec.reads,
                 writes: spec.writes,
+                accumulates: spec.accumulates,
                 waits: CounterIds::new(),
                 signals: CounterIds::new(),
                 cost: spec.cost,
@@ -395,6 +429,7 @@ impl<'m> Builder<'m> {
                             k_chunk: 0,
                             reads: reads.clone(),
                             writes,
+                            accumulates: Accesses::new(),
                             cost: TaskCost {
                                 weight_bytes: w.task_weight_bytes() + norm,
                                 activation_read_bytes: read_bytes,
@@ -466,6 +501,7 @@ impl<'m> Builder<'m> {
                                     part(qkv, q_dim + kv_dim + kv_head * hd, hd),
                                 ],
                                 writes,
+                                accumulates: Accesses::new(),
                                 cost: TaskCost {
                                     activation_read_bytes: (hp as u64 + 2) * hd as u64 * a,
                                     write_bytes: task_rows as u64 * a,
@@ -501,6 +537,76 @@ impl<'m> Builder<'m> {
             }
         };
         self.split_k_matvec_with(OpKind::OProj, layer, "o_part", attn, input)
+    }
+
+    /// Attention inside the O-projection (`lowering.attention_in_o_proj`): task (c, r) takes
+    /// attention task c's query heads (K chunk c: their columns) and the r-th run of output
+    /// rows; it computes those heads' attention over the whole history, multiplies the result
+    /// by its pages and adds its rows into `o_sum` (one vector; QKV zeroes it,
+    /// [`Builder::zero_shares`]).
+    fn attention_o_proj(&mut self, layer: u32, qkv: TensorId) -> Added {
+        let (m, e) = (self.model, self.e);
+        let w = self.work(OpKind::OProj);
+        let a = ACTIVATION_BYTES;
+        let g = &m.geometry;
+        let hd = g.head_dim;
+        let hp = m.heads_per_attention_task();
+        let (q_dim, kv_dim) = (m.q_dim(), m.kv_dim());
+        let split = m.lowering.attention_split;
+        self.op(
+            OpHead {
+                kind: OpKind::OProj,
+                layer: Some(layer),
+                embed_fused: false,
+                k_split: w.splits,
+                out_name: "o_sum",
+                out_rows: g.hidden,
+            },
+            |_, out| {
+                (0..w.tasks())
+                    .map(|t| {
+                        let (c, row0) = w.task_coords(t);
+                        let rows = w.task_rows();
+                        let (kv_head, q_head) = (c / split, c * hp);
+                        TileSpec {
+                            row_tile: row0 / rows,
+                            k_chunk: c,
+                            reads: smallvec![
+                                part(qkv, q_head * hd, hp * hd),
+                                part(qkv, q_dim + kv_head * hd, hd),
+                                part(qkv, q_dim + kv_dim + kv_head * hd, hd),
+                            ],
+                            writes: Accesses::new(),
+                            accumulates: smallvec![part(out, row0, rows)],
+                            cost: TaskCost {
+                                weight_bytes: w.task_weight_bytes(),
+                                activation_read_bytes: (hp as u64 + 2) * hd as u64 * a,
+                                write_bytes: rows as u64 * a,
+                                kv_bytes_per_token: 2 * hd as u64 * e,
+                                flops: 2 * rows as u64 * w.k as u64,
+                                flops_per_token: 4 * hp as u64 * hd as u64,
+                                ..TaskCost::default()
+                            },
+                        }
+                    })
+                    .collect()
+            },
+        )
+    }
+
+    /// Each task of `op` also stores zeros over its share of `tensor` (which a later operator
+    /// adds into), as QKV stores its share of the residual.
+    fn zero_shares(&mut self, op: OpId, tensor: TensorId) {
+        let len = self.rows_of(tensor);
+        let range = self.op_task_range(op);
+        let n = range.len() as u32;
+        for (i, t) in range.enumerate() {
+            if let Some(share) = share_access(tensor, i as u32, n, len) {
+                let task = &mut self.g.tasks[t];
+                task.writes.push(share);
+                task.cost.write_bytes += share.rows.len() as u64 * ACTIVATION_BYTES;
+            }
+        }
     }
 
     /// A split-K matvec (O-projection, down): task (c, r) multiplies K chunk c of `input` by
@@ -549,6 +655,7 @@ impl<'m> Builder<'m> {
                             k_chunk: c,
                             reads: smallvec![part(input, in0, in_rows)],
                             writes: smallvec![part(out, c * hidden + row0, rows)],
+                            accumulates: Accesses::new(),
                             cost: TaskCost {
                                 weight_bytes: w.task_weight_bytes(),
                                 activation_read_bytes: in_rows as u64 * a,
@@ -593,6 +700,7 @@ impl<'m> Builder<'m> {
                             k_chunk: 0,
                             reads: smallvec![whole(x_in, hidden), whole(o_part, parts)],
                             writes,
+                            accumulates: Accesses::new(),
                             cost: TaskCost {
                                 weight_bytes: w.task_weight_bytes()
                                     + if i == 0 { hidden as u64 * e } else { 0 },
@@ -638,6 +746,7 @@ impl<'m> Builder<'m> {
                         k_chunk: 0,
                         reads: reads.clone(),
                         writes: smallvec![part(out, i * t, t), whole(token, 1)],
+                        accumulates: Accesses::new(),
                         cost: TaskCost {
                             weight_bytes: w.task_weight_bytes()
                                 + if i == 0 { hidden as u64 * e } else { 0 },
@@ -676,7 +785,13 @@ impl<'m> Builder<'m> {
         };
         for t in self.op_task_range(producer) {
             let task = &mut self.g.tasks[t];
-            for shard in touched(&task.writes) {
+            let written: Accesses = task
+                .writes
+                .iter()
+                .chain(&task.accumulates)
+                .copied()
+                .collect();
+            for shard in touched(&written) {
                 task.signals
                     .push(CounterId::from_index(first + shard as usize));
                 signals[shard as usize] += 1;

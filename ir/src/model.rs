@@ -331,6 +331,15 @@ pub struct Lowering {
     /// what reads the lowering before that takes one part ([`Lowering::kv_parts`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attention_kv_split: Option<u32>,
+    /// Attention computed inside the O-projection, its rows dealt over this many tasks per
+    /// attention task: an O-projection task takes one attention task's query heads (its K
+    /// chunk) and 1/N of the output rows, computes those heads' attention itself (so each
+    /// head's attention runs N times) and adds its products into one vector with reductions
+    /// ([`crate::graph::Task::accumulates`]; QKV zeroes it). No attention operator, no
+    /// attention -> O-projection edge, one KV part. The persistent kernel runs it; the chain
+    /// targets refuse it. Unset: attention and the O-projection are operators of their own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attention_in_o_proj: Option<u32>,
     /// VTP shard count of each operator edge.
     pub vtp_shards: VtpShards,
     /// Declared CTA resources of every kernel, used until compiled values exist.
@@ -345,6 +354,7 @@ impl Default for Lowering {
             lm_head_task_pages: 4,
             attention_split: 1,
             attention_kv_split: None,
+            attention_in_o_proj: None,
             vtp_shards: VtpShards::default(),
             kernel: KernelResources::default(),
         }
@@ -355,6 +365,12 @@ impl Lowering {
     /// Split-KV parts: the model's `attention_kv_split`, or one where it is still unset.
     pub fn kv_parts(&self) -> u32 {
         self.attention_kv_split.unwrap_or(1)
+    }
+
+    /// Whether only the persistent target runs this lowering: attention inside the
+    /// O-projection (`attention_in_o_proj`), for which the chain targets' grids have no kernel.
+    pub fn persistent_only(&self) -> bool {
+        self.attention_in_o_proj.is_some()
     }
 }
 

@@ -35,7 +35,8 @@ pub fn model_range(field: &str) -> Option<(u64, u64)> {
         "lowering.matvec_task_pages"
         | "lowering.lm_head_task_pages"
         | "lowering.attention_split"
-        | "lowering.attention_kv_split" => dim,
+        | "lowering.attention_kv_split"
+        | "lowering.attention_in_o_proj" => dim,
         "lowering.page_bytes" => (256, 1 << 20),
         f if f.starts_with("lowering.vtp_shards.") => dim,
         "lowering.kernel.threads" => (32, 1024),
@@ -371,6 +372,9 @@ fn check_lowering(m: &Model, file: &str) -> Result<(), InputError> {
             "use fewer parts",
         ));
     }
+    if let Some(tasks) = l.attention_in_o_proj {
+        check_attention_in_o_proj(m, file, tasks)?;
+    }
     // The split-K factors first: the O-projection's and down's K chunks depend on them.
     for edge in crate::lower::shard_edges(m) {
         let field = format!("lowering.vtp_shards.{}", edge.field);
@@ -417,6 +421,64 @@ fn check_lowering(m: &Model, file: &str) -> Result<(), InputError> {
             format!("the lowering yields {tasks} tasks, more than the supported {MAX_TASKS}"),
             "use more pages per task (or larger pages)",
         ));
+    }
+    Ok(())
+}
+
+/// Attention inside the O-projection: one KV part, the edges it removes left at one shard,
+/// every O-projection task after all of QKV (which zeroes the vector it adds into), and its
+/// `tasks` runs tiling a K chunk's pages.
+fn check_attention_in_o_proj(m: &Model, file: &str, tasks: u32) -> Result<(), InputError> {
+    let field = "lowering.attention_in_o_proj";
+    positive(file, field, tasks)?;
+    let l = &m.lowering;
+    let refuse = |what: String, fix: &str| Err(InputError::invalid(file, field, what, fix));
+    if l.kv_parts() > 1 {
+        return refuse(
+            format!(
+                "attention inside the O-projection reads each head's whole history, but \
+                 attention_kv_split is {}",
+                l.kv_parts()
+            ),
+            "remove attention_kv_split (or set it to 1), or remove attention_in_o_proj",
+        );
+    }
+    if l.vtp_shards.attention_o_proj != 1 {
+        return refuse(
+            format!(
+                "vtp_shards.attention_o_proj is {}, but with attention inside the O-projection \
+                 there is no attention edge to shard (its K chunks are the attention tasks')",
+                l.vtp_shards.attention_o_proj
+            ),
+            "remove vtp_shards.attention_o_proj (or set it to 1)",
+        );
+    }
+    if l.vtp_shards.qkv_attention != 1 {
+        return refuse(
+            format!(
+                "vtp_shards.qkv_attention is {}, but every O-projection task must wait for all \
+                 of QKV, whose tasks zero the vector it adds into",
+                l.vtp_shards.qkv_attention
+            ),
+            "remove vtp_shards.qkv_attention (or set it to 1)",
+        );
+    }
+    let Some(w) = crate::work::matvec(m, crate::graph::OpKind::OProj) else {
+        return Ok(());
+    };
+    let probe = crate::work::MatvecWork { task_pages: 1, ..w };
+    let pages = probe.chunk_pages();
+    if !pages.is_multiple_of(tasks) || tasks > pages {
+        return refuse(
+            format!(
+                "{tasks} tasks per attention task do not tile the {pages} pages of one of the \
+                 O-projection's K chunks"
+            ),
+            &format!(
+                "choose a divisor of {pages} (e.g. {})",
+                divisors_hint(pages)
+            ),
+        );
     }
     Ok(())
 }

@@ -100,13 +100,32 @@ pub fn matvec(model: &Model, kind: OpKind) -> Option<MatvecWork> {
     let (k, splits, out_rows, paired, task_pages) = match kind {
         OpKind::Attention => return None,
         OpKind::QkvRope => (g.hidden, 1, model.qkv_rows(), false, l.matvec_task_pages),
-        OpKind::OProj => (
-            model.q_dim() / s.attention_o_proj.max(1),
-            s.attention_o_proj,
-            g.hidden,
-            false,
-            l.matvec_task_pages,
-        ),
+        OpKind::OProj => match l.attention_in_o_proj {
+            // Attention inside: a K chunk per attention task (its query heads' columns), its
+            // rows dealt over `tasks` tasks.
+            Some(tasks) => {
+                let k = (model.heads_per_attention_task() * g.head_dim).max(1);
+                let splits = model.q_dim() / k;
+                let chunk = MatvecWork {
+                    k,
+                    splits,
+                    out_rows: g.hidden,
+                    paired: false,
+                    page_bytes: l.page_bytes,
+                    elem_bytes: g.dtype.bytes() as u32,
+                    task_pages: 1,
+                };
+                let pages = chunk.chunk_pages() / tasks.max(1);
+                (k, splits, g.hidden, false, pages)
+            }
+            None => (
+                model.q_dim() / s.attention_o_proj.max(1),
+                s.attention_o_proj,
+                g.hidden,
+                false,
+                l.matvec_task_pages,
+            ),
+        },
         OpKind::UpGate => (g.hidden, 1, g.intermediate, true, l.matvec_task_pages),
         OpKind::Down => (
             g.intermediate / s.up_gate_down.max(1),

@@ -164,6 +164,81 @@ fn split_kv_attention_deals_the_history_and_the_o_projection_reads_every_part() 
     assert!(err.contains("vtp_shards.attention_o_proj"), "{err}");
 }
 
+/// Attention inside the O-projection: no attention operator; the O-projection has a K chunk per
+/// attention task (its query heads' columns) dealt over `attention_in_o_proj` tasks, each
+/// reading those heads' q, k and v and the KV history, and adding its rows into one vector
+/// that QKV's tasks zero in shares; up/gate reads that vector whole, waiting on the
+/// O-projection's counter. Each K chunk's tasks add into every row once.
+#[test]
+fn attention_inside_the_o_projection_adds_every_chunk_into_one_zeroed_vector() {
+    let mut m = resolve_model("llama1b").unwrap();
+    m.lowering.attention_split = 4;
+    m.lowering.attention_in_o_proj = Some(4);
+    m.validate("fused").unwrap();
+    let g = lower(&m);
+    let (hidden, hd) = (m.geometry.hidden, m.geometry.head_dim);
+    assert!(g.ops.iter().all(|o| o.kind != OpKind::Attention));
+    assert_eq!(g.ops.len() as u32, 4 * m.geometry.layers + 1);
+    assert_eq!(g.task_weight_bytes(), m.weight_bytes());
+    let o_proj = g.ops.iter().find(|o| o.kind == OpKind::OProj).unwrap();
+    let qkv = g.ops.iter().find(|o| o.kind == OpKind::QkvRope).unwrap();
+    assert_eq!((o_proj.tasks, o_proj.k_split), (32 * 4, 32));
+    let o_sum = g.task(o_proj.first_task).accumulates[0].tensor;
+    assert_eq!(g.tensors[o_sum.index()].rows, hidden);
+    assert_eq!(g.tensors[o_sum.index()].producer, Some(o_proj.id));
+    let mut added = vec![0u32; hidden as usize];
+    for t in g.tasks_of(o_proj.id) {
+        assert!(t.writes.is_empty(), "an O-projection task stores nothing");
+        assert_eq!(t.accumulates.len(), 1);
+        for r in t.accumulates[0].rows.start..t.accumulates[0].rows.end {
+            added[r as usize] += 1;
+        }
+        // Its query head's q, then its KV head's k and v.
+        let (q, k) = (t.reads[0].rows, t.reads[1].rows);
+        assert_eq!((q.start, q.len()), (t.k_chunk * hd, hd));
+        assert_eq!(k.start, m.q_dim() + t.k_chunk / 4 * hd);
+        assert_eq!(t.cost.kv_bytes_per_token, 2 * hd as u64 * 2);
+        assert_eq!(t.waits.len(), 1, "all of QKV: one shard");
+    }
+    assert!(
+        added.iter().all(|&n| n == 32),
+        "each chunk adds into every row once"
+    );
+    let mut zeroed = vec![0u32; hidden as usize];
+    for t in g.tasks_of(qkv.id) {
+        for w in t.writes.iter().filter(|w| w.tensor == o_sum) {
+            for r in w.rows.start..w.rows.end {
+                zeroed[r as usize] += 1;
+            }
+        }
+    }
+    assert!(
+        zeroed.iter().all(|&n| n == 1),
+        "QKV's shares zero the vector once"
+    );
+    let up_gate = g.ops.iter().find(|o| o.kind == OpKind::UpGate).unwrap();
+    let first = g.task(up_gate.first_task);
+    assert!(first
+        .reads
+        .iter()
+        .any(|r| r.tensor == o_sum && r.rows.len() == hidden));
+    // Options it cannot combine with are refused, naming the field.
+    let mut split = m.clone();
+    split.lowering.attention_kv_split = Some(2);
+    let err = split.validate("fused").unwrap_err().to_string();
+    assert!(
+        err.contains("attention_in_o_proj") && err.contains("attention_kv_split"),
+        "{err}"
+    );
+    let mut uneven = m.clone();
+    uneven.lowering.attention_in_o_proj = Some(3);
+    let err = uneven.validate("fused").unwrap_err().to_string();
+    assert!(
+        err.contains("attention_in_o_proj") && err.contains("16 pages"),
+        "{err}"
+    );
+}
+
 /// RoPE frequencies follow Hugging Face's Llama 3 scaling (values from its formula in f64):
 /// pairs of short wavelength kept, long ones divided by the factor, those between interpolated.
 #[test]

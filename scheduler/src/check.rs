@@ -10,7 +10,9 @@
 //! 3. Waits, exactly: for a synchronised edge, a task waits on exactly the edge's counters whose
 //!    rows overlap what it reads.
 //! 4. Waits, no fewer: for every row a task reads of a tensor produced in the step, every task
-//!    writing that row is guaranteed finished by the task's waits (directly or transitively).
+//!    writing or adding into that row is guaranteed finished by the task's waits (directly or
+//!    transitively); for every row it adds into, every task storing that row (additions
+//!    commute, so they need no order among themselves).
 //! 5. Task ids form a topological order (signalers of a waited counter have smaller ids).
 //! 6. The summed task weight bytes equal the model's weight bytes.
 //! 7. Persistent plans: every task exactly once, each instruction a run of consecutive tasks
@@ -133,6 +135,7 @@ fn check_counters(g: &TaskGraph, v: &mut Violations) {
             let writes = task
                 .writes
                 .iter()
+                .chain(&task.accumulates)
                 .any(|w| w.tensor == c.access.tensor && w.rows.overlaps(c.access.rows));
             if task.op != edge.producer || !writes {
                 v.push(format!(
@@ -267,21 +270,36 @@ fn check_coverage(g: &TaskGraph, v: &mut Violations) {
         }
         done[c.index()] = Some(set);
     }
-    // Writers of each tensor.
-    let mut writers: HashMap<TensorId, Vec<(TaskId, Rows)>> = HashMap::new();
+    // Writers of each tensor: (task, rows, whether it adds into them).
+    let mut writers: HashMap<TensorId, Vec<(TaskId, Rows, bool)>> = HashMap::new();
     for t in &g.tasks {
-        for w in &t.writes {
-            writers.entry(w.tensor).or_default().push((t.id, w.rows));
+        for (w, adds) in t
+            .writes
+            .iter()
+            .map(|w| (w, false))
+            .chain(t.accumulates.iter().map(|w| (w, true)))
+        {
+            writers
+                .entry(w.tensor)
+                .or_default()
+                .push((t.id, w.rows, adds));
         }
     }
-    // Per (wait set, tensor): prefix count of rows with some writer not yet finished.
-    let mut memo: HashMap<(Vec<CounterId>, TensorId), Vec<u32>> = HashMap::new();
+    // Per (wait set, tensor, whether the access adds): prefix count of rows with some writer
+    // not yet finished. A read waits for every writer of its rows; an addition only for the
+    // plain writes that zero them (additions into one row commute).
+    let mut memo: HashMap<(Vec<CounterId>, TensorId, bool), Vec<u32>> = HashMap::new();
     for task in &g.tasks {
-        for r in &task.reads {
+        let accesses = task
+            .reads
+            .iter()
+            .map(|r| (r, false))
+            .chain(task.accumulates.iter().map(|r| (r, true)));
+        for (r, adds) in accesses {
             if g.tensors[r.tensor.index()].producer.is_none() {
                 continue;
             }
-            let key = (task.waits.to_vec(), r.tensor);
+            let key = (task.waits.to_vec(), r.tensor, adds);
             let unsafe_prefix = memo.entry(key).or_insert_with(|| {
                 let mut finished = TaskSet::new(n);
                 for c in &task.waits {
@@ -291,8 +309,10 @@ fn check_coverage(g: &TaskGraph, v: &mut Violations) {
                 }
                 let rows = g.tensors[r.tensor.index()].rows as usize;
                 let mut bad = vec![false; rows];
-                for &(w, wr) in writers.get(&r.tensor).map(Vec::as_slice).unwrap_or(&[]) {
-                    if !finished.contains(w) {
+                for &(w, wr, w_adds) in writers.get(&r.tensor).map(Vec::as_slice).unwrap_or(&[]) {
+                    // Another addition into the row needs no order with this one.
+                    let commutes = adds && w_adds;
+                    if !commutes && !finished.contains(w) {
                         bad[wr.start as usize..wr.end as usize].fill(true);
                     }
                 }
@@ -305,8 +325,9 @@ fn check_coverage(g: &TaskGraph, v: &mut Violations) {
             let (s, e) = (r.rows.start as usize, r.rows.end as usize);
             if unsafe_prefix[e] != unsafe_prefix[s] {
                 v.push(format!(
-                    "{} reads {} rows {}..{} before all their writers are guaranteed done",
+                    "{} {} {} rows {}..{} before all their writers are guaranteed done",
                     task.id,
+                    if adds { "adds into" } else { "reads" },
                     g.tensors[r.tensor.index()].name,
                     s,
                     e

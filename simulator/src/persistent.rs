@@ -36,8 +36,8 @@ use mkc_scheduler::Schedule;
 
 use crate::engine::{next, EventQueue, Next, Pool};
 use crate::timeline::{
-    ablated_dependent_bytes, activation_latency, attention_extra_chunks_ns, bandwidths,
-    independent_bytes, merge_ns, pages_in, PageMath, SimOptions, Span, StepTimeline,
+    ablated_dependent_bytes, activation_latency, attention_extra_chunks_ns, bandwidths, merge_ns,
+    pages_in, PageMath, SimOptions, Span, StepTimeline,
 };
 
 enum Event {
@@ -156,6 +156,9 @@ pub fn simulate(
         )
         .max(1) as usize;
     let kind_of = |t: mkc_ir::TaskId| g.op(g.task(t).op).kind;
+    // Tasks that compute attention (attention's, or the O-projection's with attention inside)
+    // read a KV history.
+    let reads_history = |t: mkc_ir::TaskId| g.task(t).cost.kv_bytes_per_token > 0;
     // Attention's KV chunks past the first, in the persistent layout's chunk.
     let attention_chunks_ns = attention_extra_chunks_ns(
         s.model.as_ref(),
@@ -168,6 +171,21 @@ pub fn simulate(
         &ablate,
         device,
     );
+    // One attention task's compute (scores, softmax, output), each query head's work scaled by
+    // its dimension; none under the attention ablation.
+    let attention_ns = if ablate.attention {
+        0.0
+    } else {
+        let (heads, head_dim) = s
+            .model
+            .as_ref()
+            .map_or((1, mkc_ir::device::ATTENTION_HEAD_DIM), |m| {
+                (m.heads_per_attention_task(), m.geometry.head_dim)
+            });
+        let per_head =
+            lat.attention_head_ns * head_dim as f64 / mkc_ir::device::ATTENTION_HEAD_DIM as f64;
+        lat.attention_task_ns + per_head * heads as f64 + attention_chunks_ns
+    };
     // The boundary hold (`tuning.persistent_boundary_inflight` below the ring's slots): the
     // producer issues no fresh copy ahead of the release's acknowledgement, so the release is
     // the held one, and inputs staged inside the window land sooner (input_latency). Its
@@ -267,24 +285,38 @@ pub fn simulate(
             for (i, ins) in st.iter().enumerate() {
                 first_load.push(loads.len());
                 prev_attention.push(last_attention);
-                let kv = kind_of(ins.first) == mkc_ir::OpKind::Attention;
-                if kv {
+                if reads_history(ins.first) {
                     last_attention = Some(i);
                 }
                 for t in ins.tasks() {
-                    let bytes = independent_bytes(g.task(t), kv_len);
-                    let pages = if kv {
-                        1
+                    // A task that computes attention has its KV history copied first, then
+                    // its weight pages (if it has any: attention inside the O-projection).
+                    let cost = &g.task(t).cost;
+                    let history = reads_history(t).then(|| cost.kv_bytes_at(kv_len) as f64);
+                    let weights = cost.weight_bytes as f64;
+                    let pages = if history.is_some() && weights == 0.0 {
+                        0
                     } else {
-                        pages_in(bytes, page_bytes_of(kind_of(t))).max(1)
+                        pages_in(weights, page_bytes_of(kind_of(t))).max(1)
                     };
+                    if let Some(bytes) = history {
+                        loads.push(Load {
+                            ins: i,
+                            task: t.index(),
+                            last_of_task: pages == 0,
+                            bytes,
+                            kv: true,
+                            landed: false,
+                            landed_at: 0.0,
+                        });
+                    }
                     for p in 0..pages {
                         loads.push(Load {
                             ins: i,
                             task: t.index(),
                             last_of_task: p + 1 == pages,
-                            bytes: bytes / pages as f64,
-                            kv,
+                            bytes: weights / pages as f64,
+                            kv: false,
                             landed: false,
                             landed_at: 0.0,
                         });
@@ -386,7 +418,10 @@ pub fn simulate(
         }
         while lo + st.consumed < hi && st.loads[lo + st.consumed].landed {
             let load = &st.loads[lo + st.consumed];
-            if !load.kv {
+            if load.kv {
+                // The task's attention, by every consumer warp, before any page's math.
+                st.math.together(load.landed_at, attention_ns);
+            } else {
                 st.ring_used -= 1;
                 // The page's products (a load is one page).
                 if load.bytes > 0.0 {
@@ -475,24 +510,8 @@ pub fn simulate(
                 let st = &mut sms[sm];
                 let before = st.consumed;
                 if st.admitted.is_some() && !st.computing && consume(st) && st.staged {
-                    let ins = &plan.streams[sm][st.consumer];
-                    let kind = kind_of(ins.first);
                     let products = st.math.done().max(now);
-                    if kind == mkc_ir::OpKind::Attention && !ablate.attention {
-                        st.computing = true;
-                        // Each query head's work scales with its dimension.
-                        let (heads, head_dim) = s
-                            .model
-                            .as_ref()
-                            .map_or((1, mkc_ir::device::ATTENTION_HEAD_DIM), |m| {
-                                (m.heads_per_attention_task(), m.geometry.head_dim)
-                            });
-                        let per_head = lat.attention_head_ns * head_dim as f64
-                            / mkc_ir::device::ATTENTION_HEAD_DIM as f64;
-                        let per_task =
-                            lat.attention_task_ns + per_head * heads as f64 + attention_chunks_ns;
-                        queue.push(now + per_task * ins.count as f64, Event::Computed(sm));
-                    } else if products > now {
+                    if products > now {
                         st.computing = true;
                         queue.push(products, Event::Computed(sm));
                     } else {
@@ -543,7 +562,12 @@ pub fn simulate(
                     queue.push(ready, Event::Check(sm));
                     continue;
                 }
-                let kind = kind_of(ins.first);
+                // An instruction that computes attention reads its inputs as attention does.
+                let kind = if reads_history(ins.first) {
+                    mkc_ir::OpKind::Attention
+                } else {
+                    kind_of(ins.first)
+                };
                 let dependent =
                     ablated_dependent_bytes(&ablate, kind, ins.tasks().map(|t| g.task(t)));
                 sms[sm].admitted = Some(now);

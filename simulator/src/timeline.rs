@@ -146,6 +146,13 @@ impl PageMath {
         self.taken += 1;
     }
 
+    /// Work every warp does together, `ns` long, once all are free and `ready` has passed
+    /// (a task's attention, before its pages: it fills their input).
+    pub fn together(&mut self, ready: f64, ns: f64) {
+        let at = self.done().max(ready) + ns;
+        self.free.fill(at);
+    }
+
     /// When the last warp is done (the instruction's start if it took nothing).
     pub fn done(&self) -> f64 {
         self.free.iter().copied().fold(f64::MIN, f64::max)

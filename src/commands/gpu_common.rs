@@ -97,7 +97,8 @@ impl Source {
     }
 
     /// The targets to run: those asked for (each runnable, and the schedule's when there is
-    /// one), else the schedule's, else `default`.
+    /// one), else the schedule's, else `default` (persistent alone for a lowering only the
+    /// persistent kernel runs).
     pub fn targets(
         &self,
         asked: Option<&[TargetArg]>,
@@ -118,6 +119,7 @@ impl Source {
             }
             (Some(a), None) => a.iter().map(convert).collect(),
             (None, Some(s)) => Ok(vec![s.target]),
+            (None, None) if self.model.lowering.persistent_only() => Ok(vec![Target::Persistent]),
             (None, None) => Ok(default.to_vec()),
         }
     }

@@ -77,6 +77,7 @@ pub fn arb_model() -> impl Strategy<Value = Model> {
                         attention_split: split,
                         // Split-KV: a history dealt over up to 4 parts (16 positions at most).
                         attention_kv_split: Some(pick(&[1, 1, 2, 3, 4], idx[9])),
+                        attention_in_o_proj: None,
                         vtp_shards: VtpShards {
                             qkv_attention: 1,
                             attention_o_proj: pick(&divisors(heads / hp), idx[4]),
@@ -105,6 +106,36 @@ pub fn arb_model() -> impl Strategy<Value = Model> {
             },
         )
         .prop_filter("pages tile every operator", |m| {
+            m.validate("random").is_ok()
+        })
+}
+
+/// A strategy for random valid models with attention inside the O-projection
+/// (`lowering.attention_in_o_proj`): [`arb_model`]'s, with one KV part, the edges it removes or
+/// zeroes across at one shard, and a random divisor of a K chunk's pages as its tasks per
+/// attention task.
+pub fn arb_fused_model() -> impl Strategy<Value = Model> {
+    (arb_model(), any::<usize>())
+        .prop_map(|(mut m, i)| {
+            let l = &mut m.lowering;
+            l.attention_kv_split = None;
+            l.vtp_shards.attention_o_proj = 1;
+            l.vtp_shards.qkv_attention = 1;
+            l.attention_in_o_proj = Some(1);
+            let pages =
+                mkc_ir::work::matvec(&m, mkc_ir::OpKind::OProj).map_or(1, |w| w.chunk_pages());
+            m.lowering.attention_in_o_proj = Some(pick(&divisors(pages), i));
+            // o_proj_up_gate's shards must hold whole O-projection tasks' rows.
+            let edges = mkc_ir::lower::shard_edges(&m);
+            let e = edges
+                .iter()
+                .find(|e| e.field == "o_proj_up_gate")
+                .expect("edge");
+            let tasks = (e.rows / e.producer_tile_rows.max(1) as u64).max(1) as u32;
+            m.lowering.vtp_shards.o_proj_up_gate = pick(&divisors(tasks), i / 7);
+            m
+        })
+        .prop_filter("attention inside the O-projection validates", |m| {
             m.validate("random").is_ok()
         })
 }

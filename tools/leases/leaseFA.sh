@@ -1,0 +1,25 @@
+#!/bin/bash
+# (Not yet run.) Lease FA: attention inside the O-projection (`models/llama1b_fused.ron`,
+# `lowering.attention_in_o_proj`) on a GPU for the first time. Correctness first: every bench
+# checks its logits against the CPU reference at three positions (P32/D128); `long` runs a
+# 2-layer fused model at a 300-token prompt, whose history passes the persistent attention's
+# first KV chunk. Then the fused file (persistent only: the chain targets refuse it) beside the
+# tuned one (persistent and pdl), alternated twice, and R = 2 and 8 tasks per head once each.
+# Predicted (docs/perf.md, forty-fourth session): fused 673.6 µs on the h200 profile at 4,500
+# GB/s against 708.9 for the tuned file; on the h100 profile at 3,160 GB/s 841.4 against
+# 876.1; R = 2: 712.7 / 874.8, R = 8: 742.0 / 916.3. Any card (the ranking is within the
+# lease). Also .device/: mkc.
+LIMIT=420 ARCHIVE=fa.tgz
+source tools/leases/common.sh
+F=models/llama1b_fused.ron
+sed 's/layers: 16/layers: 2/; s/max_seq_len: 2048/max_seq_len: 512/' $F > $W/fused2.ron
+sed 's/attention_in_o_proj: Some(4)/attention_in_o_proj: Some(2)/' $F > $W/fused_r2.ron
+sed 's/attention_in_o_proj: Some(4)/attention_in_o_proj: Some(8)/' $F > $W/fused_r8.ron
+T=$F b fused_a
+T=$W/fused2.ron b long --prompt-len 300 --tokens 8
+TARGETS=persistent,pdl b main_a
+T=$F b fused_b
+TARGETS=persistent,pdl b main_b
+T=$W/fused_r2.ron b fused_r2
+T=$W/fused_r8.ron b fused_r8
+T=$F traced fused
