@@ -864,6 +864,29 @@ __device__ __forceinline__ float k_row_dot(const bf16* k, const float* qv, int h
     return acc;
 }
 
+// A consumer warp's pages of the ring from s.page0 on (page s.page0 + i belongs to the warp
+// owning its slot, ring_owner_of: every CONSUMER_WARPS-th page where the slots are a multiple
+// of the warps, as in every chain ring): the first, and the one after its page i.
+__device__ __forceinline__ int first_owned_page(const Stream& s, int warp) {
+    return ring_next_of(s.page0, s.slots, warp) - s.page0;
+}
+__device__ __forceinline__ int next_owned_page(const Stream& s, int warp, int i) {
+    return s.slots % CONSUMER_WARPS == 0 ? i + CONSUMER_WARPS : ring_next_of(s.page0 + i + 1, s.slots, warp) - s.page0;
+}
+
+// Waits until ring page s.page0 + i has landed and returns its slot; the first landing a
+// consumer sees is marked (`marked`).
+__device__ __forceinline__ int landed_slot(const Stream& s, int i, bool& marked) {
+    int slot, lap;
+    ring_slot(s, s.page0 + i, slot, lap);
+    mbar_wait(&s.full[slot], lap & 1);
+    if (!marked) {
+        mark(MARK_LANDED);
+        marked = true;
+    }
+    return slot;
+}
+
 // Consumer warp: computes its pages (every CONSUMER_WARPS-th of the CTA's range) with the input
 // vector `x` (shared or global memory; shared where NJ > 8; with MMA, its fragments, staged by
 // stage_fragments or written to global memory by its producer) and hands each page's row sums
@@ -877,11 +900,7 @@ __device__ void consume(const Stream& s, const Matvec& v, const float* x, int fi
     float xr[NX][8];
     int loaded = -1;
     bool landed_marked = false;
-    // The ring's page s.page0 + i belongs to the warp owning its slot (ring_owner_of): every
-    // CONSUMER_WARPS-th page where the slots are a multiple of the warps (every chain ring).
-    const bool even = s.slots % CONSUMER_WARPS == 0;
-    for (int i = ring_next_of(s.page0, s.slots, warp) - s.page0; i < count;
-         i = even ? i + CONSUMER_WARPS : ring_next_of(s.page0 + i + 1, s.slots, warp) - s.page0) {
+    for (int i = first_owned_page(s, warp); i < count; i = next_owned_page(s, warp, i)) {
         int chunk, row0;
         page_coords(v, first + i, chunk, row0);
         if (!BLOCKED && chunk != loaded) {
@@ -889,13 +908,7 @@ __device__ void consume(const Stream& s, const Matvec& v, const float* x, int fi
             else load_x<NX>(xr, x, v.k, chunk);
             loaded = chunk;
         }
-        int slot, lap;
-        ring_slot(s, s.page0 + i, slot, lap);
-        mbar_wait(&s.full[slot], lap & 1);
-        if (!landed_marked) {
-            mark(MARK_LANDED);
-            landed_marked = true;
-        }
+        const int slot = landed_slot(s, i, landed_marked);
         float sums[R];
 #ifdef MKC_ABLATE_COMPUTE
         // The rung removes the dot products, not the input's loads: unused, the loads of xr (the
@@ -926,18 +939,10 @@ __device__ void consume_narrow(const Stream& s, const Matvec& v, const float* x,
                                Epilogue& epilogue) {
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     bool landed_marked = false;
-    const bool even = s.slots % CONSUMER_WARPS == 0;
-    for (int i = ring_next_of(s.page0, s.slots, warp) - s.page0; i < count;
-         i = even ? i + CONSUMER_WARPS : ring_next_of(s.page0 + i + 1, s.slots, warp) - s.page0) {
+    for (int i = first_owned_page(s, warp); i < count; i = next_owned_page(s, warp, i)) {
         int chunk, row0;
         page_coords(v, first + i, chunk, row0);
-        int slot, lap;
-        ring_slot(s, s.page0 + i, slot, lap);
-        mbar_wait(&s.full[slot], lap & 1);
-        if (!landed_marked) {
-            mark(MARK_LANDED);
-            landed_marked = true;
-        }
+        const int slot = landed_slot(s, i, landed_marked);
         const bf16* page = s.ring + (long)slot * (PAGE_BYTES / 2);
         const float* xc = x + (long)chunk * v.k;
         for (int r = lane; r < v.page_rows; r += 32) {

@@ -70,6 +70,7 @@ impl Target {
                     .collect();
                 v.push(include_str!("../../models/llama1b_tuned.ron").into());
                 v.push(include_str!("../../models/llama3.2-1b.ron").into());
+                v.push(include_str!("../../models/llama1b_fused.ron").into());
                 v
             }
             Target::Device => mkc_ir::embedded::DEVICES

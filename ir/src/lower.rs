@@ -143,47 +143,38 @@ pub fn shard_edges(model: &Model) -> Vec<ShardEdgeSpec> {
         producer_tile_rows,
     };
     let hidden = g.hidden as u64;
-    let qkv_edge = spec(
+    // With attention inside the O-projection there is no attention edge, and the O-projection
+    // adds into one vector rather than a partial block per K chunk.
+    let fused = model.lowering.attention_in_o_proj.is_some();
+    let (o_tensor, o_rows) = if fused {
+        ("o_sum", hidden)
+    } else {
+        ("o_part", s.attention_o_proj as u64 * hidden)
+    };
+    let mut edges = vec![spec(
         "qkv_attention",
         s.qkv_attention,
         "qkv",
         model.qkv_rows() as u64,
         rows_of(OpKind::QkvRope),
-    );
-    // With attention inside the O-projection there is no attention edge, and the O-projection
-    // adds into one vector.
-    let attention_edges = if model.lowering.attention_in_o_proj.is_some() {
-        vec![
-            qkv_edge,
-            spec(
-                "o_proj_up_gate",
-                s.o_proj_up_gate,
-                "o_sum",
-                hidden,
-                rows_of(OpKind::OProj),
-            ),
-        ]
-    } else {
-        vec![
-            qkv_edge,
-            spec(
-                "attention_o_proj",
-                s.attention_o_proj,
-                "attn",
-                model.attention_out_rows(),
-                attn_tile,
-            ),
-            spec(
-                "o_proj_up_gate",
-                s.o_proj_up_gate,
-                "o_part",
-                s.attention_o_proj as u64 * hidden,
-                rows_of(OpKind::OProj),
-            ),
-        ]
-    };
-    let mut edges = attention_edges;
+    )];
+    if !fused {
+        edges.push(spec(
+            "attention_o_proj",
+            s.attention_o_proj,
+            "attn",
+            model.attention_out_rows(),
+            attn_tile,
+        ));
+    }
     edges.extend([
+        spec(
+            "o_proj_up_gate",
+            s.o_proj_up_gate,
+            o_tensor,
+            o_rows,
+            rows_of(OpKind::OProj),
+        ),
         spec(
             "up_gate_down",
             s.up_gate_down,
