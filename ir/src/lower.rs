@@ -260,6 +260,34 @@ fn part(tensor: TensorId, start: u32, len: u32) -> Access {
     }
 }
 
+/// What attention task `c` (KV head `c / attention_split`, query heads from `c x` its heads
+/// on) reads of `qkv`: its query heads, then its KV head's key and value rows.
+fn attention_reads(m: &Model, qkv: TensorId, c: u32) -> Accesses {
+    let (hd, hp) = (m.geometry.head_dim, m.heads_per_attention_task());
+    let (q_dim, kv_dim) = (m.q_dim(), m.kv_dim());
+    let kv_head = c / m.lowering.attention_split;
+    smallvec![
+        part(qkv, c * hp * hd, hp * hd),
+        part(qkv, q_dim + kv_head * hd, hd),
+        part(qkv, q_dim + kv_dim + kv_head * hd, hd),
+    ]
+}
+
+/// What computing one attention task's heads costs beside its writes: its q, k and v reads,
+/// its KV history (per cached token) and the scores' and output's flops.
+fn attention_cost(m: &Model) -> TaskCost {
+    let (hd, hp) = (
+        m.geometry.head_dim as u64,
+        m.heads_per_attention_task() as u64,
+    );
+    TaskCost {
+        activation_read_bytes: (hp + 2) * hd * ACTIVATION_BYTES,
+        kv_bytes_per_token: 2 * hd * m.geometry.dtype.bytes(),
+        flops_per_token: 4 * hp * hd,
+        ..TaskCost::default()
+    }
+}
+
 impl<'m> Builder<'m> {
     fn new(model: &'m Model) -> Self {
         let w = &model.workload;
@@ -447,12 +475,11 @@ impl<'m> Builder<'m> {
     /// (task t's part is t mod parts: the kernels' `attention_body` decodes it so). A part
     /// writes one partial record per query head ([`crate::work::attention_part_row`]).
     fn attention(&mut self, layer: u32, qkv: TensorId) -> Added {
-        let (m, e) = (self.model, self.e);
+        let m = self.model;
         let a = ACTIVATION_BYTES;
         let g = &m.geometry;
         let hd = g.head_dim;
         let hp = m.heads_per_attention_task();
-        let (q_dim, kv_dim) = (m.q_dim(), m.kv_dim());
         let split = m.lowering.attention_split;
         let parts = m.lowering.kv_parts();
         let record = crate::work::attention_part_record(hd);
@@ -486,21 +513,14 @@ impl<'m> Builder<'m> {
                             tiles.push(TileSpec {
                                 row_tile: (kv_head * split + s) * parts + p,
                                 k_chunk: p,
-                                reads: smallvec![
-                                    part(qkv, q_head * hd, hp * hd),
-                                    part(qkv, q_dim + kv_head * hd, hd),
-                                    part(qkv, q_dim + kv_dim + kv_head * hd, hd),
-                                ],
+                                reads: attention_reads(m, qkv, kv_head * split + s),
                                 writes,
                                 accumulates: Accesses::new(),
                                 cost: TaskCost {
-                                    activation_read_bytes: (hp as u64 + 2) * hd as u64 * a,
                                     write_bytes: task_rows as u64 * a,
-                                    kv_bytes_per_token: 2 * hd as u64 * e,
-                                    flops_per_token: 4 * hp as u64 * hd as u64,
                                     kv_part: p,
                                     kv_parts: parts,
-                                    ..TaskCost::default()
+                                    ..attention_cost(m)
                                 },
                             });
                         }
@@ -536,14 +556,9 @@ impl<'m> Builder<'m> {
     /// by its pages and adds its rows into `o_sum` (one vector; QKV zeroes it,
     /// [`Builder::zero_shares`]).
     fn attention_o_proj(&mut self, layer: u32, qkv: TensorId) -> Added {
-        let (m, e) = (self.model, self.e);
+        let m = self.model;
         let w = self.work(OpKind::OProj);
-        let a = ACTIVATION_BYTES;
-        let g = &m.geometry;
-        let hd = g.head_dim;
-        let hp = m.heads_per_attention_task();
-        let (q_dim, kv_dim) = (m.q_dim(), m.kv_dim());
-        let split = m.lowering.attention_split;
+        let hidden = m.geometry.hidden;
         self.op(
             OpHead {
                 kind: OpKind::OProj,
@@ -551,32 +566,24 @@ impl<'m> Builder<'m> {
                 embed_fused: false,
                 k_split: w.splits,
                 out_name: "o_sum",
-                out_rows: g.hidden,
+                out_rows: hidden,
             },
             |_, out| {
                 (0..w.tasks())
                     .map(|t| {
                         let (c, row0) = w.task_coords(t);
                         let rows = w.task_rows();
-                        let (kv_head, q_head) = (c / split, c * hp);
                         TileSpec {
                             row_tile: row0 / rows,
                             k_chunk: c,
-                            reads: smallvec![
-                                part(qkv, q_head * hd, hp * hd),
-                                part(qkv, q_dim + kv_head * hd, hd),
-                                part(qkv, q_dim + kv_dim + kv_head * hd, hd),
-                            ],
+                            reads: attention_reads(m, qkv, c),
                             writes: Accesses::new(),
                             accumulates: smallvec![part(out, row0, rows)],
                             cost: TaskCost {
                                 weight_bytes: w.task_weight_bytes(),
-                                activation_read_bytes: (hp as u64 + 2) * hd as u64 * a,
-                                write_bytes: rows as u64 * a,
-                                kv_bytes_per_token: 2 * hd as u64 * e,
+                                write_bytes: rows as u64 * ACTIVATION_BYTES,
                                 flops: 2 * rows as u64 * w.k as u64,
-                                flops_per_token: 4 * hp as u64 * hd as u64,
-                                ..TaskCost::default()
+                                ..attention_cost(m)
                             },
                         }
                     })
