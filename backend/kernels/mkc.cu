@@ -2370,6 +2370,7 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
             case OP_LM_HEAD:
                 lm_head_body(m, g, L, w, d);
                 break;
+#if !O_ATTENTION  // with attention inside the O-projection there is no attention instruction
             case OP_ATTENTION:
                 for (int t = 0; t < ins.count; ++t) {
                     if (t > 0) consumers_sync();
@@ -2377,6 +2378,7 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
                         m, g, L, PersistentWork{ins.first + t, 1, 0, t == 0 ? kv_s : -1}, d);
                 }
                 break;
+#endif
         }
         // Every store of the instruction is done, its shared memory free and the next
         // descriptors landed: signal. Thread 0 reads what it needs of the instruction first
