@@ -39,8 +39,8 @@ pub struct LaunchShape {
 pub fn launch_plan(schedule: &Schedule, model: &Model) -> Result<Vec<LaunchShape>, BackendError> {
     let plan = schedule.chain().ok_or_else(|| {
         BackendError::Unsupported(
-            "the CUDA backend runs the graph and pdl targets; the persistent megakernel is not \
-             implemented yet"
+            "a launch plan describes the chain targets' grids (graph, pdl); a persistent \
+             schedule launches k_persistent, one CTA per SM"
                 .into(),
         )
     })?;
