@@ -96,6 +96,16 @@ impl Target {
                     v.push(serde_json::to_string(&s).expect("serialises"));
                     v.push(ron::to_string(&s).expect("serialises"));
                 }
+                // Attention inside the O-projection: tasks that add into one vector.
+                let mut fused = m.clone();
+                fused.lowering.vtp_shards.qkv_attention = 1;
+                fused.lowering.vtp_shards.attention_o_proj = 1;
+                fused.lowering.attention_in_o_proj = Some(2);
+                fused
+                    .validate("fuzz")
+                    .expect("tiny takes attention inside the O-projection");
+                let s = compile(&fused, &d, &CompileOptions::default()).schedule;
+                v.push(serde_json::to_string(&s).expect("serialises"));
                 v
             }
             Target::Checkpoint => {
