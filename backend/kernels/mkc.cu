@@ -1893,14 +1893,19 @@ extern "C" __global__ void k_read_bw(const uint4* p, unsigned long long n, unsig
 // streaming kernel's producer fills its ring beside its consumers. Each CTA records
 // `record_words` words: the loop's NJ and R, the streamer's bytes landed and ns, then per warp
 // its start and end in %globaltimer ns and in clock64 cycles; y gets every CTA's row sums
-// (CTA-major). The host sizes all of it (backend/src/gpu/probe/pages.rs).
+// (CTA-major). The host sizes all of it (backend/src/gpu/probe/pages.rs). NJ 0 is the loop in
+// which each lane owns whole rows (consume_narrow's: attention inside the O-projection, K =
+// O_PROJ_K columns), its input staged in shared memory before the span.
 template <int NJ>
 __device__ void page_math_probe(const bf16* w, const float* x, float* y, int pages, int warps, int input,
                                 const bf16* stream, int stream_pages, int stream_slots, u64* rec,
                                 int record_words) {
-    constexpr int R = PAGE_BYTES / (2 * 256 * NJ);
+    constexpr bool NARROW = NJ == 0;
+    constexpr int K = NARROW ? O_PROJ_K : 256 * NJ;  // columns of a page row
+    constexpr int R = PAGE_BYTES / (2 * K);
     constexpr bool BLOCKED = NJ > 8;
-    constexpr int NX = BLOCKED ? 1 : NJ;  // groups held in registers
+    constexpr bool STAGED = BLOCKED || NARROW;   // the input in shared memory
+    constexpr int NX = STAGED ? 1 : NJ;  // groups held in registers
     extern __shared__ __align__(128) unsigned char probe_pages[];
     __shared__ int computed;  // warps done with their pages
     const int cta_warps = blockDim.x / 32;
@@ -1912,12 +1917,12 @@ __device__ void page_math_probe(const bf16* w, const float* x, float* y, int pag
     uint4* dst = reinterpret_cast<uint4*>(probe_pages);
     for (int i = threadIdx.x; i < pages * (PAGE_BYTES / 16); i += blockDim.x) dst[i] = src[i];
     float* xs = reinterpret_cast<float*>(probe_pages + (long)pages * PAGE_BYTES);
-    if (BLOCKED)
-        for (int i = threadIdx.x; i < 256 * NJ; i += blockDim.x) xs[i] = x[i];
+    if (STAGED)
+        for (int i = threadIdx.x; i < K; i += blockDim.x) xs[i] = x[i];
     if (mma)
         for (int at = 4 * threadIdx.x; at < 256 * NJ; at += 4 * blockDim.x)
             write_fragments(reinterpret_cast<unsigned*>(xs), at, *reinterpret_cast<const float4*>(x + at));
-    bf16* slots = reinterpret_cast<bf16*>(probe_pages + (long)pages * PAGE_BYTES + (BLOCKED || mma ? 256 * NJ * 4 : 0));
+    bf16* slots = reinterpret_cast<bf16*>(probe_pages + (long)pages * PAGE_BYTES + (STAGED || mma ? K * 4 : 0));
     u64* stream_full = reinterpret_cast<u64*>(slots + (long)stream_slots * (PAGE_BYTES / 2));
     if (threadIdx.x == 0) {
         computed = 0;
@@ -1952,7 +1957,7 @@ __device__ void page_math_probe(const bf16* w, const float* x, float* y, int pag
     }
     if (warp >= warps) return;
     float xr[NX][8];
-    if (!BLOCKED && input == PAGE_INPUT_REGISTERS) {
+    if (!STAGED && input == PAGE_INPUT_REGISTERS) {
         load_x<NX>(xr, x, 0, 0);
         if (tree_total(xr) == 1e30f) y[0] = 0.f;  // never: a branch on the loads, so they land first
     }
@@ -1961,18 +1966,23 @@ __device__ void page_math_probe(const bf16* w, const float* x, float* y, int pag
     if constexpr (CAN_MMA) {
         if (mma) load_fragments(xr, xs, 0, 0);
     }
-    if (!BLOCKED && x_in_span) load_x<NX>(xr, x, 0, 0);
+    if (!STAGED && x_in_span) load_x<NX>(xr, x, 0, 0);
     for (int i = warp; i < pages; i += warps) {
         const bf16* page = reinterpret_cast<const bf16*>(probe_pages) + (long)i * (PAGE_BYTES / 2);
-        float sums[R];
-        if constexpr (BLOCKED) page_dots_blocked<NJ, R>(page, xs, sums);
-        else if constexpr (CAN_MMA) {
-            if (mma) page_dots_mma(page, xr, sums);
-            else page_dots<NJ, R>(page, xr, sums);
-        } else page_dots<NJ, R>(page, xr, sums);
-        if (lane == 0)
+        if constexpr (NARROW) {
+            for (int row = lane; row < R; row += 32)
+                y[((long)blockIdx.x * pages + i) * R + row] = k_row_dot(page + (long)row * K, xs, K, row);
+        } else {
+            float sums[R];
+            if constexpr (BLOCKED) page_dots_blocked<NJ, R>(page, xs, sums);
+            else if constexpr (CAN_MMA) {
+                if (mma) page_dots_mma(page, xr, sums);
+                else page_dots<NJ, R>(page, xr, sums);
+            } else page_dots<NJ, R>(page, xr, sums);
+            if (lane == 0)
 #pragma unroll
-            for (int q = 0; q < R; ++q) y[((long)blockIdx.x * pages + i) * R + q] = sums[q];
+                for (int q = 0; q < R; ++q) y[((long)blockIdx.x * pages + i) * R + q] = sums[q];
+        }
     }
     const u64 c1 = (u64)clock64(), t1 = globaltimer();
     if (lane == 0) {
@@ -1985,8 +1995,8 @@ __device__ void page_math_probe(const bf16* w, const float* x, float* y, int pag
 extern "C" __global__ void __launch_bounds__(256)
     k_page_math(const bf16* w, const float* x, float* y, int pages, int warps, int input, const bf16* stream,
                 int stream_pages, int stream_slots, u64* rec, int record_words) {
-    page_math_probe<K_GROUPS_O_PROJ>(w, x, y, pages, warps, input, stream, stream_pages, stream_slots, rec,
-                                     record_words);
+    page_math_probe<O_ATTENTION ? 0 : K_GROUPS_O_PROJ>(w, x, y, pages, warps, input, stream, stream_pages,
+                                                       stream_slots, rec, record_words);
 }
 
 // ---- the persistent megakernel -----------------------------------------------------------

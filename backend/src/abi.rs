@@ -370,6 +370,10 @@ pub fn model_header(model: &mkc_ir::Model) -> String {
         "#define O_ATTENTION {}\n",
         u32::from(model.lowering.attention_in_o_proj.is_some())
     );
+    // The O-projection's K chunk in columns: the row length of the page loop in which each
+    // lane owns whole rows (`consume_narrow`), as `k_page_math` times it.
+    let o_k = mkc_ir::work::matvec(model, mkc_ir::OpKind::OProj).map_or(0, |w| w.k);
+    s += &format!("#define O_PROJ_K {o_k}\n");
     // Pages per task of each matvec (`mkc_ir::work`), the 256-column groups of its K chunk
     // (the one page loop its body compiles) and the ring slots of its chain kernel
     // (`mkc_catalogue::Stream::slots`), as constants the compiler folds.

@@ -244,6 +244,23 @@ fn the_page_loop_alone_matches_the_cpu_for_every_probed_warp_count() {
             "{r:?}"
         );
     }
+    // Attention inside the O-projection: the loop in which each lane owns whole rows (128 rows
+    // of one head's 64 columns a page), from an input staged in shared memory.
+    let model = mkc_ir::Model::parse(
+        "models/llama1b_fused.ron",
+        include_str!("../../models/llama1b_fused.ron"),
+    )
+    .unwrap();
+    let compiled = mkc_backend::kernels::compile("sm_90a", &model).unwrap();
+    let p = mkc_backend::gpu::probe_page_math(&gpu, &compiled.cubin, &model, seed).unwrap();
+    assert_eq!((p.k_groups, p.k, p.rows_per_page), (0, 64, 128));
+    assert_eq!(p.rows.len(), cases + streamed);
+    for r in &p.rows {
+        assert!(
+            r.err < 1e-5 && r.input == mkc_backend::abi::PageInput::Registers,
+            "{r:?}"
+        );
+    }
 }
 
 /// Attention's body alone (`k_attention_alone`, as the chain and the persistent build compile

@@ -388,7 +388,7 @@ fn pages(gpu: &Gpu, model: &mkc_ir::Model, json: bool) -> Result<(), CommandErro
             "page loop of {} ({} rows x {} columns per {} B page) over pages in shared memory, one CTA per SM on {} (medians of {PAGE_MATH_REPEATS} launches; seed {}):",
             model.name,
             p.rows_per_page,
-            p.k_groups * 256,
+            p.k,
             p.page_bytes,
             gpu.name,
             p.seed

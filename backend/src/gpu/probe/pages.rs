@@ -77,8 +77,11 @@ pub struct PageMathRow {
 #[derive(Clone, Debug, PartialEq)]
 pub struct PageMathProbe {
     /// 256-column groups of the loop's K chunk (its columns / 256); past 8, the loop takes its
-    /// input from shared memory in blocks.
+    /// input from shared memory in blocks; 0, the loop in which each lane owns whole rows
+    /// (attention inside the O-projection).
     pub k_groups: u32,
+    /// Columns of a page row: the K chunk.
+    pub k: u32,
     /// Rows of a page.
     pub rows_per_page: u32,
     /// Bytes of a page.
@@ -109,24 +112,31 @@ fn cta_spans(records: &[u64], warps: usize) -> (Vec<f64>, Vec<f64>) {
 }
 
 /// The input placements the probe runs for a loop of `k_groups` 256-column groups in pages of
-/// `page_bytes`: registers only for a blocked loop (its input is staged either way); registers
-/// and L2 in span otherwise; and the tensor cores where the pages have the one shape that loop
-/// takes (`mkc_catalogue::tensor_core_shape`).
+/// `page_bytes`: registers only for a blocked loop and for the loop in which each lane owns
+/// whole rows (`k_groups` 0; the input is staged for both either way); registers and L2 in
+/// span otherwise; and the tensor cores where the pages have the one shape that loop takes
+/// (`mkc_catalogue::tensor_core_shape`).
 pub fn page_inputs(k_groups: u32, page_bytes: u32) -> Vec<PageInput> {
     match k_groups {
-        g if g > 8 => vec![PageInput::Registers],
+        g if g > 8 || g == 0 => vec![PageInput::Registers],
         g if mkc_catalogue::tensor_core_shape(g * 256, page_bytes) => PageInput::ALL.to_vec(),
         _ => vec![PageInput::Registers, PageInput::L2InSpan],
     }
 }
 
 /// The O-projection's page loop as `model`'s build compiles it: its K groups (the generated
-/// `K_GROUPS_O_PROJ`) and rows per page.
-fn o_projection_loop(model: &Model) -> Result<(u32, u32), BackendError> {
+/// `K_GROUPS_O_PROJ`; 0 for the loop in which each lane owns whole rows, attention inside the
+/// O-projection), its K chunk's columns and its rows per page.
+fn o_projection_loop(model: &Model) -> Result<(u32, u32, u32), BackendError> {
     let work = mkc_ir::work::matvec(model, OpKind::OProj).ok_or_else(|| {
         BackendError::Unsupported(format!("{} has no O-projection to probe", model.name))
     })?;
-    Ok((abi::k_groups(work.k), work.page_rows()))
+    let groups = if model.lowering.attention_in_o_proj.is_some() {
+        0
+    } else {
+        abi::k_groups(work.k)
+    };
+    Ok((groups, work.k, work.page_rows()))
 }
 
 /// Runs the page-math probe with kernel `k_page_math` of `cubin` (the operator build of mkc.cu
@@ -137,9 +147,9 @@ pub fn probe_page_math(
     model: &Model,
     seed: u32,
 ) -> Result<PageMathProbe, BackendError> {
-    let (k_groups, rows_per_page) = o_projection_loop(model)?;
+    let (k_groups, k, rows_per_page) = o_projection_loop(model)?;
     let page_bytes = model.lowering.page_bytes;
-    let k = (k_groups * 256) as usize;
+    let k = k as usize;
     let module = ProbeModule::load(cubin)?;
     let most_pages = PAGE_MATH_CASES
         .iter()
@@ -271,6 +281,7 @@ pub fn probe_page_math(
     }
     Ok(PageMathProbe {
         k_groups,
+        k: k as u32,
         rows_per_page,
         page_bytes,
         seed,
@@ -285,6 +296,8 @@ mod tests {
     #[test]
     fn the_tensor_core_loop_is_probed_only_on_2048_column_pages() {
         assert_eq!(page_inputs(12, 16384), vec![PageInput::Registers]);
+        // The loop in which each lane owns whole rows stages its input, as a blocked one does.
+        assert_eq!(page_inputs(0, 16384), vec![PageInput::Registers]);
         let fma = vec![PageInput::Registers, PageInput::L2InSpan];
         assert_eq!(page_inputs(4, 16384), fma);
         assert_eq!(page_inputs(8, 32768), fma, "8 rows a page: the FMA loop");
