@@ -2155,7 +2155,6 @@ template <typename Deps>
 struct FirstDeps {
     const Deps& d;
     bool first;
-    __device__ __forceinline__ bool overlapped() const { return false; }
     __device__ __forceinline__ void issued() const {
         if (first) d.issued();
     }
