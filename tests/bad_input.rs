@@ -898,17 +898,33 @@ fn split_kv_parts_beyond_the_history_or_across_shards_are_refused() {
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
-/// Attention inside the O-projection runs on the persistent target only: a chain target is
-/// refused by file and field, and so are the options it cannot combine with; the persistent
-/// target compiles it to a verified schedule.
+/// Attention inside the O-projection is the persistent target's: the chain targets lower the
+/// file without it (and say so), compiling to a verified schedule with attention an operator of
+/// its own; a GPU run that would need both builds is refused by file and field before any GPU
+/// work; the options it cannot combine with are refused by file and field.
 #[test]
-fn attention_inside_the_o_projection_is_refused_where_it_cannot_run() {
+fn attention_inside_the_o_projection_is_the_persistent_targets_alone() {
     let model = "models/llama1b_fused.ron";
-    for target in ["pdl", "graph", "all"] {
-        refused(
-            &["simulate", model, "--target", target],
-            &[model, "lowering.attention_in_o_proj", "persistent", "Fix"],
-        );
+    let o = mkc(&["simulate", model, "--target", "all"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("pdl and graph lower this model without lowering.attention_in_o_proj"),
+        "{}",
+        stderr(&o)
+    );
+    let out = scratch("fused_pdl.json");
+    let out = out.to_str().unwrap();
+    let o = mkc(&["compile", model, "--target", "pdl", "--verify", "-o", out]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = mkc_scheduler::Schedule::load(std::path::Path::new(out)).unwrap();
+    let kinds: Vec<_> = s.graph.ops.iter().map(|o| o.kind).collect();
+    assert!(kinds.contains(&mkc_ir::OpKind::Attention), "{kinds:?}");
+    assert_eq!(s.model.unwrap().lowering.attention_in_o_proj, None);
+    for args in [
+        &["bench", model, "--targets", "persistent,pdl"][..],
+        &["run", model, "--target", "graph"][..],
+    ] {
+        refused(args, &[model, "lowering.attention_in_o_proj", "Fix"]);
     }
     let split = file(
         "fused_kv.ron",

@@ -274,13 +274,7 @@ fn every_shipped_model_file_compiles_to_a_verified_schedule() {
             continue;
         }
         let model = mkc_ir::Model::load(&path).unwrap_or_else(|e| panic!("{e}"));
-        // A lowering only the persistent kernel runs (attention inside the O-projection).
-        let targets: &[Target] = if model.lowering.persistent_only() {
-            &[Target::Persistent]
-        } else {
-            &[Target::Persistent, Target::Pdl]
-        };
-        for &target in targets {
+        for target in [Target::Persistent, Target::Pdl] {
             let c = compile(&model, &device(132), &options(target, Policy::RoundRobin));
             let v = check(&c.schedule);
             assert!(v.is_empty(), "{}: {v}", path.display());

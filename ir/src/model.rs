@@ -367,10 +367,20 @@ impl Lowering {
         self.attention_kv_split.unwrap_or(1)
     }
 
-    /// Whether only the persistent target runs this lowering: attention inside the
-    /// O-projection (`attention_in_o_proj`), for which the chain targets' grids have no kernel.
+    /// Whether this lowering has options only the persistent target takes: attention inside
+    /// the O-projection (`attention_in_o_proj`), for which the chain targets' grids have no
+    /// kernel.
     pub fn persistent_only(&self) -> bool {
         self.attention_in_o_proj.is_some()
+    }
+
+    /// The lowering the chain targets (pdl, graph) take: this one without the options only the
+    /// persistent kernel runs, as their grids ignore the persistent kernel's tuning.
+    pub fn for_chain(&self) -> Lowering {
+        Lowering {
+            attention_in_o_proj: None,
+            ..self.clone()
+        }
     }
 }
 

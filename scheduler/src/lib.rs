@@ -61,8 +61,18 @@ pub struct Compiled {
     pub ilp: Option<IlpReport>,
 }
 
-/// Lowers `model` and schedules it for `device`.
+/// Lowers `model` (for a chain target, its [`mkc_ir::model::Lowering::for_chain`]) and
+/// schedules it for `device`.
 pub fn compile(model: &Model, device: &DeviceProfile, options: &CompileOptions) -> Compiled {
+    // The chain targets lower the model without the options only the persistent kernel runs
+    // (`Lowering::for_chain`); the schedule embeds the model it lowered.
+    if options.target != Target::Persistent && model.lowering.persistent_only() {
+        let chain = Model {
+            lowering: model.lowering.for_chain(),
+            ..model.clone()
+        };
+        return compile(&chain, device, options);
+    }
     let graph = lower::lower(model);
     schedule_graph(graph, model, device, options)
 }

@@ -211,20 +211,6 @@ pub fn check_setup(
             "use --target graph or persistent there, or a Hopper or newer --device",
         ));
     }
-    if model.lowering.persistent_only() {
-        if let Some(chain) = targets.iter().find(|t| **t != Target::Persistent) {
-            return Err(InputError::invalid(
-                model_file,
-                "lowering.attention_in_o_proj",
-                format!(
-                    "attention inside the O-projection runs on the persistent target only; the \
-                     {} target's grids have no kernel that computes it",
-                    chain.name()
-                ),
-                "use --target persistent, or remove attention_in_o_proj for the chain targets",
-            ));
-        }
-    }
     let k = &model.lowering.kernel;
     let cta = CtaResources {
         threads: k.threads,

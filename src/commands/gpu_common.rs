@@ -138,6 +138,18 @@ impl Session {
             mut model,
             schedule: loaded,
         } = source;
+        // One runner holds one build of the kernels and one layout of the weights: the
+        // persistent one, where the file has options only the persistent kernel runs.
+        if model.lowering.persistent_only() && targets.iter().any(|t| *t != Target::Persistent) {
+            return Err(CommandError::Input(format!(
+                "{}: field `lowering.attention_in_o_proj`: this run would need the chain \
+                 targets' kernels and O-projection weights (lowered without it) beside the \
+                 persistent kernel's (with it), which one run does not hold yet. Fix: run the \
+                 persistent target alone on this file, and pdl or graph on the file without \
+                 attention_in_o_proj (or on `mkc compile FILE --target pdl -o s.json`)",
+                args.model
+            )));
+        }
         if args.trigger.is_some() && !targets.contains(&Target::Pdl) {
             return Err(CommandError::Input(
                 "--trigger applies to the pdl target only, which this run does not include. \

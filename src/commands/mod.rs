@@ -85,6 +85,7 @@ impl crate::cli::SetupArgs {
         // describe that build.
         settle_unset_knobs(&mut model, &device);
         mkc_simulator::check_setup(&model, &file, &device, targets)?;
+        note_chain_lowering(&model, targets);
         Ok((model, device))
     }
 
@@ -189,6 +190,26 @@ pub fn apply_tune(
         model.tuning = mkc_ir::Tuning::parse(&path.display().to_string(), &text)?;
     }
     Ok(())
+}
+
+/// Says on stderr where a chain target among `targets` lowers `model` otherwise than the
+/// persistent target ([`mkc_ir::model::Lowering::for_chain`]), so that no figure is read as the
+/// file's own lowering when it is not.
+pub fn note_chain_lowering(model: &mkc_ir::Model, targets: &[mkc_scheduler::Target]) {
+    let chains: Vec<&str> = targets
+        .iter()
+        .filter(|t| **t != mkc_scheduler::Target::Persistent)
+        .map(|t| t.name())
+        .collect();
+    if model.lowering.persistent_only() && !chains.is_empty() {
+        eprintln!(
+            "mkc: {} lower{} this model without lowering.attention_in_o_proj (attention runs \
+             as an operator of its own there: the chain grids have no kernel that computes it \
+             inside the O-projection); the persistent target takes it",
+            chains.join(" and "),
+            if chains.len() == 1 { "s" } else { "" }
+        );
+    }
 }
 
 /// Fills what `model` leaves unset, and says on stderr what was filled, so that a knob a later
