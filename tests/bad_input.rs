@@ -900,8 +900,8 @@ fn split_kv_parts_beyond_the_history_or_across_shards_are_refused() {
 
 /// Attention inside the O-projection is the persistent target's: the chain targets lower the
 /// file without it (and say so), compiling to a verified schedule with attention an operator of
-/// its own; a GPU run that would need both builds is refused by file and field before any GPU
-/// work; the options it cannot combine with are refused by file and field.
+/// its own (a GPU run gives them a runner of their own); the options it cannot combine with are
+/// refused by file and field.
 #[test]
 fn attention_inside_the_o_projection_is_the_persistent_targets_alone() {
     let model = "models/llama1b_fused.ron";
@@ -920,12 +920,6 @@ fn attention_inside_the_o_projection_is_the_persistent_targets_alone() {
     let kinds: Vec<_> = s.graph.ops.iter().map(|o| o.kind).collect();
     assert!(kinds.contains(&mkc_ir::OpKind::Attention), "{kinds:?}");
     assert_eq!(s.model.unwrap().lowering.attention_in_o_proj, None);
-    for args in [
-        &["bench", model, "--targets", "persistent,pdl"][..],
-        &["run", model, "--target", "graph"][..],
-    ] {
-        refused(args, &[model, "lowering.attention_in_o_proj", "Fix"]);
-    }
     let split = file(
         "fused_kv.ron",
         &edited(

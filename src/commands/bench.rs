@@ -167,7 +167,7 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
         .collect();
     let graphs = schedules
         .iter()
-        .map(|sched| s.runner.capture(sched))
+        .map(|sched| s.runner_for(sched.target).capture(sched))
         .collect::<Result<Vec<_>, _>>()?;
     // Ablation builds: the same schedules with other kernels, timed in the same trials as the
     // full chains. Their values never reach a check: every run rewrites the state it reads.
@@ -178,7 +178,8 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
                 if !a.applies_to(sched.persistent().is_some()) {
                     continue;
                 }
-                ablated.push((a, i, s.runner.capture_ablated(sched, a)?));
+                let runner = s.runner_for_mut(sched.target);
+                ablated.push((a, i, runner.capture_ablated(sched, a)?));
             }
         }
     }
@@ -187,8 +188,8 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     } else {
         s.check_positions()
     };
-    let run = |g: &mkc_backend::gpu::StepGraph, capture_logits: Vec<u32>| {
-        s.runner.run(
+    let run = |t: Target, g: &mkc_backend::gpu::StepGraph, capture_logits: Vec<u32>| {
+        s.runner_for(t).run(
             g,
             &s.prompt,
             s.generate,
@@ -201,16 +202,20 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     // Warm-up runs (also the correctness runs: logits poisoned, then captured).
     let warm = graphs
         .iter()
-        .map(|g| run(g, checked.clone()))
+        .zip(&targets)
+        .map(|(g, &t)| run(t, g, checked.clone()))
         .collect::<Result<Vec<_>, _>>()?;
     let per_run = warm.first().map_or(0, |w| w.step_us.len());
     let same_tokens = warm.windows(2).all(|w| w[0].tokens == w[1].tokens);
-    let timed: Vec<&mkc_backend::gpu::StepGraph> = graphs
+    // Every timed graph with the target whose runner captured it.
+    let timed: Vec<(Target, &mkc_backend::gpu::StepGraph)> = targets
         .iter()
-        .chain(ablated.iter().map(|(_, _, g)| g))
+        .copied()
+        .zip(&graphs)
+        .chain(ablated.iter().map(|(_, i, g)| (targets[*i], g)))
         .collect();
-    for g in &timed[graphs.len()..] {
-        run(g, Vec::new())?;
+    for &(t, g) in &timed[graphs.len()..] {
+        run(t, g, Vec::new())?;
     }
     let bar = ProgressBar::new(args.trials as u64 * timed.len() as u64);
     bar.set_style(
@@ -218,13 +223,15 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     );
     let mut steps: Vec<Vec<f64>> = vec![Vec::new(); timed.len()];
     for _ in 0..args.trials {
-        for (i, g) in timed.iter().enumerate() {
-            steps[i].extend(run(g, Vec::new())?.step_us);
+        for (i, &(t, g)) in timed.iter().enumerate() {
+            steps[i].extend(run(t, g, Vec::new())?.step_us);
             bar.inc(1);
         }
     }
     bar.finish_and_clear();
-    let m = &s.model;
+    // A copy: the traces below borrow the session's runners mutably.
+    let model = s.model.clone();
+    let m = &model;
     let g = &m.geometry;
     let first = s.prompt.len() as f64;
     let mean_len = first + (s.generate as f64 - 1.0) / 2.0 + 0.5;
@@ -334,7 +341,9 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
             })?;
         let graph = &chain.graph;
         let kv_len = s.prompt.len() as u32 + s.generate / 2;
-        let shapes = mkc_backend::launch_plan::launch_plan(chain, m)?;
+        // The chain's kernels are built for the model it lowered (the schedule's own).
+        let shapes =
+            mkc_backend::launch_plan::launch_plan(chain, chain.model.as_ref().unwrap_or(m))?;
         for (name, kind) in mkc_backend::kernels::ENTRY_POINTS {
             let ops: Vec<_> = graph.ops.iter().filter(|o| o.kind == *kind).collect();
             let launches: Vec<_> = shapes.iter().filter(|l| l.kind == *kind).copied().collect();
@@ -343,7 +352,7 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
                 .flat_map(|o| graph.tasks_of(o.id))
                 .map(|t| t.cost.bytes_at(kv_len))
                 .sum();
-            let us = s.runner.time_grids(&launches, 20)?;
+            let us = s.runner_for(chain.target).time_grids(&launches, 20)?;
             per_kernel.push(KernelRow {
                 kernel: name.to_string(),
                 launches: launches.len(),
@@ -362,7 +371,7 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
             if t == Target::Persistent {
                 continue;
             }
-            let grids = s.runner.trace_step(sched, pos)?;
+            let grids = s.runner_for_mut(t).trace_step(sched, pos)?;
             cta_phases.extend(phase_rows(t.name(), &grids, khz));
             trace_csv(&mut csv, t.name(), &grids, khz);
         }
@@ -380,8 +389,9 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     let pos = s.timeline_position();
     if let Some(files) = timeline_files.as_mut() {
         for ((&t, sched), predicted) in targets.iter().zip(&schedules).zip(&predictions) {
+            let name = s.model.name.clone();
             let (file, breakdown, edges) =
-                files.write(&mut s.runner, &s.model.name, pos, t, sched)?;
+                files.write(s.runner_for_mut(t), &name, pos, t, sched)?;
             let predicted_edges = predicted
                 .as_ref()
                 .map_or_else(Vec::new, |p| p.report.edges.clone());

@@ -17,8 +17,12 @@ use crate::cli::{GpuRunArgs, TargetArg};
 pub struct Session {
     /// The model.
     pub model: Model,
-    /// The runner (GPU, module, buffers, weights).
+    /// The runner (GPU, module, buffers, weights): the model's own build.
     pub runner: Runner,
+    /// The chain targets' runner where the model has options only the persistent kernel runs
+    /// (`Lowering::for_chain`: their kernels and O-projection weights differ); the same
+    /// weights. None otherwise: `runner` serves every target.
+    chain_runner: Option<Runner>,
     /// The GPU's name.
     pub gpu_name: String,
     /// Prompt tokens.
@@ -138,18 +142,7 @@ impl Session {
             mut model,
             schedule: loaded,
         } = source;
-        // One runner holds one build of the kernels and one layout of the weights: the
-        // persistent one, where the file has options only the persistent kernel runs.
-        if model.lowering.persistent_only() && targets.iter().any(|t| *t != Target::Persistent) {
-            return Err(CommandError::Input(format!(
-                "{}: field `lowering.attention_in_o_proj`: this run would need the chain \
-                 targets' kernels and O-projection weights (lowered without it) beside the \
-                 persistent kernel's (with it), which one run does not hold yet. Fix: run the \
-                 persistent target alone on this file, and pdl or graph on the file without \
-                 attention_in_o_proj (or on `mkc compile FILE --target pdl -o s.json`)",
-                args.model
-            )));
-        }
+
         if args.trigger.is_some() && !targets.contains(&Target::Pdl) {
             return Err(CommandError::Input(
                 "--trigger applies to the pdl target only, which this run does not include. \
@@ -205,15 +198,31 @@ impl Session {
         let gpu_name = gpu.name.clone();
         // The knobs the model leaves unset take this card's measured best (its profile's).
         super::settle_unset_knobs(&mut model, &profile_for(&gpu_name)?);
-        let source = match (&seed, &host) {
+        let source = || match (&seed, &host) {
             (Some(s), _) => WeightSource::Random(*s),
             (None, Some(h)) => WeightSource::Host(h),
             (None, None) => unreachable!("one weight source"),
         };
-        let runner = Runner::new(gpu, &model, source)?;
+        let runner = Runner::new(gpu, &model, source())?;
+        // A chain target on a model with options only the persistent kernel runs takes the
+        // model as the chain targets lower it (the kernels' header, the O-projection's
+        // weights unsplit): a runner of its own, with the same weights.
+        super::note_chain_lowering(&model, targets);
+        let chain_runner = if model.lowering.persistent_only()
+            && targets.iter().any(|t| *t != Target::Persistent)
+        {
+            let chain = Model {
+                lowering: model.lowering.for_chain(),
+                ..model.clone()
+            };
+            Some(Runner::new(Gpu::open()?, &chain, source())?)
+        } else {
+            None
+        };
         Ok(Session {
             model,
             runner,
+            chain_runner,
             gpu_name,
             prompt,
             generate,
@@ -226,6 +235,22 @@ impl Session {
             policy: args.policy.map_or(Policy::RoundRobin, Policy::from),
             loaded,
         })
+    }
+
+    /// The runner that runs `target`: the chain targets' own where there is one.
+    pub fn runner_for(&self, target: Target) -> &Runner {
+        match &self.chain_runner {
+            Some(r) if target != Target::Persistent => r,
+            _ => &self.runner,
+        }
+    }
+
+    /// [`Session::runner_for`], mutable (a traced step records into the runner).
+    pub fn runner_for_mut(&mut self, target: Target) -> &mut Runner {
+        match &mut self.chain_runner {
+            Some(r) if target != Target::Persistent => r,
+            _ => &mut self.runner,
+        }
     }
 
     /// The chain schedule of `target` for this GPU: the schedule file's, when one was given

@@ -25,7 +25,7 @@ pub fn run(args: RunArgs) -> Result<(), CommandError> {
     let predicted = s
         .predict(&schedule, false, None, false)
         .map(|p| p.report.step.step_us);
-    let graph = s.runner.capture(&schedule)?;
+    let graph = s.runner_for(target).capture(&schedule)?;
     let first = s.prompt.len() as u32;
     let decode: Vec<u32> = (first..first + s.generate - 1).collect();
     let checked = if args.common.no_check {
@@ -38,7 +38,7 @@ pub fn run(args: RunArgs) -> Result<(), CommandError> {
     } else {
         checked.clone()
     };
-    let out = s.runner.run(
+    let out = s.runner_for(target).run(
         &graph,
         &s.prompt,
         s.generate,
@@ -96,7 +96,9 @@ pub fn run(args: RunArgs) -> Result<(), CommandError> {
     }
     let pos = s.timeline_position();
     if let Some(files) = timeline.as_mut() {
-        let (path, b, edges) = files.write(&mut s.runner, &s.model.name, pos, target, &schedule)?;
+        let name = s.model.name.clone();
+        let (path, b, edges) =
+            files.write(s.runner_for_mut(target), &name, pos, target, &schedule)?;
         print_breakdown(target, &path, &b, &edges, &[]);
     }
     Ok(())

@@ -8,7 +8,8 @@
 # Predicted (docs/perf.md, forty-fourth session): fused 673.6 µs on the h200 profile at 4,500
 # GB/s against 708.9 for the tuned file; on the h100 profile at 3,160 GB/s 841.4 against
 # 876.1; R = 2: 712.7 / 874.8, R = 8: 742.0 / 916.3. Any card (the ranking is within the
-# lease). First the GPU tests (the narrow page loop alone against the CPU among them); after
+# lease); `fused_pdl` is the bar's form: persistent fused beside pdl (which lowers the file
+# without the option, on a runner of its own) in one process. First the GPU tests (the narrow page loop alone against the CPU among them); after
 # the A/B, `mkc probe pages` on the fused file (the narrow page's ns, which the model charges
 # at the FMA loop's page_compute_ns). ~8 min: call with timeout ~570. Also .device/: mkc,
 # gpu_test.
@@ -24,6 +25,7 @@ T=$W/fused2.ron b long --prompt-len 300 --tokens 8
 TARGETS=persistent,pdl b main_a
 T=$F b fused_b
 TARGETS=persistent,pdl b main_b
+TARGETS=persistent,pdl T=$F b fused_pdl
 timeout 60 $M probe pages --model $F > $W/probe_pages.log 2>&1; echo "probe pages rc=$?"; tail -14 $W/probe_pages.log; keep
 T=$W/fused_r2.ron b fused_r2
 T=$W/fused_r8.ron b fused_r8
