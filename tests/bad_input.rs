@@ -912,6 +912,17 @@ fn attention_inside_the_o_projection_is_the_persistent_targets_alone() {
         "{}",
         stderr(&o)
     );
+    // pdl on the fused file is pdl on the tuned file: the same lowering, the same kernels'
+    // figures, the same prediction.
+    let pdl = |file: &str| {
+        let o = mkc(&["simulate", file, "--target", "pdl", "--json"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        v.to_string()
+            .replace("llama-3.2-1b-fused", "M")
+            .replace("llama-3.2-1b-tuned", "M")
+    };
+    assert_eq!(pdl(model), pdl("models/llama1b_tuned.ron"));
     let out = scratch("fused_pdl.json");
     let out = out.to_str().unwrap();
     let o = mkc(&["compile", model, "--target", "pdl", "--verify", "-o", out]);
