@@ -337,7 +337,8 @@ pub struct Lowering {
     /// head's attention runs N times) and adds its products into one vector with reductions
     /// ([`crate::graph::Task::accumulates`]; QKV zeroes it). No attention operator, no
     /// attention -> O-projection edge, one KV part. The persistent kernel runs it; the chain
-    /// targets refuse it. Unset: attention and the O-projection are operators of their own.
+    /// targets lower the model without it ([`Model::for_chain`]). Unset: attention and the
+    /// O-projection are operators of their own.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attention_in_o_proj: Option<u32>,
     /// VTP shard count of each operator edge.
@@ -372,15 +373,6 @@ impl Lowering {
     /// kernel.
     pub fn persistent_only(&self) -> bool {
         self.attention_in_o_proj.is_some()
-    }
-
-    /// The lowering the chain targets (pdl, graph) take: this one without the options only the
-    /// persistent kernel runs, as their grids ignore the persistent kernel's tuning.
-    pub fn for_chain(&self) -> Lowering {
-        Lowering {
-            attention_in_o_proj: None,
-            ..self.clone()
-        }
     }
 }
 
@@ -514,6 +506,15 @@ impl Model {
             let smooth = (orig / wavelen - low) / (high - low);
             (1.0 - smooth) * freq / factor + smooth * freq
         }
+    }
+
+    /// The model the chain targets (pdl, graph) lower and build kernels for: this one without
+    /// the lowering options only the persistent kernel runs (`Lowering::persistent_only`), as
+    /// their grids ignore the persistent kernel's tuning.
+    pub fn for_chain(&self) -> Model {
+        let mut m = self.clone();
+        m.lowering.attention_in_o_proj = None;
+        m
     }
 
     /// Query heads served by one attention task.

@@ -61,17 +61,11 @@ pub struct Compiled {
     pub ilp: Option<IlpReport>,
 }
 
-/// Lowers `model` (for a chain target, its [`mkc_ir::model::Lowering::for_chain`]) and
-/// schedules it for `device`.
+/// Lowers `model` (for a chain target, its [`Model::for_chain`]) and schedules it for
+/// `device`; the schedule embeds the model it lowered.
 pub fn compile(model: &Model, device: &DeviceProfile, options: &CompileOptions) -> Compiled {
-    // The chain targets lower the model without the options only the persistent kernel runs
-    // (`Lowering::for_chain`); the schedule embeds the model it lowered.
     if options.target != Target::Persistent && model.lowering.persistent_only() {
-        let chain = Model {
-            lowering: model.lowering.for_chain(),
-            ..model.clone()
-        };
-        return compile(&chain, device, options);
+        return compile(&model.for_chain(), device, options);
     }
     let graph = lower::lower(model);
     schedule_graph(graph, model, device, options)

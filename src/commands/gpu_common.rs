@@ -20,7 +20,7 @@ pub struct Session {
     /// The runner (GPU, module, buffers, weights): the model's own build.
     pub runner: Runner,
     /// The chain targets' runner where the model has options only the persistent kernel runs
-    /// (`Lowering::for_chain`: their kernels and O-projection weights differ); the same
+    /// (`Model::for_chain`: their kernels and O-projection weights differ); the same
     /// weights. None otherwise: `runner` serves every target.
     chain_runner: Option<Runner>,
     /// The GPU's name.
@@ -101,8 +101,9 @@ impl Source {
     }
 
     /// The targets to run: those asked for (each runnable, and the schedule's when there is
-    /// one), else the schedule's, else `default` (persistent alone for a lowering only the
-    /// persistent kernel runs).
+    /// one), else the schedule's, else `default` (persistent alone where the model has lowering
+    /// options only the persistent kernel takes: the chain targets would lower it without
+    /// them).
     pub fn targets(
         &self,
         asked: Option<&[TargetArg]>,
@@ -142,7 +143,6 @@ impl Session {
             mut model,
             schedule: loaded,
         } = source;
-
         if args.trigger.is_some() && !targets.contains(&Target::Pdl) {
             return Err(CommandError::Input(
                 "--trigger applies to the pdl target only, which this run does not include. \
@@ -211,11 +211,7 @@ impl Session {
         let chain_runner = if model.lowering.persistent_only()
             && targets.iter().any(|t| *t != Target::Persistent)
         {
-            let chain = Model {
-                lowering: model.lowering.for_chain(),
-                ..model.clone()
-            };
-            Some(Runner::new(Gpu::open()?, &chain, source())?)
+            Some(Runner::new(Gpu::open()?, &model.for_chain(), source())?)
         } else {
             None
         };

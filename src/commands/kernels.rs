@@ -53,7 +53,7 @@ fn cache_dir() -> Option<std::path::PathBuf> {
 }
 
 /// The compiled kernels' figures for a plan of `model` (the chain's kernels, built as the
-/// chain targets lower it, `Lowering::for_chain`; or with `persistent` the persistent kernel's
+/// chain targets lower it, `Model::for_chain`; or with `persistent` the persistent kernel's
 /// build), as `--resources` asks: none for `declared`; for `auto`, NVRTC's where it is
 /// installed and can build the model (cached by build), else none; for `compiled`, NVRTC's or
 /// an error saying why not.
@@ -62,16 +62,8 @@ pub fn resource_figures(
     model: &mkc_ir::Model,
     persistent: bool,
 ) -> Result<Option<Vec<kernels::KernelInfo>>, CommandError> {
-    let chain;
-    let model = if persistent || !model.lowering.persistent_only() {
-        model
-    } else {
-        chain = mkc_ir::Model {
-            lowering: model.lowering.for_chain(),
-            ..model.clone()
-        };
-        &chain
-    };
+    let chain = model.for_chain();
+    let model = if persistent { model } else { &chain };
     let cached = || kernels::cached_figures("sm_90a", model, cache_dir().as_deref(), persistent);
     match choice {
         ResourcesArg::Declared => Ok(None),

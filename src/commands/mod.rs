@@ -193,7 +193,7 @@ pub fn apply_tune(
 }
 
 /// Says on stderr where a chain target among `targets` lowers `model` otherwise than the
-/// persistent target ([`mkc_ir::model::Lowering::for_chain`]), so that no figure is read as the
+/// persistent target ([`mkc_ir::Model::for_chain`]), so that no figure is read as the
 /// file's own lowering when it is not.
 pub fn note_chain_lowering(model: &mkc_ir::Model, targets: &[mkc_scheduler::Target]) {
     let chains: Vec<&str> = targets
