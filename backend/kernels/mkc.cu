@@ -280,18 +280,17 @@ struct Matvec {
                      // delayed every CTA's first page: graph +7 µs per step, docs/perf.md)
 };
 
-// Matrix rows one page holds at K chunk k (the work unit's geometry: mkc_ir::work, checked
-// against it by the generated static_asserts at the end of this file).
-__host__ __device__ constexpr int page_rows_of(int k) { return PAGE_BYTES / (2 * k); }
-
 // `paired`: a page holds page_rows / 2 rows of each of two matrices (gate, then up).
-__device__ __forceinline__ Matvec matvec(const bf16* w, bool paired, int k, int splits, int out_rows, int task_pages) {
+// `page_rows`: the generated PAGE_ROWS_* (mkc_ir::work: as many rows as fit a page and divide
+// the operator's, so that every page of it is alike).
+__device__ __forceinline__ Matvec matvec(const bf16* w, bool paired, int k, int splits, int out_rows, int page_rows,
+                                         int task_pages) {
     Matvec v;
     v.w = w;
     v.k = k;
     v.splits = splits;
     v.out_rows = out_rows;
-    v.page_rows = page_rows_of(k);
+    v.page_rows = page_rows;
     v.page_out = paired ? v.page_rows / 2 : v.page_rows;
     v.pages = splits * (out_rows / v.page_out);
     v.task_pages = task_pages;
@@ -301,7 +300,7 @@ __device__ __forceinline__ Matvec matvec(const bf16* w, bool paired, int k, int 
 // The gate/up pages of layer L (a page holds matching rows of both): streamed by up/gate, and
 // warmed into L2 by QKV and the O-projection.
 __device__ __forceinline__ Matvec up_gate_matvec(const Model& m, const Layer& L) {
-    return matvec(L.w_gate_up, true, m.hidden, 1, m.inter, TASK_PAGES_UP_GATE);
+    return matvec(L.w_gate_up, true, m.hidden, 1, m.inter, PAGE_ROWS_UP_GATE, TASK_PAGES_UP_GATE);
 }
 
 // The weights operator `op` streams from layer L (g: the LM head's), one description for the
@@ -309,15 +308,16 @@ __device__ __forceinline__ Matvec up_gate_matvec(const Model& m, const Layer& L)
 __device__ __forceinline__ Matvec op_matvec(int op, const Model& m, const Globals& g, const Layer& L) {
     switch (op) {
         case OP_QKV_ROPE:
-            return matvec(L.w_qkv, false, m.hidden, 1, m.q_dim + 2 * m.kv_dim, TASK_PAGES_QKV_ROPE);
+            return matvec(L.w_qkv, false, m.hidden, 1, m.q_dim + 2 * m.kv_dim, PAGE_ROWS_QKV_ROPE,
+                          TASK_PAGES_QKV_ROPE);
         case OP_O_PROJ:
-            return matvec(L.w_o, false, m.q_dim / m.s_attn, m.s_attn, m.hidden, TASK_PAGES_O_PROJ);
+            return matvec(L.w_o, false, m.q_dim / m.s_attn, m.s_attn, m.hidden, PAGE_ROWS_O_PROJ, TASK_PAGES_O_PROJ);
         case OP_UP_GATE:
             return up_gate_matvec(m, L);
         case OP_DOWN:
-            return matvec(L.w_down, false, m.inter / m.s_down, m.s_down, m.hidden, TASK_PAGES_DOWN);
+            return matvec(L.w_down, false, m.inter / m.s_down, m.s_down, m.hidden, PAGE_ROWS_DOWN, TASK_PAGES_DOWN);
         default:
-            return matvec(g.lm_head, false, m.hidden, 1, m.vocab, TASK_PAGES_LM_HEAD);
+            return matvec(g.lm_head, false, m.hidden, 1, m.vocab, PAGE_ROWS_LM_HEAD, TASK_PAGES_LM_HEAD);
     }
 }
 
@@ -890,10 +890,9 @@ __device__ __forceinline__ int landed_slot(const Stream& s, int i, bool& marked)
 // Consumer warp: computes its pages (every CONSUMER_WARPS-th of the CTA's range) with the input
 // vector `x` (shared or global memory; shared where NJ > 8; with MMA, its fragments, staged by
 // stage_fragments or written to global memory by its producer) and hands each page's row sums
-// to `epilogue(chunk, row0, sums)`.
-template <int NJ, bool MMA, typename Epilogue>
+// to `epilogue(chunk, row0, sums)` (R: the rows of a page, the operator's PAGE_ROWS_*).
+template <int NJ, int R, bool MMA, typename Epilogue>
 __device__ void consume(const Stream& s, const Matvec& v, const float* x, int first, int count, Epilogue& epilogue) {
-    constexpr int R = PAGE_BYTES / (2 * 256 * NJ);
     constexpr bool BLOCKED = NJ > 8;
     constexpr int NX = BLOCKED ? 1 : NJ;  // groups held in registers across pages
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -1045,12 +1044,12 @@ constexpr bool WARMS_L2 = true, NO_WARMING = false;         // WARMS
 // Runs a streaming operator: barriers, producer, the grid-dependency wait, `prepare(s, fragments)`
 // (stages the input vector in s.x, consumers only: as the tensor cores' fragments where
 // `fragments`, else as floats), the consumers (reading x_global instead of s.x with
-// X_GLOBAL), then `finish` (consumers only); its page loop is consume<NJ> (NJ: the operator's
-// K_GROUPS_*). `norm`: the operator's RMSNorm weights in global memory (null for none), which
+// X_GLOBAL), then `finish` (consumers only); its page loop is consume<NJ, R> (NJ: the operator's
+// K_GROUPS_*, R: its PAGE_ROWS_*). `norm`: the operator's RMSNorm weights in global memory (null for none), which
 // `prepare` loads with the residual (stage_sum). `warm`: gate/up pages to warm L2 with
 // (null w: none), until released or, with `warm_limit`, that many after the own pages landed.
-template <int NJ, bool X_GLOBAL, bool WARMS, typename Work, typename Deps, typename Prepare, typename Epilogue,
-          typename Finish>
+template <int NJ, int R, bool X_GLOBAL, bool WARMS, typename Work, typename Deps, typename Prepare,
+          typename Epilogue, typename Finish>
 __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, int x_len, const float* x_global,
                            const bf16* norm, int slots, Prepare prepare, Epilogue& epilogue,
                            Finish finish, Matvec warm = Matvec{}, int warm_limit = 0) {
@@ -1079,7 +1078,7 @@ __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, 
     // Pages of 4 rows of 2,048 columns run the page loop on the tensor cores (the generated
     // TENSOR_CORE_*: mkc_catalogue::tensor_core_shape): a staged input is staged as fragments,
     // an input read from L2 was written as fragments by its producer.
-    constexpr bool MMA = NJ == TENSOR_CORE_K_GROUPS && PAGE_BYTES == TENSOR_CORE_PAGE_BYTES;
+    constexpr bool MMA = NJ == TENSOR_CORE_K_GROUPS && R == TENSOR_CORE_ROWS;
 #ifdef MKC_ABLATE_LOADS  // nothing is staged, and load_fragments loads nothing
     (void)prepare;
 #else
@@ -1097,8 +1096,8 @@ __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, 
     if constexpr (NJ == 0) {
         consume_narrow(s, v, s.x, first, count, epilogue);
     } else {
-        if (X_GLOBAL) consume<NJ, MMA>(s, v, x_global, first, count, epilogue);
-        else consume<NJ, MMA>(s, v, s.x, first, count, epilogue);
+        if (X_GLOBAL) consume<NJ, R, MMA>(s, v, x_global, first, count, epilogue);
+        else consume<NJ, R, MMA>(s, v, s.x, first, count, epilogue);
     }
     mark(MARK_COMPUTED);
     finish(s);
@@ -1288,7 +1287,7 @@ __device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, 
     };
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_QKV) up_gate.w = nullptr;
-    run_stream<K_GROUPS_QKV_ROPE, INPUT_STAGED, WARMS_L2>(work, deps, v, m.hidden, nullptr, op_norm(OP_QKV_ROPE, g, L), RING_SLOTS_QKV_ROPE, prepare, ep, NoFinish{}, up_gate,
+    run_stream<K_GROUPS_QKV_ROPE, PAGE_ROWS_QKV_ROPE, INPUT_STAGED, WARMS_L2>(work, deps, v, m.hidden, nullptr, op_norm(OP_QKV_ROPE, g, L), RING_SLOTS_QKV_ROPE, prepare, ep, NoFinish{}, up_gate,
                WARM_QKV);
 }
 
@@ -1407,7 +1406,7 @@ __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, co
     };
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_O) up_gate.w = nullptr;
-    run_stream<K_GROUPS_O_PROJ, (X_LEN_O_PROJ > 0 ? INPUT_STAGED : INPUT_FROM_L2), WARMS_L2>(
+    run_stream<K_GROUPS_O_PROJ, PAGE_ROWS_O_PROJ, (X_LEN_O_PROJ > 0 ? INPUT_STAGED : INPUT_FROM_L2), WARMS_L2>(
         work, deps, v, X_LEN_O_PROJ, L.attn, nullptr, RING_SLOTS_O_PROJ, prepare, ep, NoFinish{}, up_gate);
 }
 
@@ -1422,7 +1421,7 @@ __device__ void down_body(const Model& m, const Globals& g, const Layer& L, cons
         if (X_LEN_DOWN > 0) stage_chunks(s, work, v, L.h);
         if (fragments) stage_fragments(s.x, X_LEN_DOWN);
     };
-    run_stream<K_GROUPS_DOWN, (X_LEN_DOWN > 0 ? INPUT_STAGED : INPUT_FROM_L2), NO_WARMING>(
+    run_stream<K_GROUPS_DOWN, PAGE_ROWS_DOWN, (X_LEN_DOWN > 0 ? INPUT_STAGED : INPUT_FROM_L2), NO_WARMING>(
         work, deps, v, X_LEN_DOWN, L.h, nullptr, RING_SLOTS_DOWN, prepare, ep, NoFinish{});
 }
 
@@ -1450,7 +1449,7 @@ __device__ void up_gate_body(const Model& m, const Globals& g, const Layer& L, c
         residual_share(work, v, m.hidden, lo, hi);
         stage_sum(s.x, L.x_in, L.o_part, O_ATTENTION ? 1 : m.s_attn, m.hidden, L.x_mid, lo, hi, &s, m.eps, fragments);
     };
-    run_stream<K_GROUPS_UP_GATE, INPUT_STAGED, NO_WARMING>(work, deps, v, m.hidden, nullptr, op_norm(OP_UP_GATE, g, L), RING_SLOTS_UP_GATE, prepare, ep, NoFinish{});
+    run_stream<K_GROUPS_UP_GATE, PAGE_ROWS_UP_GATE, INPUT_STAGED, NO_WARMING>(work, deps, v, m.hidden, nullptr, op_norm(OP_UP_GATE, g, L), RING_SLOTS_UP_GATE, prepare, ep, NoFinish{});
 }
 
 // (6) Final RMSNorm + LM head + fused argmax into tokens[pos + 1]: each warp keeps its best
@@ -1482,7 +1481,7 @@ __device__ void lm_head_body(const Model& m, const Globals& g, const Layer& L, c
     auto finish = [&](const Stream&) {
         if (threadIdx.x % 32 == 0 && ep.best) atomicMax(&g.tokens[*g.pos + 1], ep.best);
     };
-    run_stream<K_GROUPS_LM_HEAD, INPUT_STAGED, NO_WARMING>(work, deps, v, m.hidden, nullptr, op_norm(OP_LM_HEAD, g, L), RING_SLOTS_LM_HEAD, prepare, ep, finish);
+    run_stream<K_GROUPS_LM_HEAD, PAGE_ROWS_LM_HEAD, INPUT_STAGED, NO_WARMING>(work, deps, v, m.hidden, nullptr, op_norm(OP_LM_HEAD, g, L), RING_SLOTS_LM_HEAD, prepare, ep, finish);
 }
 
 // KV positions per attention chunk in `smem` bytes of dynamic shared memory beside q and the
@@ -1737,16 +1736,26 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) k_qkv_rope(OP_PARAMS) {
     trace_end_stream();
 }
 
+// With attention inside the O-projection (O_ATTENTION), the chain targets run the build of the
+// model as they lower it (Model::for_chain), never these two: a launch traps, not a wrong sum.
 extern "C" __global__ void ATT_BOUNDS k_attention(OP_PARAMS) {
+#if O_ATTENTION
+    __trap();
+#else
     trace_begin(trace);
     attention_body(m, g, L, ChainWork{}, GridDeps{pdl, early});
     trace_end();
+#endif
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) k_o_proj(OP_PARAMS) {
+#if O_ATTENTION
+    __trap();
+#else
     trace_begin(trace);
     o_proj_body(m, g, L, ChainWork{}, GridDeps{pdl, early});
     trace_end_stream();
+#endif
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) k_up_gate(OP_PARAMS) {
@@ -1836,11 +1845,11 @@ extern "C" __global__ void k_fill_matrix(bf16* out, unsigned long long n, unsign
 }
 
 // Stores a split-K matvec's row-major weights page-major, as the producers copy them (one copy
-// per page): page p of `matvec(out, false, k, splits, out_rows, 1)` at p x page_rows x k,
+// per page): page p of `matvec(out, false, k, splits, out_rows, page_rows, 1)` at p x page_rows x k,
 // holding rows [row0, row0 + page_rows) of K chunk `chunk` (page_coords), k columns each, of
 // the row-major `a` (splits x k columns). Unsplit, the two layouts are one.
-extern "C" __global__ void k_page_major(const bf16* a, bf16* out, int k, int splits, int out_rows) {
-    const Matvec v = matvec(out, false, k, splits, out_rows, 1);
+extern "C" __global__ void k_page_major(const bf16* a, bf16* out, int k, int splits, int out_rows, int page_rows) {
+    const Matvec v = matvec(out, false, k, splits, out_rows, page_rows, 1);
     const long ld = (long)k * splits, per_page = (long)v.page_rows * k, n = (long)v.pages * per_page;
     for (long e = blockIdx.x * (long)blockDim.x + threadIdx.x; e < n; e += (long)gridDim.x * blockDim.x) {
         int chunk, row0;
@@ -1902,7 +1911,7 @@ __device__ void page_math_probe(const bf16* w, const float* x, float* y, int pag
                                 int record_words) {
     constexpr bool NARROW = NJ == 0;
     constexpr int K = NARROW ? O_PROJ_K : 256 * NJ;  // columns of a page row
-    constexpr int R = PAGE_BYTES / (2 * K);
+    constexpr int R = PAGE_ROWS_O_PROJ;              // rows of a page
     constexpr bool BLOCKED = NJ > 8;
     constexpr bool STAGED = BLOCKED || NARROW;   // the input in shared memory
     constexpr int NX = STAGED ? 1 : NJ;  // groups held in registers
@@ -1910,7 +1919,7 @@ __device__ void page_math_probe(const bf16* w, const float* x, float* y, int pag
     __shared__ int computed;  // warps done with their pages
     const int cta_warps = blockDim.x / 32;
     const bool mma = input == PAGE_INPUT_TENSOR_CORES, x_in_span = input == PAGE_INPUT_L2_IN_SPAN;
-    constexpr bool CAN_MMA = NJ == TENSOR_CORE_K_GROUPS && PAGE_BYTES == TENSOR_CORE_PAGE_BYTES;
+    constexpr bool CAN_MMA = NJ == TENSOR_CORE_K_GROUPS && R == TENSOR_CORE_ROWS;
     if (record_words < 4 + 4 * cta_warps || (stream && warps >= cta_warps) || (mma && !CAN_MMA))
         return;  // the host's fault: no record
     const uint4* src = reinterpret_cast<const uint4*>(w);
@@ -2179,8 +2188,9 @@ __device__ void attention_o_proj_body(const Model& m, const Globals& g, const La
         const PersistentWork one{work.first + t, 1, work.page0 + t * v.task_pages, t == 0 ? work.kv : -1};
         attention_body<FusedAttentionWork, FirstDeps<Deps>, CONSUMER_THREADS>(
             m, g, L, FusedAttentionWork{one, attention_of(v, work.first + t)}, FirstDeps<Deps>{deps, t == 0});
-        run_stream<0, INPUT_STAGED, NO_WARMING>(one, NoDeps{}, v, X_LEN_O_PROJ, nullptr, nullptr, RING_SLOTS_O_PROJ,
-                                                [](const Stream&, bool) {}, ep, NoFinish{});
+        run_stream<0, PAGE_ROWS_O_PROJ, INPUT_STAGED, NO_WARMING>(one, NoDeps{}, v, X_LEN_O_PROJ, nullptr, nullptr,
+                                                                  RING_SLOTS_O_PROJ, [](const Stream&, bool) {}, ep,
+                                                                  NoFinish{});
     }
 }
 

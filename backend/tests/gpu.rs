@@ -39,7 +39,10 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
     // chunk), the O-projection merges random ones as it stages them; and with 3 and 4 parts of
     // a 512-position history (the check's position is then 510: each part within one chunk,
     // as the workload's choice makes them), so that a fault shows whether it is the parts'
-    // or their further chunks'. And llama3b's 128-wide heads in 8 one-chunk parts.
+    // or their further chunks'. And llama3b's 128-wide heads in 8 one-chunk parts. And two
+    // layers of Llama-2-13B as `mkc model` lowers it: 32 KiB pages with 5 consumer warps, pages
+    // that hold fewer rows than fit (the O-projection's and the LM head's 2 of 3), 1-pair
+    // up/gate pages.
     for name in [
         "llama1b",
         "llama1b_tuned",
@@ -50,9 +53,18 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
         "kv_split_4_one_chunk",
         "llama3b",
         "llama3b_kv_split_8",
+        "llama2_13b_two_layers",
     ] {
         let model = match name {
             "llama1b" | "llama3b" => mkc_ir::embedded::resolve_model(name).unwrap(),
+            "llama2_13b_two_layers" => {
+                let mut g = mkc_ir::embedded::resolve_model("llama1b").unwrap().geometry;
+                (g.hidden, g.intermediate, g.layers) = (5120, 13824, 2);
+                (g.heads, g.kv_heads, g.head_dim, g.vocab) = (40, 40, 128, 32000);
+                let m = mkc_catalogue::choose_lowering(name, &g, &Default::default()).unwrap();
+                assert_eq!(m.lowering.page_bytes, 32768, "{name}: 32 KiB pages");
+                m
+            }
             "llama3b_kv_split_8" => {
                 // 128-wide heads in 8 one-chunk parts: what the workload's choice takes for
                 // llama3b at a 1,000-token prompt.

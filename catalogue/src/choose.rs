@@ -1,7 +1,7 @@
 //! A lowering for a geometry nobody has tuned (a checkpoint's, `mkc model`): the first, in the
 //! order measured fastest on the H200, that the model's validation and the kernels accept.
 
-use mkc_ir::model::{Geometry, Lowering, VtpShards, Workload};
+use mkc_ir::model::{Geometry, Lowering, Tuning, VtpShards, Workload};
 use mkc_ir::Model;
 
 use crate::{check_model, persistent_layout, Unsupported};
@@ -21,10 +21,41 @@ const MLP_PAD_STEPS: u32 = 8;
 /// not divide).
 const LM_HEAD_TASK_PAGES: [u32; 2] = [4, 1];
 
-/// The lowering candidates for `g`, best first: one query head per attention task (as the tuned
-/// layouts, measured fastest), then fewer tasks per KV head; each with every MLP shard count
-/// and LM-head run, 1-page task runs for the other matvecs.
-fn candidates(g: &Geometry) -> Vec<Lowering> {
+/// Task runs of the other matvecs in pages: 1 (as `llama1b_tuned`), then longer, for a model
+/// whose 1-page tasks are more than the scheduler takes (Llama-2-13B's 40 layers).
+const MATVEC_TASK_PAGES: [u32; 4] = [1, 2, 4, 8];
+
+/// Page sizes, in the order tried: 16 KiB (every measured layout), then 32 KiB for a geometry
+/// whose rows a 16 KiB page cannot hold (Llama-2-13B: a gate and an up row of 5,120 columns
+/// are 20 KiB).
+const PAGE_BYTES: [u32; 2] = [16384, 32768];
+
+/// Consumer warps of the streaming kernels and the persistent kernel, in the order tried: the
+/// defaults (None), then fewer, so that a ring of larger pages, one slot per warp, fits in
+/// shared memory beside the staged input.
+const CONSUMER_WARPS: [Option<u32>; 4] = [None, Some(6), Some(5), Some(4)];
+
+/// A page size and the warps that stream it: what a candidate lowering is tried with, 16 KiB
+/// pages and the default warps first, then larger pages and fewer warps.
+#[derive(Clone, Copy)]
+struct Setup {
+    page_bytes: u32,
+    warps: Option<u32>,
+}
+
+/// Every [`Setup`], in the order tried.
+fn setups() -> impl Iterator<Item = Setup> {
+    PAGE_BYTES.into_iter().flat_map(|page_bytes| {
+        CONSUMER_WARPS
+            .into_iter()
+            .map(move |warps| Setup { page_bytes, warps })
+    })
+}
+
+/// The lowerings tried for `g` at one page size, best first: one query head per attention task
+/// (as the tuned layouts, measured fastest), then fewer tasks per KV head; each with every MLP
+/// shard count and LM-head run, shortest task runs first.
+fn lowerings(g: &Geometry) -> Vec<Lowering> {
     let group = if g.kv_heads > 0 && g.heads.is_multiple_of(g.kv_heads) {
         g.heads / g.kv_heads
     } else {
@@ -32,39 +63,68 @@ fn candidates(g: &Geometry) -> Vec<Lowering> {
     };
     let splits = (1..=group).rev().filter(|s| group.is_multiple_of(*s));
     let mut out = Vec::new();
-    for attention_split in splits {
-        for up_gate_down in UP_GATE_DOWN {
-            for lm_head_task_pages in LM_HEAD_TASK_PAGES {
-                out.push(Lowering {
-                    matvec_task_pages: 1,
-                    lm_head_task_pages,
-                    attention_split,
-                    vtp_shards: VtpShards {
-                        up_gate_down,
-                        ..VtpShards::default()
-                    },
-                    ..Lowering::default()
-                });
+    for matvec_task_pages in MATVEC_TASK_PAGES {
+        for attention_split in splits.clone() {
+            for up_gate_down in UP_GATE_DOWN {
+                for lm_head_task_pages in LM_HEAD_TASK_PAGES {
+                    out.push(Lowering {
+                        matvec_task_pages,
+                        lm_head_task_pages,
+                        attention_split,
+                        vtp_shards: VtpShards {
+                            up_gate_down,
+                            ..VtpShards::default()
+                        },
+                        ..Lowering::default()
+                    });
+                }
             }
         }
     }
     out
 }
 
-/// The model of `name`, `g` and `workload` with the first lowering that validates and that
-/// both the chain kernels and the persistent kernel can run, else the first that the chain
-/// kernels can run. When none fits `g`'s MLP width, the MLP is zero-padded (its stored width
-/// kept as `geometry.checkpoint_intermediate`) to the first wider multiple of 256 that one
-/// fits. When none fits at all, the error gives each distinct reason, in the candidates' order,
-/// for the checkpoint's own width.
+/// The model of `name`, `g` and `workload` at the first [`Setup`] where a lowering fits: the
+/// first lowering that validates and that both the chain kernels and the persistent kernel can
+/// run, else the first that the chain kernels can run. Where none fits `g`'s MLP width, the MLP
+/// is zero-padded (its stored width kept as `geometry.checkpoint_intermediate`) to the first
+/// wider multiple of 256 that one fits, before a larger page is tried (padding Llama-2-7B's
+/// MLP costs 2.3% of its bytes; a larger page, fewer warps). When none fits at all, the error
+/// gives each distinct reason, in the order tried, for the checkpoint's own width.
 pub fn choose_lowering(
     name: &str,
     g: &Geometry,
     workload: &Workload,
 ) -> Result<Model, Unsupported> {
-    let unpadded = choose_at_width(name, g, workload);
-    if unpadded.is_ok() || g.checkpoint_intermediate.is_some() {
-        return unpadded;
+    let mut reasons = Vec::new();
+    for setup in setups() {
+        if let Some(m) = choose_in_setup(name, g, workload, setup, &mut reasons) {
+            return Ok(m);
+        }
+    }
+    Err(Unsupported(format!(
+        "no lowering mkc tries fits this geometry (attention splits, MLP shards 4, 2, 1 and 8, \
+         task runs of 1 to 8 pages, LM-head runs of 4 or 1, pages of 16 or 32 KiB, 4 to 8 \
+         consumer warps): {}. Otherwise, write the lowering by hand (README, \"Model file \
+         format\"), if the kernels take this shape at all",
+        reasons.join("; ")
+    )))
+}
+
+/// [`choose_lowering`] at one page size and warp count; adds why its candidates at `g`'s own
+/// width fail to `reasons`.
+fn choose_in_setup(
+    name: &str,
+    g: &Geometry,
+    workload: &Workload,
+    setup: Setup,
+    reasons: &mut Vec<String>,
+) -> Option<Model> {
+    if let Some(m) = choose_at_width(name, g, workload, setup, reasons) {
+        return Some(m);
+    }
+    if g.checkpoint_intermediate.is_some() {
+        return None;
     }
     let first = g.intermediate / MLP_PAD_MULTIPLE + 1;
     (first..first + MLP_PAD_STEPS)
@@ -75,36 +135,48 @@ pub fn choose_lowering(
                 checkpoint_intermediate: Some(g.intermediate),
                 ..g.clone()
             };
-            choose_at_width(name, &padded, workload).ok()
+            choose_at_width(name, &padded, workload, setup, &mut Vec::new())
         })
-        .map_or(unpadded, Ok)
 }
 
-/// [`choose_lowering`] at `g`'s MLP width as it is.
-fn choose_at_width(name: &str, g: &Geometry, workload: &Workload) -> Result<Model, Unsupported> {
+/// [`choose_in_setup`] at `g`'s MLP width as it is; each distinct reason a candidate fails
+/// for is added to `reasons`.
+fn choose_at_width(
+    name: &str,
+    g: &Geometry,
+    workload: &Workload,
+    setup: Setup,
+    reasons: &mut Vec<String>,
+) -> Option<Model> {
     let model = |lowering: Lowering| Model {
         name: name.to_string(),
         geometry: g.clone(),
         workload: workload.clone(),
-        lowering,
-        tuning: Default::default(),
+        lowering: Lowering {
+            page_bytes: setup.page_bytes,
+            ..lowering
+        },
+        tuning: Tuning {
+            consumer_warps: setup.warps,
+            persistent_warps: setup.warps,
+            ..Tuning::default()
+        },
     };
     let fits = |m: &Model| -> Result<(), String> {
         m.validate("a candidate lowering")
             .map_err(|e| e.to_string())?;
         check_model(m).map_err(|e| e.to_string())
     };
-    let mut reasons: Vec<String> = Vec::new();
     let mut chain_only = None;
-    for lowering in candidates(g) {
+    for lowering in lowerings(g) {
         let m = model(lowering);
         match fits(&m) {
-            Ok(()) if persistent_layout(&m).is_ok() => return Ok(m),
+            Ok(()) if persistent_layout(&m).is_ok() => return Some(m),
             Ok(()) => {
                 chain_only.get_or_insert(m);
             }
             Err(why) => {
-                // Each reason ends a clause of the message below, which adds its own stop.
+                // Each reason ends a clause of the message above, which adds its own stop.
                 let why = why.trim_end_matches('.').to_string();
                 if !reasons.contains(&why) {
                     reasons.push(why);
@@ -112,14 +184,7 @@ fn choose_at_width(name: &str, g: &Geometry, workload: &Workload) -> Result<Mode
             }
         }
     }
-    chain_only.ok_or_else(|| {
-        Unsupported(format!(
-            "no lowering mkc tries fits this geometry (attention splits, MLP shards 4, 2, 1 and \
-             8, LM-head runs of 4 or 1 pages): {}. Otherwise, write the lowering by hand (README, \
-             \"Model file format\"), if the kernels take this shape at all",
-            reasons.join("; ")
-        ))
-    })
+    chain_only
 }
 
 #[cfg(test)]
@@ -185,16 +250,42 @@ mod tests {
         assert!(!err.contains(".."), "a reason's stop doubled: {err}");
     }
 
-    #[test]
-    fn a_row_wider_than_a_page_is_named_once_in_the_refusal() {
-        // Llama-2-13B's hidden size: a gate and an up row of 5120 columns are 20 KiB, more
-        // than a 16 KiB page holds.
+    /// Llama-2-13B's geometry.
+    fn llama_2_13b() -> Geometry {
         let mut g = geometry("llama1b");
         g.hidden = 5120;
         g.heads = 40;
         g.kv_heads = 40;
         g.head_dim = 128;
         g.intermediate = 13824;
+        g.vocab = 32000;
+        g
+    }
+
+    #[test]
+    fn rows_wider_than_a_16_kib_page_take_32_kib_pages_and_fewer_warps() {
+        // A gate and an up row of 5,120 columns are 20 KiB; a 32 KiB ring slot per warp
+        // leaves room for at most 5 warps beside the staged input.
+        let m = choose_lowering("x", &llama_2_13b(), &Workload::default()).unwrap();
+        assert_eq!(m.lowering.page_bytes, 32768);
+        assert!(check_model(&m).is_ok() && persistent_layout(&m).is_ok());
+        let warps = m
+            .tuning
+            .consumer_warps
+            .expect("fewer warps than the default");
+        assert!(warps < crate::layout::consumer_warps(&Tuning::default()));
+        // The O-projection's pages hold 2 rows (they fit 3, which 5,120 does not divide).
+        let o = mkc_ir::work::matvec(&m, mkc_ir::OpKind::OProj).unwrap();
+        assert_eq!((o.k, o.page_rows()), (5120, 2));
+    }
+
+    #[test]
+    fn a_row_wider_than_every_page_is_named_once_in_the_refusal() {
+        // A gate and an up row of 16,384 columns are 64 KiB: no page mkc tries holds them.
+        let mut g = llama_2_13b();
+        g.hidden = 16384;
+        g.heads = 128;
+        g.kv_heads = 128;
         let err = choose_lowering("x", &g, &Workload::default())
             .unwrap_err()
             .to_string();

@@ -253,10 +253,10 @@ pub fn streamable_k(k: u32) -> bool {
 
 /// Whether the page loop where each lane owns whole rows (`consume_narrow`: attention inside
 /// the O-projection, whose K chunk is one attention task's heads) takes K chunks of `k`
-/// columns in pages of `page_bytes`: rows of whole 16-byte pieces, at most 256 columns, a
+/// columns in pages of `page_rows` rows: rows of whole 16-byte pieces, at most 256 columns, a
 /// page's rows dealt evenly over a warp's 32 lanes.
-pub fn narrow_k(k: u32, page_bytes: u32) -> bool {
-    k > 0 && k.is_multiple_of(8) && k <= 256 && (page_bytes / (2 * k)).is_multiple_of(32)
+pub fn narrow_k(k: u32, page_rows: u32) -> bool {
+    k > 0 && k.is_multiple_of(8) && k <= 256 && page_rows.is_multiple_of(32)
 }
 
 /// Floats of its input vector a streaming operator stages in shared memory: the normalised
@@ -280,18 +280,19 @@ pub fn staged_input(model: &Model, kind: OpKind, work: &MatvecWork) -> u32 {
 
 /// The one page shape whose page loop runs on the tensor cores (`page_dots_mma`): 4 rows of
 /// [`REGISTER_K`] bf16 columns.
-pub const TENSOR_CORE_PAGE_BYTES: u32 = 4 * 2 * REGISTER_K;
+pub const TENSOR_CORE_ROWS: u32 = 4;
 
-/// Whether a page loop over K chunks of `k` columns in pages of `page_bytes` runs on the tensor
-/// cores: chunks of [`REGISTER_K`] columns in pages of [`TENSOR_CORE_PAGE_BYTES`] (4 rows),
+/// Whether a page loop over K chunks of `k` columns in pages of `page_rows` rows runs on the
+/// tensor cores: chunks of [`REGISTER_K`] columns in pages of [`TENSOR_CORE_ROWS`] rows,
 /// whatever the operator. Its input's fragments are then written once per CTA where the input
 /// is staged ([`staged_input`]: QKV, up/gate, the LM head), and by the producer where the
 /// operator reads it from L2 ([`fragment_input`]: the O-projection, down). Every other shape
 /// runs the FMA loop. The kernels decide the same at compile time from the generated
-/// `TENSOR_CORE_K_GROUPS` and `TENSOR_CORE_PAGE_BYTES` (`run_stream`'s `MMA`); the simulator
-/// charges these pages `page_compute_mma_ns`, and `mkc probe pages` times this loop.
-pub fn tensor_core_shape(k: u32, page_bytes: u32) -> bool {
-    k == REGISTER_K && page_bytes == TENSOR_CORE_PAGE_BYTES
+/// `TENSOR_CORE_K_GROUPS` and `TENSOR_CORE_ROWS` (`run_stream`'s `MMA`, with the operator's
+/// `PAGE_ROWS_*`); the simulator charges these pages `page_compute_mma_ns`, and `mkc probe
+/// pages` times this loop.
+pub fn tensor_core_shape(k: u32, page_rows: u32) -> bool {
+    k == REGISTER_K && page_rows == TENSOR_CORE_ROWS
 }
 
 /// Whether the input of operator `kind` (the O-projection's: attention's output; down's: h) is
@@ -303,7 +304,7 @@ pub fn tensor_core_shape(k: u32, page_bytes: u32) -> bool {
 pub fn fragment_input(model: &Model, kind: OpKind) -> bool {
     matches!(kind, OpKind::OProj | OpKind::Down)
         && mkc_ir::work::matvec(model, kind).is_some_and(|w| {
-            staged_input(model, kind, &w) == 0 && tensor_core_shape(w.k, model.lowering.page_bytes)
+            staged_input(model, kind, &w) == 0 && tensor_core_shape(w.k, w.page_rows())
         })
 }
 
@@ -345,7 +346,7 @@ mod tests {
     fn only_four_row_2048_column_pages_run_on_the_tensor_cores() {
         let on = |m: &Model, kind| {
             let w = mkc_ir::work::matvec(m, kind).unwrap();
-            tensor_core_shape(w.k, m.lowering.page_bytes)
+            tensor_core_shape(w.k, w.page_rows())
         };
         let m = mkc_ir::embedded::resolve_model("llama1b").unwrap();
         for kind in mkc_ir::work::MATVECS {

@@ -19,7 +19,7 @@ pub use layout::{
     consumer_warps, dynamic_smem, fragment_input, page_range, prefetch_bytes, ring_next,
     ring_owner, ring_slot, staged_input, stream, stream_threads, streamable_k, tensor_core_shape,
     threads, warm_depth, warm_slot, Stream, ATT_THREADS, CONSUMER_WARPS, MAX_SLOTS, REGISTER_K,
-    SMEM_PER_CTA, SMEM_PER_SM, TENSOR_CORE_PAGE_BYTES, WARM_DEPTH,
+    SMEM_PER_CTA, SMEM_PER_SM, TENSOR_CORE_ROWS, WARM_DEPTH,
 };
 
 pub use persistent::{
@@ -121,7 +121,7 @@ pub fn check_model(model: &mkc_ir::Model) -> Result<(), Unsupported> {
         // Attention inside the O-projection: its K chunk is one attention task's heads, in
         // pages whose rows the lanes own.
         if kind == OpKind::OProj && model.lowering.attention_in_o_proj.is_some() {
-            if !layout::narrow_k(s.work.k, page) {
+            if !layout::narrow_k(s.work.k, s.work.page_rows()) {
                 return fail(
                     "lowering.attention_in_o_proj",
                     format!(

@@ -483,38 +483,32 @@ fn check_attention_in_o_proj(m: &Model, file: &str, tasks: u32) -> Result<(), In
     Ok(())
 }
 
-/// A matvec's pages hold whole rows and tile its output, and its tasks tile its pages.
+/// A matvec's pages hold whole rows (whole RoPE pairs for QKV), and its tasks tile its pages;
+/// the rows a page holds divide the operator's by construction (`MatvecWork::page_rows`).
 fn check_pages(m: &Model, file: &str, kind: crate::graph::OpKind) -> Result<(), InputError> {
     let Some(w) = crate::work::matvec(m, kind) else {
         return Ok(());
     };
-    let per_page = if w.paired { 2 } else { 1 };
-    let row_bytes = w.elem_bytes as u64 * w.k as u64 * per_page;
+    let row_bytes = w.elem_bytes as u64 * w.k as u64 * w.page_rows() as u64;
     if (w.page_bytes as u64) < row_bytes {
+        let what = match (w.paired, w.row_multiple) {
+            (true, _) => " (a gate row and an up row)",
+            (false, 2) => " (a RoPE pair: two rows)",
+            _ => "",
+        };
         return Err(InputError::invalid(
             file,
             "lowering.page_bytes",
             format!(
-                "a page of {} bytes holds less than one row of {} ({} columns{})",
+                "a page of {} bytes holds less than one row of {} ({} columns){what}",
                 w.page_bytes,
                 kind.name(),
                 w.k,
-                if w.paired { ", gate and up" } else { "" }
             ),
-            format!("use page_bytes of at least {row_bytes}"),
-        ));
-    }
-    if !w.out_rows.is_multiple_of(w.page_out()) {
-        return Err(InputError::invalid(
-            file,
-            "lowering.page_bytes",
             format!(
-                "{} has {} output rows per K chunk, not a multiple of the {} a page holds",
-                kind.name(),
-                w.out_rows,
-                w.page_out()
+                "use page_bytes of at least {row_bytes} (the kernels take a power of two: {})",
+                row_bytes.next_power_of_two()
             ),
-            "choose page_bytes so that a page's rows divide the operator's rows",
         ));
     }
     let field = if kind == crate::graph::OpKind::LmHead {

@@ -1,7 +1,8 @@
 //! The kernels' work units: what one task of each matvec operator is.
 //!
 //! A matvec operator streams its weights as pages of `lowering.page_bytes`: a page holds whole
-//! rows of one K chunk (of both matrices, gate and up, for the paired up/gate operator). A task
+//! rows of one K chunk (of both matrices, gate and up, for the paired up/gate operator), as many
+//! as fit and divide the chunk's rows, so that every page of an operator holds the same rows. A task
 //! is a run of `task_pages` consecutive pages of one K chunk, and a CTA of a chain grid runs a
 //! contiguous range of tasks. Lowering, the scheduler's launch plan, the simulator and the CUDA
 //! backend all take this geometry from here: it is the one description of page splits.
@@ -26,15 +27,29 @@ pub struct MatvecWork {
     pub elem_bytes: u32,
     /// Pages per task.
     pub task_pages: u32,
+    /// Output rows a page holds a multiple of: 2 for QKV, whose weights hold each RoPE pair's
+    /// two rows side by side (a page holds whole pairs), else 1.
+    pub row_multiple: u32,
 }
 
 impl MatvecWork {
-    /// Matrix rows in one page: as many as `page_bytes` holds, at least one per matrix and at
-    /// most the chunk's rows (validation refuses a page that would hold a fraction of a row).
+    /// Matrix rows in one page: the most output rows that `page_bytes` holds (of both matrices
+    /// when paired) that divide the chunk's rows in multiples of `row_multiple`, so that every
+    /// page is alike (Llama-2-13B's O-projection: 2 rows of 5,120 columns in a 32 KiB page that
+    /// fits 3). Where not even `row_multiple` rows fit, `row_multiple` (of each matrix):
+    /// validation refuses that page.
     pub fn page_rows(&self) -> u32 {
         let per_matrix = if self.paired { 2 } else { 1 };
-        let fit = self.page_bytes as u64 / (self.elem_bytes as u64 * self.k.max(1) as u64);
-        (fit.min(self.out_rows as u64 * per_matrix as u64) as u32).max(per_matrix)
+        let step = self.row_multiple.max(1);
+        let fit = self.page_bytes as u64
+            / (self.elem_bytes as u64 * self.k.max(1) as u64 * per_matrix as u64);
+        let most = fit.min(self.out_rows as u64) as u32 / step;
+        let out = (1..=most)
+            .rev()
+            .map(|n| n * step)
+            .find(|rows| self.out_rows.is_multiple_of(*rows))
+            .unwrap_or(step);
+        out * per_matrix
     }
 
     /// Weight bytes a page carries: its matrix rows of one K chunk (at most `page_bytes`: a
@@ -114,6 +129,7 @@ pub fn matvec(model: &Model, kind: OpKind) -> Option<MatvecWork> {
                     page_bytes: l.page_bytes,
                     elem_bytes: g.dtype.bytes() as u32,
                     task_pages: 1,
+                    row_multiple: 1,
                 };
                 let pages = chunk.chunk_pages() / tasks.max(1);
                 (k, splits, g.hidden, false, pages)
@@ -144,6 +160,7 @@ pub fn matvec(model: &Model, kind: OpKind) -> Option<MatvecWork> {
         page_bytes: l.page_bytes,
         elem_bytes: g.dtype.bytes() as u32,
         task_pages: task_pages.max(1),
+        row_multiple: if kind == OpKind::QkvRope { 2 } else { 1 },
     })
 }
 
@@ -243,6 +260,58 @@ mod tests {
                         "{name} {kind:?} page {p}"
                     );
                 }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod page_rows_props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A page holds the most rows that fit it and divide the chunk's rows in steps of
+        /// `row_multiple`: every page of an operator alike, none wasting room a larger divisor
+        /// would fill.
+        #[test]
+        fn a_page_holds_the_largest_dividing_run_of_rows_that_fits(
+            k in 1u32..9000,
+            out_rows in 1u32..20000,
+            paired in any::<bool>(),
+            row_multiple in 1u32..3,
+            page_shift in 13u32..16,
+        ) {
+            let w = MatvecWork {
+                k,
+                splits: 1,
+                out_rows: out_rows * row_multiple,
+                paired,
+                page_bytes: 1 << page_shift,
+                elem_bytes: 2,
+                task_pages: 1,
+                row_multiple,
+            };
+            let per_matrix = if paired { 2 } else { 1 };
+            let rows = w.page_out();
+            prop_assert_eq!(w.page_rows(), rows * per_matrix);
+            prop_assert!(w.out_rows.is_multiple_of(rows) && rows.is_multiple_of(row_multiple));
+            prop_assert_eq!(w.chunk_pages() * rows, w.out_rows);
+            let fits = |r: u32| r as u64 * per_matrix as u64 * k as u64 * 2 <= w.page_bytes as u64;
+            if fits(row_multiple) {
+                prop_assert!(fits(rows));
+                prop_assert!(w.page_weight_bytes() <= w.page_bytes as u64);
+                for larger in rows + 1..=w.out_rows {
+                    prop_assert!(
+                        !(fits(larger)
+                            && w.out_rows.is_multiple_of(larger)
+                            && larger.is_multiple_of(row_multiple)),
+                        "{} rows would fit and divide", larger
+                    );
+                    if !fits(larger) { break; }
+                }
+            } else {
+                prop_assert_eq!(rows, row_multiple);
             }
         }
     }

@@ -247,7 +247,7 @@ pub fn simulate(
         .filter(|&kind| {
             s.model.as_ref().is_some_and(|m| {
                 mkc_ir::work::matvec(m, kind)
-                    .is_some_and(|w| mkc_catalogue::tensor_core_shape(w.k, m.lowering.page_bytes))
+                    .is_some_and(|w| mkc_catalogue::tensor_core_shape(w.k, w.page_rows()))
             })
         })
         .collect();

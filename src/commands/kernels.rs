@@ -116,6 +116,12 @@ pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
         )),
         None => None,
     };
+    // The operator build reported is the one the chain targets run (`Model::for_chain`).
+    if !args.persistent {
+        use mkc_scheduler::Target;
+        super::note_chain_lowering(&model, &[Target::Pdl, Target::Graph]);
+        model = model.for_chain();
+    }
     let compiled = if args.persistent {
         kernels::compile_persistent(&args.arch, &model)?
     } else {

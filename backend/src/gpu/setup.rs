@@ -255,14 +255,19 @@ impl Runner {
     ) -> Result<(), BackendError> {
         let f = func(self.module, "k_page_major")?;
         let (mut a, mut out) = (a, out);
-        let (mut k, mut splits, mut out_rows) =
-            (pages.k as i32, pages.splits as i32, pages.out_rows as i32);
+        let (mut k, mut splits, mut out_rows, mut page_rows) = (
+            pages.k as i32,
+            pages.splits as i32,
+            pages.out_rows as i32,
+            pages.page_rows() as i32,
+        );
         let mut args: Vec<*mut c_void> = vec![
             arg(&mut a),
             arg(&mut out),
             arg(&mut k),
             arg(&mut splits),
             arg(&mut out_rows),
+            arg(&mut page_rows),
         ];
         // SAFETY: the argument list matches the kernel's signature; `a` and `out` hold
         // out_rows x splits x k bf16 each.

@@ -112,14 +112,14 @@ fn cta_spans(records: &[u64], warps: usize) -> (Vec<f64>, Vec<f64>) {
 }
 
 /// The input placements the probe runs for a loop of `k_groups` 256-column groups in pages of
-/// `page_bytes`: registers only for a blocked loop and for the loop in which each lane owns
+/// `page_rows` rows: registers only for a blocked loop and for the loop in which each lane owns
 /// whole rows (`k_groups` 0; the input is staged for both either way); registers and L2 in
 /// span otherwise; and the tensor cores where the pages have the one shape that loop takes
 /// (`mkc_catalogue::tensor_core_shape`).
-pub fn page_inputs(k_groups: u32, page_bytes: u32) -> Vec<PageInput> {
+pub fn page_inputs(k_groups: u32, page_rows: u32) -> Vec<PageInput> {
     match k_groups {
         g if g > 8 || g == 0 => vec![PageInput::Registers],
-        g if mkc_catalogue::tensor_core_shape(g * 256, page_bytes) => PageInput::ALL.to_vec(),
+        g if mkc_catalogue::tensor_core_shape(g * 256, page_rows) => PageInput::ALL.to_vec(),
         _ => vec![PageInput::Registers, PageInput::L2InSpan],
     }
 }
@@ -184,7 +184,7 @@ pub fn probe_page_math(
     let y = DevBuf::new(y_len * 4, "page-math y")?;
     let rec = DevBuf::new(sms as usize * RECORD_WORDS * 8, "page-math records")?;
     let mut rows = Vec::new();
-    let placements = page_inputs(k_groups, page_bytes);
+    let placements = page_inputs(k_groups, rows_per_page);
     let cases = placements
         .iter()
         .flat_map(|&x| PAGE_MATH_CASES.iter().map(move |&(w, p)| (w, p, x, false)))
@@ -295,14 +295,15 @@ mod tests {
 
     #[test]
     fn the_tensor_core_loop_is_probed_only_on_2048_column_pages() {
-        assert_eq!(page_inputs(12, 16384), vec![PageInput::Registers]);
+        assert_eq!(page_inputs(12, 2), vec![PageInput::Registers]);
         // The loop in which each lane owns whole rows stages its input, as a blocked one does.
-        assert_eq!(page_inputs(0, 16384), vec![PageInput::Registers]);
+        assert_eq!(page_inputs(0, 128), vec![PageInput::Registers]);
         let fma = vec![PageInput::Registers, PageInput::L2InSpan];
-        assert_eq!(page_inputs(4, 16384), fma);
-        assert_eq!(page_inputs(8, 32768), fma, "8 rows a page: the FMA loop");
-        assert_eq!(page_inputs(8, 16384).len(), 3);
-        assert!(page_inputs(8, 16384).contains(&PageInput::TensorCores));
+        assert_eq!(page_inputs(4, 8), fma);
+        assert_eq!(page_inputs(8, 8), fma, "8 rows a page: the FMA loop");
+        assert_eq!(page_inputs(8, 2), fma, "2 rows a page: the FMA loop");
+        assert_eq!(page_inputs(8, 4).len(), 3);
+        assert!(page_inputs(8, 4).contains(&PageInput::TensorCores));
     }
 
     #[test]
