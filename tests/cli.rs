@@ -1102,7 +1102,8 @@ fn the_persistent_plan_takes_the_compiled_kernels_resources_where_nvrtc_is_insta
 }
 
 /// `mkc model DIR` writes a model file for a checkpoint's config.json that the other commands
-/// take as it is: TinyLlama-1.1B's shape, whose MLP (5632) four shards do not divide, gets two.
+/// take as it is: TinyLlama-1.1B's shape (its MLP's quarter, 1408 columns, a K chunk whose last
+/// lane round is partial, takes the measured-fastest four shards).
 /// A directory without a config.json, or a config of another architecture, exits 2 naming it.
 #[test]
 fn model_writes_a_model_file_for_a_checkpoint_config() {
@@ -1129,7 +1130,7 @@ fn model_writes_a_model_file_for_a_checkpoint_config() {
     let m = mkc_ir::Model::parse("tinyllama.ron", &text).unwrap();
     assert_eq!(m.name, "tinyllama");
     assert_eq!((m.geometry.intermediate, m.geometry.kv_heads), (5632, 4));
-    assert_eq!(m.lowering.vtp_shards.up_gate_down, 2);
+    assert_eq!(m.lowering.vtp_shards.up_gate_down, 4);
     let c = mkc(&["compile", file.to_str().unwrap(), "--verify"]);
     assert!(c.status.success(), "{}", stderr(&c));
     // The directory itself is a MODEL argument: the same model, without the file.

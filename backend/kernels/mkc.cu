@@ -587,8 +587,17 @@ __device__ int produce(const Stream& s, const Matvec& v, int first, int count, c
     return count;
 }
 
-// Loads this lane's slice of input-vector chunk `chunk` (columns (lane + 32 j) * 8 .. + 8).
-template <int NJ>
+// Whether 16-byte piece lane + 32 j of a slice of NJ 256-column groups is among its PIECES
+// (a K chunk that is no multiple of 256 columns ends inside its last group; for one that is,
+// PIECES is 32 NJ and the check compiles away).
+template <int NJ, int PIECES>
+__device__ __forceinline__ bool piece_in(int j, int lane) {
+    return PIECES >= 32 * NJ || lane + 32 * j < PIECES;
+}
+
+// Loads this lane's slice of input-vector chunk `chunk` (columns (lane + 32 j) * 8 .. + 8; zeros
+// past the chunk's PIECES 16-byte pieces).
+template <int NJ, int PIECES = 32 * NJ>
 __device__ __forceinline__ void load_x(float (&xr)[NJ][8], const float* x, int k, int chunk) {
 #ifdef MKC_ABLATE_LOADS
     (void)x, (void)k, (void)chunk;
@@ -602,15 +611,18 @@ __device__ __forceinline__ void load_x(float (&xr)[NJ][8], const float* x, int k
 #pragma unroll
     for (int j = 0; j < NJ; ++j) {
         const float4* p = reinterpret_cast<const float4*>(x + (long)chunk * k + (lane + 32 * j) * 8);
-        float4 a = p[0], b = p[1];
+        const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+        const bool in = piece_in<NJ, PIECES>(j, lane);
+        float4 a = in ? p[0] : zero, b = in ? p[1] : zero;
         xr[j][0] = a.x; xr[j][1] = a.y; xr[j][2] = a.z; xr[j][3] = a.w;
         xr[j][4] = b.x; xr[j][5] = b.y; xr[j][6] = b.z; xr[j][7] = b.w;
     }
 }
 
 // This lane's part of the dot products of the R rows of a page (row stride K elements) with
-// its slice of NJ groups of the input vector.
-template <int NJ, int R, int K>
+// its slice of NJ groups of the input vector, of which PIECES 16-byte pieces are the rows' (no
+// load past them: the rest of a slot may hold anything).
+template <int NJ, int R, int K, int PIECES = 32 * NJ>
 __device__ __forceinline__ void page_dots_partial(const bf16* page, const float (&xr)[NJ][8], float (&out)[R]) {
     int lane = threadIdx.x % 32;
     const int k = K;
@@ -620,7 +632,9 @@ __device__ __forceinline__ void page_dots_partial(const bf16* page, const float 
     for (int j = 0; j < NJ; ++j) {
         uint4 w[R];
 #pragma unroll
-        for (int r = 0; r < R; ++r) w[r] = *reinterpret_cast<const uint4*>(page + r * k + (lane + 32 * j) * 8);
+        for (int r = 0; r < R; ++r)
+            w[r] = piece_in<NJ, PIECES>(j, lane) ? *reinterpret_cast<const uint4*>(page + r * k + (lane + 32 * j) * 8)
+                                                 : make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
             unsigned words[4] = {w[r].x, w[r].y, w[r].z, w[r].w};
@@ -647,38 +661,41 @@ __device__ __forceinline__ float tree_total(const float (&xr)[NJ][8]) {
     return t[0];
 }
 
-// Dot products of the R rows of a page (row stride 256 * NJ elements) with the lane's x slice;
-// every lane returns every row's full sum.
-template <int NJ, int R>
+// Dot products of the R rows of a page (rows of K columns, K a multiple of 8 in NJ groups of
+// 256, the last one partial where K is no multiple of 256) with the lane's x slice; every lane
+// returns every row's full sum.
+template <int NJ, int R, int K = 256 * NJ>
 __device__ __forceinline__ void page_dots(const bf16* page, const float (&xr)[NJ][8], float (&out)[R]) {
-    page_dots_partial<NJ, R, 256 * NJ>(page, xr, out);
+    page_dots_partial<NJ, R, K, K / 8>(page, xr, out);
 #pragma unroll
     for (int r = 0; r < R; ++r) out[r] = warp_sum(out[r]);
 }
 
 // Adds this lane's part of the dot products of block [B * 2048, B * 2048 + 256 NB) of the R
-// rows of a page (row stride K elements) to `total`, the block's slice of the input vector
-// read from `x` (the chunk's start in shared memory) just before.
-template <int NB, int R, int K>
+// rows of a page (row stride K elements; PIECES 16-byte pieces of the block are the rows') to
+// `total`, the block's slice of the input vector read from `x` (the chunk's start in shared
+// memory) just before.
+template <int NB, int R, int K, int PIECES = 32 * NB>
 __device__ __forceinline__ void add_block(const bf16* page, const float* x, int b, float (&total)[R]) {
     float xr[NB][8];
-    load_x<NB>(xr, x + b * 2048, 0, 0);
+    load_x<NB, PIECES>(xr, x + b * 2048, 0, 0);
     float part[R];
-    page_dots_partial<NB, R, K>(page + b * 2048, xr, part);
+    page_dots_partial<NB, R, K, PIECES>(page + b * 2048, xr, part);
 #pragma unroll
     for (int r = 0; r < R; ++r) total[r] += part[r];
 }
 
-// page_dots for a K chunk longer than the lane's registers hold (NJ > 8 groups of 256): the
-// row is taken in blocks of 8 groups (2048 columns) and a last block of the NJ % 8 left.
-template <int NJ, int R>
+// page_dots for a K chunk longer than the lane's registers hold (K > 2048 columns, a multiple
+// of 8): the row is taken in blocks of 8 groups (2048 columns) and a last block of the REST
+// columns left (in TAIL groups, the last one partial where REST is no multiple of 256).
+template <int NJ, int R, int K = 256 * NJ>
 __device__ __forceinline__ void page_dots_blocked(const bf16* page, const float* x, float (&out)[R]) {
-    constexpr int FULL = NJ / 8, TAIL = NJ % 8;
+    constexpr int FULL = K / 2048, REST = K % 2048, TAIL = (REST + 255) / 256;
     float total[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) total[r] = 0.f;
-    for (int b = 0; b < FULL; ++b) add_block<8, R, 256 * NJ>(page, x, b, total);
-    if constexpr (TAIL > 0) add_block<TAIL, R, 256 * NJ>(page, x, FULL, total);
+    for (int b = 0; b < FULL; ++b) add_block<8, R, K>(page, x, b, total);
+    if constexpr (TAIL > 0) add_block<TAIL, R, K, REST / 8>(page, x, FULL, total);
 #pragma unroll
     for (int r = 0; r < R; ++r) out[r] = warp_sum(total[r]);
 }
@@ -890,10 +907,13 @@ __device__ __forceinline__ int landed_slot(const Stream& s, int i, bool& marked)
 // Consumer warp: computes its pages (every CONSUMER_WARPS-th of the CTA's range) with the input
 // vector `x` (shared or global memory; shared where NJ > 8; with MMA, its fragments, staged by
 // stage_fragments or written to global memory by its producer) and hands each page's row sums
-// to `epilogue(chunk, row0, sums)` (R: the rows of a page, the operator's PAGE_ROWS_*).
-template <int NJ, int R, bool MMA, typename Epilogue>
+// to `epilogue(chunk, row0, sums)` (K: the columns of a page row, the operator's K_COLS_*; R:
+// the rows of a page, its PAGE_ROWS_*).
+template <int K, int R, bool MMA, typename Epilogue>
 __device__ void consume(const Stream& s, const Matvec& v, const float* x, int first, int count, Epilogue& epilogue) {
-    constexpr bool BLOCKED = NJ > 8;
+    constexpr int NJ = (K + 255) / 256;  // 256-column groups, the last partial where K % 256 != 0
+    constexpr bool BLOCKED = K > 2048;
+    static_assert(R <= 32, "the epilogues hand a page's row r to lane r (mkc_catalogue::MAX_PAGE_ROWS)");
     constexpr int NX = BLOCKED ? 1 : NJ;  // groups held in registers across pages
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     float xr[NX][8];
@@ -904,7 +924,7 @@ __device__ void consume(const Stream& s, const Matvec& v, const float* x, int fi
         page_coords(v, first + i, chunk, row0);
         if (!BLOCKED && chunk != loaded) {
             if constexpr (MMA) load_fragments(xr, x, v.k, chunk);
-            else load_x<NX>(xr, x, v.k, chunk);
+            else load_x<NX, K / 8>(xr, x, v.k, chunk);
             loaded = chunk;
         }
         const int slot = landed_slot(s, i, landed_marked);
@@ -917,9 +937,9 @@ __device__ void consume(const Stream& s, const Matvec& v, const float* x, int fi
 #pragma unroll
         for (int r = 0; r < R; ++r) sums[r] = zero;
 #else
-        if constexpr (BLOCKED) page_dots_blocked<NJ, R>(s.ring + (long)slot * (PAGE_BYTES / 2), x + (long)chunk * v.k, sums);
+        if constexpr (BLOCKED) page_dots_blocked<NJ, R, K>(s.ring + (long)slot * (PAGE_BYTES / 2), x + (long)chunk * v.k, sums);
         else if constexpr (MMA) page_dots_mma(s.ring + (long)slot * (PAGE_BYTES / 2), xr, sums);
-        else page_dots<NJ, R>(s.ring + (long)slot * (PAGE_BYTES / 2), xr, sums);
+        else page_dots<NJ, R, K>(s.ring + (long)slot * (PAGE_BYTES / 2), xr, sums);
 #endif
         __syncwarp();
         if (lane == 0) mbar_arrive(&s.empty[slot]);
@@ -1044,11 +1064,11 @@ constexpr bool WARMS_L2 = true, NO_WARMING = false;         // WARMS
 // Runs a streaming operator: barriers, producer, the grid-dependency wait, `prepare(s, fragments)`
 // (stages the input vector in s.x, consumers only: as the tensor cores' fragments where
 // `fragments`, else as floats), the consumers (reading x_global instead of s.x with
-// X_GLOBAL), then `finish` (consumers only); its page loop is consume<NJ, R> (NJ: the operator's
-// K_GROUPS_*, R: its PAGE_ROWS_*). `norm`: the operator's RMSNorm weights in global memory (null for none), which
+// X_GLOBAL), then `finish` (consumers only); its page loop is consume<K, R> (K: the operator's
+// K_COLS_*, 0 for the loop in which each lane owns whole rows; R: its PAGE_ROWS_*). `norm`: the operator's RMSNorm weights in global memory (null for none), which
 // `prepare` loads with the residual (stage_sum). `warm`: gate/up pages to warm L2 with
 // (null w: none), until released or, with `warm_limit`, that many after the own pages landed.
-template <int NJ, int R, bool X_GLOBAL, bool WARMS, typename Work, typename Deps, typename Prepare,
+template <int K, int R, bool X_GLOBAL, bool WARMS, typename Work, typename Deps, typename Prepare,
           typename Epilogue, typename Finish>
 __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, int x_len, const float* x_global,
                            const bf16* norm, int slots, Prepare prepare, Epilogue& epilogue,
@@ -1078,7 +1098,7 @@ __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, 
     // Pages of 4 rows of 2,048 columns run the page loop on the tensor cores (the generated
     // TENSOR_CORE_*: mkc_catalogue::tensor_core_shape): a staged input is staged as fragments,
     // an input read from L2 was written as fragments by its producer.
-    constexpr bool MMA = NJ == TENSOR_CORE_K_GROUPS && R == TENSOR_CORE_ROWS;
+    constexpr bool MMA = K == TENSOR_CORE_K && R == TENSOR_CORE_ROWS;
 #ifdef MKC_ABLATE_LOADS  // nothing is staged, and load_fragments loads nothing
     (void)prepare;
 #else
@@ -1087,17 +1107,18 @@ __device__ void run_stream(const Work& work, const Deps& deps, const Matvec& v, 
     consumers_sync();  // prepare's shared-memory writes before the dot products
     mark(MARK_PREPARED);
     deps.prepared();
-    // One page loop per operator: its K chunk's 256-column groups are the generated K_GROUPS_*
-    // (v.k / 256). Where the input vector lives is each body's own (X_GLOBAL: x_global, read
-    // from L2; else s.x, staged in shared memory), so that the one inlined copy knows it.
-    // NJ 0: rows each lane owns whole (consume_narrow), from an input in shared memory.
-    static_assert(NJ == 2 || NJ == 4 || NJ == 8 || (NJ > 8 && !X_GLOBAL) || (NJ == 0 && !X_GLOBAL),
-                  "a page row is 512, 1024 or 2048 columns, or longer and staged in shared memory");
-    if constexpr (NJ == 0) {
+    // One page loop per operator: its K chunk's columns are the generated K_COLS_* (v.k).
+    // Where the input vector lives is each body's own (X_GLOBAL: x_global, read from L2; else
+    // s.x, staged in shared memory), so that the one inlined copy knows it. K 0: rows each
+    // lane owns whole (consume_narrow), from an input in shared memory.
+    static_assert(K % 8 == 0 && K >= 0 && (K <= 2048 || !X_GLOBAL) && (K > 0 || !X_GLOBAL),
+                  "a page row is whole 16-byte pieces, held in registers up to 2048 columns, longer "
+                  "ones staged in shared memory");
+    if constexpr (K == 0) {
         consume_narrow(s, v, s.x, first, count, epilogue);
     } else {
-        if (X_GLOBAL) consume<NJ, R, MMA>(s, v, x_global, first, count, epilogue);
-        else consume<NJ, R, MMA>(s, v, s.x, first, count, epilogue);
+        if (X_GLOBAL) consume<K, R, MMA>(s, v, x_global, first, count, epilogue);
+        else consume<K, R, MMA>(s, v, s.x, first, count, epilogue);
     }
     mark(MARK_COMPUTED);
     finish(s);
@@ -1287,7 +1308,7 @@ __device__ void qkv_rope_body(const Model& m, const Globals& g, const Layer& L, 
     };
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_QKV) up_gate.w = nullptr;
-    run_stream<K_GROUPS_QKV_ROPE, PAGE_ROWS_QKV_ROPE, INPUT_STAGED, WARMS_L2>(work, deps, v, m.hidden, nullptr, op_norm(OP_QKV_ROPE, g, L), RING_SLOTS_QKV_ROPE, prepare, ep, NoFinish{}, up_gate,
+    run_stream<K_COLS_QKV_ROPE, PAGE_ROWS_QKV_ROPE, INPUT_STAGED, WARMS_L2>(work, deps, v, m.hidden, nullptr, op_norm(OP_QKV_ROPE, g, L), RING_SLOTS_QKV_ROPE, prepare, ep, NoFinish{}, up_gate,
                WARM_QKV);
 }
 
@@ -1406,7 +1427,7 @@ __device__ void o_proj_body(const Model& m, const Globals& g, const Layer& L, co
     };
     Matvec up_gate = up_gate_matvec(m, L);
     if (!WARM_O) up_gate.w = nullptr;
-    run_stream<K_GROUPS_O_PROJ, PAGE_ROWS_O_PROJ, (X_LEN_O_PROJ > 0 ? INPUT_STAGED : INPUT_FROM_L2), WARMS_L2>(
+    run_stream<K_COLS_O_PROJ, PAGE_ROWS_O_PROJ, (X_LEN_O_PROJ > 0 ? INPUT_STAGED : INPUT_FROM_L2), WARMS_L2>(
         work, deps, v, X_LEN_O_PROJ, L.attn, nullptr, RING_SLOTS_O_PROJ, prepare, ep, NoFinish{}, up_gate);
 }
 
@@ -1421,7 +1442,7 @@ __device__ void down_body(const Model& m, const Globals& g, const Layer& L, cons
         if (X_LEN_DOWN > 0) stage_chunks(s, work, v, L.h);
         if (fragments) stage_fragments(s.x, X_LEN_DOWN);
     };
-    run_stream<K_GROUPS_DOWN, PAGE_ROWS_DOWN, (X_LEN_DOWN > 0 ? INPUT_STAGED : INPUT_FROM_L2), NO_WARMING>(
+    run_stream<K_COLS_DOWN, PAGE_ROWS_DOWN, (X_LEN_DOWN > 0 ? INPUT_STAGED : INPUT_FROM_L2), NO_WARMING>(
         work, deps, v, X_LEN_DOWN, L.h, nullptr, RING_SLOTS_DOWN, prepare, ep, NoFinish{});
 }
 
@@ -1449,7 +1470,7 @@ __device__ void up_gate_body(const Model& m, const Globals& g, const Layer& L, c
         residual_share(work, v, m.hidden, lo, hi);
         stage_sum(s.x, L.x_in, L.o_part, O_ATTENTION ? 1 : m.s_attn, m.hidden, L.x_mid, lo, hi, &s, m.eps, fragments);
     };
-    run_stream<K_GROUPS_UP_GATE, PAGE_ROWS_UP_GATE, INPUT_STAGED, NO_WARMING>(work, deps, v, m.hidden, nullptr, op_norm(OP_UP_GATE, g, L), RING_SLOTS_UP_GATE, prepare, ep, NoFinish{});
+    run_stream<K_COLS_UP_GATE, PAGE_ROWS_UP_GATE, INPUT_STAGED, NO_WARMING>(work, deps, v, m.hidden, nullptr, op_norm(OP_UP_GATE, g, L), RING_SLOTS_UP_GATE, prepare, ep, NoFinish{});
 }
 
 // (6) Final RMSNorm + LM head + fused argmax into tokens[pos + 1]: each warp keeps its best
@@ -1481,7 +1502,7 @@ __device__ void lm_head_body(const Model& m, const Globals& g, const Layer& L, c
     auto finish = [&](const Stream&) {
         if (threadIdx.x % 32 == 0 && ep.best) atomicMax(&g.tokens[*g.pos + 1], ep.best);
     };
-    run_stream<K_GROUPS_LM_HEAD, PAGE_ROWS_LM_HEAD, INPUT_STAGED, NO_WARMING>(work, deps, v, m.hidden, nullptr, op_norm(OP_LM_HEAD, g, L), RING_SLOTS_LM_HEAD, prepare, ep, finish);
+    run_stream<K_COLS_LM_HEAD, PAGE_ROWS_LM_HEAD, INPUT_STAGED, NO_WARMING>(work, deps, v, m.hidden, nullptr, op_norm(OP_LM_HEAD, g, L), RING_SLOTS_LM_HEAD, prepare, ep, finish);
 }
 
 // KV positions per attention chunk in `smem` bytes of dynamic shared memory beside q and the
@@ -1889,7 +1910,7 @@ extern "C" __global__ void k_read_bw(const uint4* p, unsigned long long n, unsig
 // the tensor-core loop every operator of that shape runs), so that the simulator's
 // `page_compute_ns` and `page_compute_mma_ns` and the page loop's variants are measured without
 // the stream around them. Each CTA copies `pages` pages of `w`
-// (page i at i * PAGE_BYTES, its R rows of K = 256 * NJ columns at row stride K) into shared
+// (page i at i * PAGE_BYTES, its R = PAGE_ROWS_O_PROJ rows of K = K_COLS_O_PROJ columns) into shared
 // memory, and a blocked loop's input after them; then warps 0..warps-1 take pages warp,
 // warp + warps, ... `input` (PAGE_INPUT_*, generated from abi::PageInput): the FMA loop with
 // the warp's input slice loaded from global memory (an L2 hit) before its timed span, or inside
@@ -1905,21 +1926,22 @@ extern "C" __global__ void k_read_bw(const uint4* p, unsigned long long n, unsig
 // (CTA-major). The host sizes all of it (backend/src/gpu/probe/pages.rs). NJ 0 is the loop in
 // which each lane owns whole rows (consume_narrow's: attention inside the O-projection, K =
 // O_PROJ_K columns), its input staged in shared memory before the span.
-template <int NJ>
+template <int KC>
 __device__ void page_math_probe(const bf16* w, const float* x, float* y, int pages, int warps, int input,
                                 const bf16* stream, int stream_pages, int stream_slots, u64* rec,
                                 int record_words) {
-    constexpr bool NARROW = NJ == 0;
-    constexpr int K = NARROW ? O_PROJ_K : 256 * NJ;  // columns of a page row
-    constexpr int R = PAGE_ROWS_O_PROJ;              // rows of a page
-    constexpr bool BLOCKED = NJ > 8;
+    constexpr bool NARROW = KC == 0;
+    constexpr int K = NARROW ? O_PROJ_K : KC;  // columns of a page row
+    constexpr int NJ = NARROW ? 0 : (K + 255) / 256;
+    constexpr int R = PAGE_ROWS_O_PROJ;        // rows of a page
+    constexpr bool BLOCKED = K > 2048 && !NARROW;
     constexpr bool STAGED = BLOCKED || NARROW;   // the input in shared memory
     constexpr int NX = STAGED ? 1 : NJ;  // groups held in registers
     extern __shared__ __align__(128) unsigned char probe_pages[];
     __shared__ int computed;  // warps done with their pages
     const int cta_warps = blockDim.x / 32;
     const bool mma = input == PAGE_INPUT_TENSOR_CORES, x_in_span = input == PAGE_INPUT_L2_IN_SPAN;
-    constexpr bool CAN_MMA = NJ == TENSOR_CORE_K_GROUPS && R == TENSOR_CORE_ROWS;
+    constexpr bool CAN_MMA = K == TENSOR_CORE_K && R == TENSOR_CORE_ROWS && !NARROW;
     if (record_words < 4 + 4 * cta_warps || (stream && warps >= cta_warps) || (mma && !CAN_MMA))
         return;  // the host's fault: no record
     const uint4* src = reinterpret_cast<const uint4*>(w);
@@ -1929,7 +1951,7 @@ __device__ void page_math_probe(const bf16* w, const float* x, float* y, int pag
     if (STAGED)
         for (int i = threadIdx.x; i < K; i += blockDim.x) xs[i] = x[i];
     if (mma)
-        for (int at = 4 * threadIdx.x; at < 256 * NJ; at += 4 * blockDim.x)
+        for (int at = 4 * threadIdx.x; at < K; at += 4 * blockDim.x)
             write_fragments(reinterpret_cast<unsigned*>(xs), at, *reinterpret_cast<const float4*>(x + at));
     bf16* slots = reinterpret_cast<bf16*>(probe_pages + (long)pages * PAGE_BYTES + (STAGED || mma ? K * 4 : 0));
     u64* stream_full = reinterpret_cast<u64*>(slots + (long)stream_slots * (PAGE_BYTES / 2));
@@ -1967,7 +1989,7 @@ __device__ void page_math_probe(const bf16* w, const float* x, float* y, int pag
     if (warp >= warps) return;
     float xr[NX][8];
     if (!STAGED && input == PAGE_INPUT_REGISTERS) {
-        load_x<NX>(xr, x, 0, 0);
+        load_x<NX, K / 8>(xr, x, 0, 0);
         if (tree_total(xr) == 1e30f) y[0] = 0.f;  // never: a branch on the loads, so they land first
     }
     __syncwarp();
@@ -1975,7 +1997,7 @@ __device__ void page_math_probe(const bf16* w, const float* x, float* y, int pag
     if constexpr (CAN_MMA) {
         if (mma) load_fragments(xr, xs, 0, 0);
     }
-    if (!STAGED && x_in_span) load_x<NX>(xr, x, 0, 0);
+    if (!STAGED && x_in_span) load_x<NX, K / 8>(xr, x, 0, 0);
     for (int i = warp; i < pages; i += warps) {
         const bf16* page = reinterpret_cast<const bf16*>(probe_pages) + (long)i * (PAGE_BYTES / 2);
         if constexpr (NARROW) {
@@ -1983,11 +2005,11 @@ __device__ void page_math_probe(const bf16* w, const float* x, float* y, int pag
                 y[((long)blockIdx.x * pages + i) * R + row] = k_row_dot(page + (long)row * K, xs, K, row);
         } else {
             float sums[R];
-            if constexpr (BLOCKED) page_dots_blocked<NJ, R>(page, xs, sums);
+            if constexpr (BLOCKED) page_dots_blocked<NJ, R, K>(page, xs, sums);
             else if constexpr (CAN_MMA) {
                 if (mma) page_dots_mma(page, xr, sums);
-                else page_dots<NJ, R>(page, xr, sums);
-            } else page_dots<NJ, R>(page, xr, sums);
+                else page_dots<NJ, R, K>(page, xr, sums);
+            } else page_dots<NJ, R, K>(page, xr, sums);
             if (lane == 0)
 #pragma unroll
                 for (int q = 0; q < R; ++q) y[((long)blockIdx.x * pages + i) * R + q] = sums[q];
@@ -2004,7 +2026,7 @@ __device__ void page_math_probe(const bf16* w, const float* x, float* y, int pag
 extern "C" __global__ void __launch_bounds__(256)
     k_page_math(const bf16* w, const float* x, float* y, int pages, int warps, int input, const bf16* stream,
                 int stream_pages, int stream_slots, u64* rec, int record_words) {
-    page_math_probe<O_ATTENTION ? 0 : K_GROUPS_O_PROJ>(w, x, y, pages, warps, input, stream, stream_pages,
+    page_math_probe<O_ATTENTION ? 0 : K_COLS_O_PROJ>(w, x, y, pages, warps, input, stream, stream_pages,
                                                        stream_slots, rec, record_words);
 }
 

@@ -634,6 +634,49 @@ fn code_hashes_come_from_text_sections_only() {
     assert!(kernels::text_hashes(b"not an elf at all").is_empty());
 }
 
+/// The checkpoint geometries `mkc model` lowers beyond the embedded models compile, chain and
+/// persistent builds alike, where NVRTC is installed: K chunks that are no multiple of 256
+/// columns (SmolLM-135M's 576, a hidden size of 3,200 taken block by block), and 32 KiB pages
+/// with fewer warps (Llama-2-13B). The GPU tests run their operators against the CPU.
+#[test]
+fn checkpoint_geometries_compile_in_both_builds() {
+    let chosen = |edit: &dyn Fn(&mut mkc_ir::model::Geometry)| {
+        let mut g = resolve_model("llama1b").unwrap().geometry;
+        edit(&mut g);
+        mkc_catalogue::choose_lowering("x", &g, &Default::default()).unwrap()
+    };
+    let models = [
+        chosen(&|g| {
+            (g.hidden, g.intermediate, g.heads, g.kv_heads, g.vocab) = (576, 1536, 9, 3, 49152)
+        }),
+        chosen(&|g| {
+            (g.hidden, g.intermediate, g.head_dim) = (3200, 8704, 128);
+            (g.heads, g.kv_heads, g.vocab) = (25, 5, 32000);
+        }),
+        chosen(&|g| {
+            (g.hidden, g.intermediate, g.head_dim) = (5120, 13824, 128);
+            (g.heads, g.kv_heads, g.vocab) = (40, 40, 32000);
+        }),
+    ];
+    for m in &models {
+        kernels::check_model(m).unwrap();
+        let chain = match kernels::compile("sm_90a", m) {
+            Err(mkc_backend::BackendError::NoNvrtc) => {
+                eprintln!("SKIPPED: no NVRTC library found");
+                return;
+            }
+            other => other.unwrap(),
+        };
+        let persistent = kernels::compile_persistent("sm_90a", m).unwrap();
+        for k in chain.kernels.iter().chain(&persistent.kernels) {
+            assert!(k.registers > 0 && k.registers <= 255, "{}", k.name);
+        }
+        for (name, _) in kernels::ENTRY_POINTS {
+            assert!(chain.kernels.iter().any(|k| k.name == *name), "{name}");
+        }
+    }
+}
+
 /// Models the kernels cannot stream are refused with the field to change.
 #[test]
 fn models_the_kernels_cannot_stream_name_the_field() {
@@ -643,16 +686,23 @@ fn models_the_kernels_cannot_stream_name_the_field() {
         e.contains("lowering.page_bytes") && e.contains("16384"),
         "{e}"
     );
+    // Rows of 64 columns: a 16 KiB page holds 128, more than a warp's lanes.
     tiny.lowering.page_bytes = 16384;
     let e = kernels::check_model(&tiny).unwrap_err().to_string();
-    assert!(e.contains("geometry.hidden") && e.contains("2048"), "{e}");
-    let mut m = resolve_model("llama1b").unwrap();
-    m.lowering.vtp_shards.up_gate_down = 32;
-    let e = kernels::check_model(&m).unwrap_err().to_string();
     assert!(
-        e.contains("lowering.vtp_shards.up_gate_down") && e.contains("256 columns"),
+        e.contains("lowering.page_bytes") && e.contains("at least 256 columns"),
         "{e}"
     );
+    // A K chunk of 2,050 columns (a quarter of 8,200) is no whole number of 16-byte pieces.
+    let mut m = resolve_model("llama1b").unwrap();
+    m.geometry.intermediate = 4 * 2050;
+    m.validate("llama1b").unwrap();
+    let e = kernels::check_model(&m).unwrap_err().to_string();
+    assert!(
+        e.contains("lowering.vtp_shards.up_gate_down") && e.contains("multiple of 8"),
+        "{e}"
+    );
+    m.geometry.intermediate = 8192;
     // Down's K chunks of 8192 and 4096 columns are longer than the registers hold: staged in
     // shared memory, in the chain's kernel and the persistent one.
     for shards in [1, 2] {

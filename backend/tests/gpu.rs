@@ -42,7 +42,9 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
     // or their further chunks'. And llama3b's 128-wide heads in 8 one-chunk parts. And two
     // layers of Llama-2-13B as `mkc model` lowers it: 32 KiB pages with 5 consumer warps, pages
     // that hold fewer rows than fit (the O-projection's and the LM head's 2 of 3), 1-pair
-    // up/gate pages.
+    // up/gate pages. And K chunks that are no multiple of 256 columns: two layers of SmolLM-135M
+    // (576 columns, the last of 3 lane rounds partial, in registers) and of a hidden size of
+    // 3,200 (a staged chunk whose last block ends inside a group).
     for name in [
         "llama1b",
         "llama1b_tuned",
@@ -54,17 +56,21 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
         "llama3b",
         "llama3b_kv_split_8",
         "llama2_13b_two_layers",
+        "smollm_135m_two_layers",
+        "hidden_3200_two_layers",
     ] {
         let model = match name {
             "llama1b" | "llama3b" => mkc_ir::embedded::resolve_model(name).unwrap(),
             "llama2_13b_two_layers" => {
-                let mut g = mkc_ir::embedded::resolve_model("llama1b").unwrap().geometry;
-                (g.hidden, g.intermediate, g.layers) = (5120, 13824, 2);
-                (g.heads, g.kv_heads, g.head_dim, g.vocab) = (40, 40, 128, 32000);
-                let m = mkc_catalogue::choose_lowering(name, &g, &Default::default()).unwrap();
+                let m = chosen(name, |g| {
+                    (g.hidden, g.intermediate, g.layers) = (5120, 13824, 2);
+                    (g.heads, g.kv_heads, g.head_dim, g.vocab) = (40, 40, 128, 32000);
+                });
                 assert_eq!(m.lowering.page_bytes, 32768, "{name}: 32 KiB pages");
                 m
             }
+            "smollm_135m_two_layers" => smollm_135m(2),
+            "hidden_3200_two_layers" => hidden_3200(2),
             "llama3b_kv_split_8" => {
                 // 128-wide heads in 8 one-chunk parts: what the workload's choice takes for
                 // llama3b at a 1,000-token prompt.
@@ -141,6 +147,30 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
         }
         assert!(failed.is_empty(), "failed: {failed:?}");
     }
+}
+
+/// The model `mkc model` writes for the geometry `edit` makes of Llama-3.2-1B's.
+fn chosen(name: &str, edit: impl FnOnce(&mut mkc_ir::model::Geometry)) -> mkc_ir::Model {
+    let mut g = mkc_ir::embedded::resolve_model("llama1b").unwrap().geometry;
+    edit(&mut g);
+    mkc_catalogue::choose_lowering(name, &g, &Default::default()).unwrap()
+}
+
+/// SmolLM-135M's geometry with `layers` layers: hidden 576, 9 query and 3 KV heads of 64.
+fn smollm_135m(layers: u32) -> mkc_ir::Model {
+    chosen("smollm-135m", |g| {
+        (g.hidden, g.intermediate, g.layers) = (576, 1536, layers);
+        (g.heads, g.kv_heads, g.head_dim, g.vocab) = (9, 3, 64, 49152);
+    })
+}
+
+/// A hidden size of 3,200 (25 heads of 128, 5 KV heads) with `layers` layers: K chunks longer
+/// than the registers hold, whose last block ends inside a 256-column group.
+fn hidden_3200(layers: u32) -> mkc_ir::Model {
+    chosen("hidden-3200", |g| {
+        (g.hidden, g.intermediate, g.layers) = (3200, 8704, layers);
+        (g.heads, g.kv_heads, g.head_dim, g.vocab) = (25, 5, 128, 32000);
+    })
 }
 
 /// A persistent plan whose last wait can never complete (its target raised past what its
@@ -255,6 +285,16 @@ fn the_page_loop_alone_matches_the_cpu_for_every_probed_warp_count() {
             r.err < 1e-5 && r.input == mkc_backend::abi::PageInput::Registers,
             "{r:?}"
         );
+    }
+    // K chunks that are no multiple of 256 columns: SmolLM's 576 (3 lane rounds, the last
+    // partial; registers and L2 in span) and 3,200 (staged, its last block inside a group).
+    for (model, groups) in [(smollm_135m(2), 3), (hidden_3200(2), 13)] {
+        let compiled = mkc_backend::kernels::compile("sm_90a", &model).unwrap();
+        let p = mkc_backend::gpu::probe_page_math(&gpu, &compiled.cubin, &model, seed).unwrap();
+        assert_eq!((p.k_groups, p.k as u32), (groups, model.geometry.hidden));
+        for r in &p.rows {
+            assert!(r.err < 1e-5, "{}: {r:?}", model.name);
+        }
     }
     // Attention inside the O-projection: the loop in which each lane owns whole rows (128 rows
     // of one head's 64 columns a page), from an input staged in shared memory.

@@ -11,8 +11,8 @@ use crate::{check_model, persistent_layout, Unsupported};
 const UP_GATE_DOWN: [u32; 4] = [4, 2, 1, 8];
 
 /// Widths `choose_lowering` pads an MLP that no candidate tiles to: the next multiples of this
-/// many columns (the kernels' K-chunk group), up to `MLP_PAD_STEPS` of them (Llama 2's 11008
-/// takes 11264, +2.3% of the MLP's bytes).
+/// many columns (the kernels' K-chunk group), up to `MLP_PAD_STEPS` of them (11004 takes
+/// 11008).
 const MLP_PAD_MULTIPLE: u32 = 256;
 /// How many padded widths `choose_lowering` tries before it gives up.
 const MLP_PAD_STEPS: u32 = 8;
@@ -88,8 +88,8 @@ fn lowerings(g: &Geometry) -> Vec<Lowering> {
 /// first lowering that validates and that both the chain kernels and the persistent kernel can
 /// run, else the first that the chain kernels can run. Where none fits `g`'s MLP width, the MLP
 /// is zero-padded (its stored width kept as `geometry.checkpoint_intermediate`) to the first
-/// wider multiple of 256 that one fits, before a larger page is tried (padding Llama-2-7B's
-/// MLP costs 2.3% of its bytes; a larger page, fewer warps). When none fits at all, the error
+/// wider multiple of 256 that one fits, before a larger page is tried (padding costs a few
+/// zero columns; a larger page, fewer warps). When none fits at all, the error
 /// gives each distinct reason, in the order tried, for the checkpoint's own width.
 pub fn choose_lowering(
     name: &str,
@@ -211,11 +211,16 @@ mod tests {
     }
 
     #[test]
-    fn an_mlp_that_four_shards_do_not_divide_takes_fewer() {
-        // TinyLlama-1.1B's MLP: 5632 = 22 x 256; a quarter (1408) is no K chunk the kernels take.
+    fn an_mlp_whose_quarter_is_no_k_chunk_takes_fewer_shards() {
+        // TinyLlama-1.1B's MLP (5632 = 22 x 256): a quarter (1408, 176 pieces of 8 columns) is
+        // a K chunk the kernels take, its last lane round partial.
         let mut g = geometry("llama1b");
         g.intermediate = 5632;
         g.kv_heads = 4;
+        let m = choose_lowering("x", &g, &Workload::default()).unwrap();
+        assert_eq!(m.lowering.vtp_shards.up_gate_down, 4);
+        // 5648: a quarter (1412) is no whole number of 16-byte pieces, a half (2824) is.
+        g.intermediate = 5648;
         let m = choose_lowering("x", &g, &Workload::default()).unwrap();
         assert_eq!(m.lowering.vtp_shards.up_gate_down, 2);
         assert!(check_model(&m).is_ok());
@@ -223,17 +228,20 @@ mod tests {
 
     #[test]
     fn an_mlp_no_lowering_tiles_is_zero_padded_to_one_that_fits() {
-        // Llama-2-7B: hidden 4096, 32 query and KV heads, MLP 11008 (43 x 256: no shard count's
-        // K chunk is one the kernels take).
+        // An MLP of 11,004 columns: no shard count's K chunk is whole 16-byte pieces (11004 =
+        // 4 x 2751); padded to 11,008 (43 x 256), whose quarter is.
         let mut g = geometry("llama8b");
-        g.intermediate = 11008;
+        g.intermediate = 11004;
         g.kv_heads = 32;
         let m = choose_lowering("x", &g, &Workload::default()).unwrap();
-        assert_eq!(m.geometry.intermediate, 11264);
-        assert_eq!(m.geometry.checkpoint_intermediate, Some(11008));
+        assert_eq!(m.geometry.intermediate, 11008);
+        assert_eq!(m.geometry.checkpoint_intermediate, Some(11004));
         assert_eq!(m.geometry.as_stored(), g);
         assert!(check_model(&m).is_ok());
-        // A width that fits as it is stays unpadded.
+        // A width that fits as it is stays unpadded: Llama-2-7B's 11008 among them.
+        g.intermediate = 11008;
+        let m = choose_lowering("x", &g, &Workload::default()).unwrap();
+        assert_eq!(m.geometry.checkpoint_intermediate, None);
         let m = choose_lowering("x", &geometry("llama1b"), &Workload::default()).unwrap();
         assert_eq!(m.geometry.checkpoint_intermediate, None);
     }

@@ -240,16 +240,22 @@ pub fn stream(model: &Model, kind: OpKind) -> Option<Stream> {
 pub const REGISTER_K: u32 = 2048;
 
 /// Whether the page loop takes a K chunk of `k` columns block by block from an input staged in
-/// shared memory: longer than [`REGISTER_K`], in whole 256-column groups.
+/// shared memory: longer than [`REGISTER_K`], in whole 16-byte pieces.
 pub fn blocked_k(k: u32) -> bool {
-    k > REGISTER_K && k.is_multiple_of(256)
+    k > REGISTER_K && k.is_multiple_of(8)
 }
 
-/// Whether the kernels' page loop streams a K chunk of `k` columns: 512, 1024 or 2048 held in
-/// registers, or a longer, [`blocked_k`] one.
+/// Whether the kernels' page loop streams a K chunk of `k` columns: whole 16-byte pieces (8
+/// columns), dealt over a warp's lanes in rounds of 32 (256 columns; the last round partial
+/// where `k` is no multiple of 256: SmolLM's 576), held in registers up to [`REGISTER_K`], or a
+/// longer, [`blocked_k`] one.
 pub fn streamable_k(k: u32) -> bool {
-    matches!(k, 512 | 1024 | 2048) || blocked_k(k)
+    k > 0 && k.is_multiple_of(8)
 }
+
+/// The most rows a page of the page loop in which a warp shares each row may hold: its
+/// epilogues hand row r's sum to lane r (the kernels' `consume` asserts it).
+pub const MAX_PAGE_ROWS: u32 = 32;
 
 /// Whether the page loop where each lane owns whole rows (`consume_narrow`: attention inside
 /// the O-projection, whose K chunk is one attention task's heads) takes K chunks of `k`

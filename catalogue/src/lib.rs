@@ -133,15 +133,28 @@ pub fn check_model(model: &mkc_ir::Model) -> Result<(), Unsupported> {
                     ),
                 );
             }
+        } else if s.work.page_rows() > layout::MAX_PAGE_ROWS {
+            return fail(
+                "lowering.page_bytes",
+                format!(
+                    "{}'s pages hold {} rows of {} columns; the kernels' page loop takes at most \
+                     {} (a lane of a warp per row), which takes K chunks of at least {} columns \
+                     in pages of {page} bytes",
+                    kind.name(),
+                    s.work.page_rows(),
+                    s.work.k,
+                    layout::MAX_PAGE_ROWS,
+                    page / (2 * layout::MAX_PAGE_ROWS)
+                ),
+            );
         } else if !streamable_k(s.work.k) {
             // A chunk longer than the registers hold is taken block by block from the input
             // staged in shared memory (the normalised operators stage theirs anyway).
             return fail(
                 field,
                 format!(
-                    "{} streams rows of {} columns; the kernels take 512, 1024 or 2048 per K \
-                     chunk, or more in whole groups of 256 (choose shards so that the chunk is \
-                     one of these)",
+                    "{} streams rows of {} columns; the kernels take K chunks of whole 16-byte \
+                     pieces (a multiple of 8 columns; choose shards so that the chunk is one)",
                     kind.name(),
                     s.work.k,
                 ),

@@ -198,7 +198,7 @@ pub struct Geometry {
     /// Width of the MLP's up/gate output, as mkc computes it.
     pub intermediate: u32,
     /// Width the checkpoint's MLP stores, when narrower than `intermediate` (`mkc model` pads a
-    /// width no lowering tiles, Llama 2's 11008 to 11264): the loader appends zero rows to
+    /// width no lowering tiles, 11004 to 11008): the loader appends zero rows to
     /// gate and up and zero columns to down, which add silu(0) x 0 = 0, so the logits are the
     /// checkpoint's. Absent: the checkpoint stores `intermediate`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,18 +1,32 @@
 #!/bin/bash
 # (Not yet run.) Lease FB: checkpoint geometries the kernels took for the first time in the
-# forty-fifth session, on random weights: Llama-2-13B (32 KiB pages, 5 consumer warps, pages
-# holding 2 of the 3 rows that fit) and CodeLlama-34B (32 KiB pages, 4 warps), as `mkc model`
-# lowers their config.json. Two layers of 13B on every target, checked against the CPU
-# reference at three positions and across targets; then all 40 layers, and 34B's 48, timed
-# only (`--no-check`: the CPU reference of the whole model would outlast the call).
-# Predicted (docs/perf.md, forty-fifth session), persistent / pdl / graph µs: 13B two layers,
-# h100 profile at 3,160 GB/s: 576.9 / 529.3 / 558.0; 13B, h100: 9,323.6 / 8,519.7 / 9,112.4,
-# h200 at 4,500: 6,877.8 / 6,034.3 / 6,685.0; 34B, h100: 23,390.2 / 21,937.4 / 22,573.2,
-# h200: 16,674.0 / 15,469.5 / 16,194.2. Any card (34B's 68 GB of weights fit an H100's 80).
-# ~7 min: call with timeout ~570. Also .device/: mkc.
+# forty-fifth session, on random weights, as `mkc model` lowers their config.json: SmolLM-135M
+# (rows of 576 columns: 3 lane rounds, the last partial) and -360M (960), all layers, checked
+# against the CPU reference at three positions and across targets; Llama-2-13B (32 KiB pages,
+# 5 consumer warps, pages holding 2 of the 3 rows that fit), two layers checked, then all 40
+# and CodeLlama-34B's 48 (32 KiB pages, 4 warps) timed only (`--no-check`: the CPU reference
+# of the whole model would outlast the call).
+# Predicted (docs/perf.md, forty-fifth session), persistent / pdl / graph µs, h100 profile at
+# 3,160 GB/s: SmolLM-135M 573.0 / 362.3 / 701.6; -360M 631.7 / 565.3 / 897.4; 13B two layers
+# 576.9 / 529.3 / 558.0; 13B 9,323.6 / 8,519.7 / 9,112.4; 34B 23,390.2 / 21,937.4 /
+# 22,573.2. h200 at 4,500: SmolLM-135M 689.3 / 432.9 / 790.9; -360M 749.4 / 609.8 / 948.2;
+# 13B 6,877.8 / 6,034.3 / 6,685.0; 34B 16,674.0 / 15,469.5 / 16,194.2. Any card (34B's 68 GB
+# of weights fit an H100's 80). ~8 min: call with timeout ~570. Also .device/: mkc.
 LIMIT=470 ARCHIVE=fb.tgz
 source tools/leases/common.sh
-mkdir -p $W/l13 $W/cl34
+mkdir -p $W/l13 $W/cl34 $W/smol $W/smol360
+cat > $W/smol/config.json <<'JSON'
+{"model_type": "llama", "hidden_act": "silu", "hidden_size": 576, "intermediate_size": 1536,
+ "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
+ "vocab_size": 49152, "tie_word_embeddings": true, "rope_theta": 10000.0,
+ "rms_norm_eps": 1e-5, "max_position_embeddings": 2048}
+JSON
+cat > $W/smol360/config.json <<'JSON'
+{"model_type": "llama", "hidden_act": "silu", "hidden_size": 960, "intermediate_size": 2560,
+ "num_hidden_layers": 32, "num_attention_heads": 15, "num_key_value_heads": 5,
+ "vocab_size": 49152, "tie_word_embeddings": true, "rope_theta": 100000.0,
+ "rms_norm_eps": 1e-5, "max_position_embeddings": 8192}
+JSON
 cat > $W/l13/config.json <<'JSON'
 {"model_type": "llama", "hidden_act": "silu", "hidden_size": 5120, "intermediate_size": 13824,
  "num_hidden_layers": 40, "num_attention_heads": 40, "num_key_value_heads": 40,
@@ -25,9 +39,11 @@ cat > $W/cl34/config.json <<'JSON'
  "vocab_size": 32000, "tie_word_embeddings": false, "rope_theta": 1000000.0,
  "rms_norm_eps": 1e-5, "max_position_embeddings": 16384}
 JSON
-$M model $W/l13 -o $W/l13.ron && $M model $W/cl34 -o $W/cl34.ron || exit 1
+for c in l13 cl34 smol smol360; do $M model $W/$c -o $W/$c.ron || exit 1; done
 sed 's/layers: 40/layers: 2/' $W/l13.ron > $W/l13_2.ron
 export TARGETS=persistent,pdl,graph
+T=$W/smol.ron b smol
+T=$W/smol360.ron b smol360
 T=$W/l13_2.ron b l13_two
 T=$W/l13_2.ron b l13_two_b
 T=$W/l13.ron BT=150 b l13 --no-check
