@@ -5,15 +5,17 @@ the default, or llama3b; bf16, tied embeddings, rope_theta 5e5) or like a Llama-
 mkc has no file for (`--model tinyllama`: TinyLlama-1.1B's shape, untied embeddings, rope_theta
 1e4, vocabulary 32000; mkc then reads the checkpoint directory itself as its model, the one
 `mkc model` writes; `--model mistral`: a small Mistral, model_type "mistral", whose sliding
-window lies past the run; `--model llama2`: four of Llama-2-7B's layers, saved in f16, its MLP
-width one mkc pads), runs `mkc run MODEL --weights DIR --logits-out` for each target, and
+window lies past the run; `--model llama2`: four of Llama-2-7B's layers, saved in f16;
+`--model smollm`: SmolLM-135M, rows of 576 columns; `--model llama2_13b`: two of Llama-2-13B's
+layers, 32 KiB pages; `--model linear`: four TinyLlama layers with linear RoPE scaling), runs `mkc run MODEL --weights DIR --logits-out` for each target, and
 teacher-forces
 transformers over mkc's own tokens, loaded from the same checkpoint in fp32 and in bf16 (loaded
 with from_pretrained, so RoPE's inv_freq stays f32). Passes when, per target, the median
 relative L2 of mkc's logits against fp32 is at most that of transformers' bf16 run, with no
 argmax disagreement on a step whose fp32 top-2 margin is clear.
 
-usage: python3 tools/hf_check.py MKC_BINARY OUT_DIR [--model llama1b|llama3b|tinyllama|mistral|llama2]
+usage: python3 tools/hf_check.py MKC_BINARY OUT_DIR
+       [--model llama1b|llama3b|tinyllama|mistral|llama2|smollm|llama2_13b|linear]
        [TARGET ...]
 """
 import os
@@ -46,12 +48,27 @@ SHAPES = {
                     num_attention_heads=16, num_key_value_heads=8, head_dim=128,
                     vocab_size=32768, max_position_embeddings=32768, rope_theta=1000000.0,
                     tie_word_embeddings=False, sliding_window=4096),
-    # Llama-2-7B's layer (MLP 11008, which mkc zero-pads to 11264; 32 KV heads; f16 as Meta
-    # saved it, which mkc rounds to bf16), 4 of its 32 layers.
+    # Llama-2-7B's layer (MLP 11008: K chunks of 2752 columns; 32 KV heads; f16 as Meta saved
+    # it, which mkc rounds to bf16), 4 of its 32 layers.
     "llama2": dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=4,
                    num_attention_heads=32, num_key_value_heads=32, head_dim=128,
                    vocab_size=32000, max_position_embeddings=4096, rope_theta=10000.0,
                    tie_word_embeddings=False),
+    # SmolLM-135M: rows of 576 and 1536 columns (lane rounds of 256, the last partial).
+    "smollm": dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                   num_attention_heads=9, num_key_value_heads=3, head_dim=64,
+                   vocab_size=49152, max_position_embeddings=2048, rope_theta=10000.0,
+                   tie_word_embeddings=True),
+    # Two of Llama-2-13B's layers: a gate and an up row of 5120 columns take 32 KiB pages.
+    "llama2_13b": dict(hidden_size=5120, intermediate_size=13824, num_hidden_layers=2,
+                       num_attention_heads=40, num_key_value_heads=40, head_dim=128,
+                       vocab_size=32000, max_position_embeddings=4096, rope_theta=10000.0,
+                       tie_word_embeddings=False),
+    # Linear RoPE scaling (long-context Llama 2 fine-tunes), on four TinyLlama-shaped layers.
+    "linear": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=4,
+                   num_attention_heads=32, num_key_value_heads=4, head_dim=64,
+                   vocab_size=32000, max_position_embeddings=8192, rope_theta=10000.0,
+                   tie_word_embeddings=False, rope_scaling={"type": "linear", "factor": 4.0}),
 }
 ARCH = {"mistral": (MistralConfig, MistralForCausalLM)}
 SAVED_AS = {"llama2": torch.float16}

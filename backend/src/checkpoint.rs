@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use mkc_ir::model::{Geometry, RopeScaling};
+use mkc_ir::model::{Geometry, RopeScaling, RopeType};
 use mkc_ir::Model;
 use safetensors::{Dtype, SafeTensors};
 use serde_json::Value;
@@ -115,46 +115,54 @@ fn sliding_window(dir: &Path, c: &Value) -> Result<Option<u32>, BackendError> {
     Ok(int_key(dir, c, "sliding_window")?.map(|w| u32::try_from(w).unwrap_or(u32::MAX)))
 }
 
-/// Llama 3 RoPE scaling's keys in config.json, with the values `s` gives them.
-fn rope_scaling_fields(s: &RopeScaling) -> [(&'static str, f64); 4] {
-    [
-        ("factor", s.factor),
-        ("low_freq_factor", s.low_freq_factor),
-        ("high_freq_factor", s.high_freq_factor),
-        (
-            "original_max_position_embeddings",
-            s.original_max_position_embeddings as f64,
-        ),
-    ]
+/// A RoPE scaling's keys in config.json, with the values `s` gives them (Llama 3's four, or
+/// linear scaling's factor).
+fn rope_scaling_fields(s: &RopeScaling) -> Vec<(&'static str, f64)> {
+    match s.rope_type {
+        RopeType::Linear => vec![("factor", s.factor)],
+        RopeType::Llama3 => vec![
+            ("factor", s.factor),
+            ("low_freq_factor", s.low_freq_factor),
+            ("high_freq_factor", s.high_freq_factor),
+            (
+                "original_max_position_embeddings",
+                s.original_max_position_embeddings as f64,
+            ),
+        ],
+    }
 }
 
-/// The RoPE scaling block config.json describes, when it is Llama 3's: (its key, the block);
-/// `None` for plain RoPE. Any other RoPE is refused by key. Newer transformers write
-/// `rope_parameters` (`rope_theta`, `rope_type` and the scaling factors), older ones
-/// `rope_theta` beside `rope_scaling`; either may say "default".
-fn llama3_rope_block<'c>(
+/// The RoPE scaling block config.json describes, when it is one mkc computes: (its key, the
+/// block, its kind: Llama 3's or linear); `None` for plain RoPE. Any other RoPE is refused by
+/// key. Newer transformers write `rope_parameters` (`rope_theta`, `rope_type` and the scaling
+/// factors), older ones `rope_theta` beside `rope_scaling`; either may say "default".
+fn rope_block<'c>(
     dir: &Path,
     c: &'c Value,
-) -> Result<Option<(&'static str, &'c Value)>, BackendError> {
+) -> Result<Option<(&'static str, &'c Value, RopeType)>, BackendError> {
     let shown = |v: &Value| mkc_ir::error::shorten(&v.to_string());
-    let mut scaling: Option<(&'static str, &'c Value)> = None;
+    let mut scaling: Option<(&'static str, &'c Value, RopeType)> = None;
     for key in ["rope_parameters", "rope_scaling"] {
         let Some(v) = c.get(key).filter(|v| !v.is_null()) else {
             continue;
         };
         let kind = v.get("rope_type").or_else(|| v.get("type"));
-        match kind {
-            Some(Value::String(t)) if t == "default" => {}
+        let known = [RopeType::Llama3, RopeType::Linear]
+            .into_iter()
+            .find(|t| kind.and_then(Value::as_str) == Some(t.config_name()));
+        match (kind, known) {
+            (Some(Value::String(t)), _) if t == "default" => {}
             // rope_parameters without a type is the plain RoPE.
-            None if key == "rope_parameters" => {}
-            Some(Value::String(t)) if t == "llama3" && v.is_object() => scaling = Some((key, v)),
+            (None, _) if key == "rope_parameters" => {}
+            (_, Some(t)) if v.is_object() => scaling = Some((key, v, t)),
             _ => {
                 return Err(err(
                     dir,
                     format!(
-                        "config.json: `{key}` is {}{}; mkc implements plain RoPE and Llama 3's \
-                         scaling (rope_type \"llama3\") only, and would compute different \
-                         logits. Fix: use a checkpoint with one of those",
+                        "config.json: `{key}` is {}{}; mkc implements plain RoPE, Llama 3's \
+                         scaling (rope_type \"llama3\") and linear scaling (\"linear\") only, \
+                         and would compute different logits. Fix: use a checkpoint with one of \
+                         those",
                         kind.map(|t| format!("(rope_type {}) ", shown(t)))
                             .unwrap_or_default(),
                         shown(v)
@@ -166,20 +174,22 @@ fn llama3_rope_block<'c>(
     Ok(scaling)
 }
 
-/// Checks the RoPE config.json describes against the model file's: plain RoPE, or Llama 3's
+/// Checks the RoPE config.json describes against the model file's: plain RoPE, or the same
 /// scaling with the same parameters (`geometry.rope_scaling`).
 fn check_rope(dir: &Path, c: &Value, model: &Model) -> Result<(), BackendError> {
     let shown = |v: &Value| mkc_ir::error::shorten(&v.to_string());
-    let scaling = llama3_rope_block(dir, c)?;
+    let scaling = rope_block(dir, c)?;
     let declared = &model.geometry.rope_scaling;
     match (scaling, declared) {
         (None, None) => Ok(()),
-        (Some((key, v)), None) => Err(err(
+        (Some((key, v, t)), None) => Err(err(
             dir,
             format!(
-                "config.json: `{key}` scales RoPE (rope_type \"llama3\", {}), but the model file \
+                "config.json: `{key}` scales RoPE (rope_type \"{}\", {}), but the model file \
                  declares no geometry.rope_scaling. Fix: use a model file with the checkpoint's \
-                 rope_scaling (models/llama3.2-1b.ron for Llama-3.2-1B)",
+                 rope_scaling (`mkc model DIR` writes one; models/llama3.2-1b.ron for \
+                 Llama-3.2-1B)",
+                t.config_name(),
                 shown(v)
             ),
         )),
@@ -188,7 +198,17 @@ fn check_rope(dir: &Path, c: &Value, model: &Model) -> Result<(), BackendError> 
             "the model file declares geometry.rope_scaling but config.json has plain RoPE. Fix: \
              drop rope_scaling from the model file, or use the checkpoint it was written for",
         )),
-        (Some((key, v)), Some(s)) => {
+        (Some((key, _, t)), Some(s)) if t != s.rope_type => Err(err(
+            dir,
+            format!(
+                "config.json's `{key}` is rope_type \"{}\" and the model file's \
+                 geometry.rope_scaling is \"{}\". Fix: give the model file the checkpoint's \
+                 rope_scaling (`mkc model DIR` writes it)",
+                t.config_name(),
+                s.rope_type.config_name()
+            ),
+        )),
+        (Some((key, v, _)), Some(s)) => {
             let mut wrong = Vec::new();
             for (field, want) in rope_scaling_fields(s) {
                 match v.get(field).and_then(Value::as_f64) {
@@ -380,25 +400,37 @@ pub fn parse_config_shape(dir: &Path, text: &str) -> Result<ConfigShape, Backend
             )
         })?;
     }
-    let rope_scaling = match llama3_rope_block(dir, &c)? {
+    let rope_scaling = match rope_block(dir, &c)? {
         None => None,
-        Some((key, block)) => {
+        Some((key, block, rope_type)) => {
             let field = |name: &str| {
                 block.get(name).and_then(Value::as_f64).ok_or_else(|| {
                     err(
                         dir,
                         format!(
                             "config.json: `{key}.{name}` is missing or not a number. Fix: give \
-                             Llama 3's RoPE scaling in full"
+                             the RoPE scaling (rope_type \"{}\") in full",
+                            rope_type.config_name()
                         ),
                     )
                 })
             };
-            Some(RopeScaling {
-                factor: field("factor")?,
-                low_freq_factor: field("low_freq_factor")?,
-                high_freq_factor: field("high_freq_factor")?,
-                original_max_position_embeddings: field("original_max_position_embeddings")? as u32,
+            Some(match rope_type {
+                RopeType::Linear => RopeScaling {
+                    rope_type,
+                    factor: field("factor")?,
+                    low_freq_factor: 0.0,
+                    high_freq_factor: 0.0,
+                    original_max_position_embeddings: 0,
+                },
+                RopeType::Llama3 => RopeScaling {
+                    rope_type,
+                    factor: field("factor")?,
+                    low_freq_factor: field("low_freq_factor")?,
+                    high_freq_factor: field("high_freq_factor")?,
+                    original_max_position_embeddings: field("original_max_position_embeddings")?
+                        as u32,
+                },
             })
         }
     };

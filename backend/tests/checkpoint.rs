@@ -285,6 +285,7 @@ fn f16_and_f32_checkpoints_load_rounded_to_bf16() {
 fn llama3_rope_scaling_loads_when_the_model_file_declares_it() {
     let mut m = resolve_model("tiny").unwrap();
     m.geometry.rope_scaling = Some(mkc_ir::model::RopeScaling {
+        rope_type: mkc_ir::model::RopeType::Llama3,
         factor: 32.0,
         low_freq_factor: 1.0,
         high_freq_factor: 4.0,
@@ -317,6 +318,49 @@ fn llama3_rope_scaling_loads_when_the_model_file_declares_it() {
     };
     let err = err.to_string();
     assert!(err.contains("geometry.rope_scaling"), "{err}");
+}
+
+/// Linear RoPE scaling (long-context Llama 2 fine-tunes) loads when the model file declares
+/// the same factor, and is refused, naming both, when the factor or the kind differs; its
+/// config reads back as the geometry `mkc model` writes.
+#[test]
+fn linear_rope_scaling_loads_when_the_model_file_declares_it() {
+    let mut m = resolve_model("tiny").unwrap();
+    let linear = mkc_ir::model::RopeScaling {
+        rope_type: mkc_ir::model::RopeType::Linear,
+        factor: 4.0,
+        low_freq_factor: 0.0,
+        high_freq_factor: 0.0,
+        original_max_position_embeddings: 0,
+    };
+    m.geometry.rope_scaling = Some(linear.clone());
+    m.validate("linear").unwrap();
+    let dir = Dir::new("linear_rope");
+    let mut c = config(&m);
+    c["rope_scaling"] = json!({"type": "linear", "factor": 4.0});
+    write(&dir.0, &c, &[tensors(&m)]);
+    weights::load_checkpoint(&dir.0, &m).expect("the declared scaling loads");
+    let shape = mkc_backend::config_shape(&dir.0).unwrap();
+    assert_eq!(shape.geometry.rope_scaling, Some(linear));
+    c["rope_scaling"]["factor"] = json!(2.0);
+    write(&dir.0, &c, &[tensors(&m)]);
+    let err = weights::load_checkpoint(&dir.0, &m)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("rope_scaling.factor = 2") && err.contains("model file: 4"),
+        "{err}"
+    );
+    c["rope_scaling"] = json!({"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 8192});
+    write(&dir.0, &c, &[tensors(&m)]);
+    let err = weights::load_checkpoint(&dir.0, &m)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("\"llama3\"") && err.contains("\"linear\""),
+        "{err}"
+    );
 }
 
 #[test]
@@ -497,6 +541,7 @@ fn config_shape_reads_back_the_geometry_a_config_describes() {
     assert_eq!((shape.geometry, shape.context), (m.geometry.clone(), None));
     let mut scaled = m.clone();
     scaled.geometry.rope_scaling = Some(mkc_ir::model::RopeScaling {
+        rope_type: mkc_ir::model::RopeType::Llama3,
         factor: 32.0,
         low_freq_factor: 1.0,
         high_freq_factor: 4.0,

@@ -215,7 +215,8 @@ pub struct Geometry {
     pub vocab: u32,
     /// RoPE base frequency.
     pub rope_theta: f64,
-    /// Llama 3's RoPE frequency scaling (Llama 3.1 and 3.2 checkpoints); absent for plain RoPE.
+    /// RoPE frequency scaling: Llama 3's (Llama 3.1 and 3.2 checkpoints) or linear position
+    /// interpolation (long-context Llama 2 fine-tunes); absent for plain RoPE.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rope_scaling: Option<RopeScaling>,
     /// RMSNorm epsilon.
@@ -242,21 +243,54 @@ impl Geometry {
     }
 }
 
-/// Llama 3's RoPE scaling (`rope_type: "llama3"` in a checkpoint's config): frequencies whose
-/// wavelength exceeds `original_max_position_embeddings / low_freq_factor` are divided by
-/// `factor`, those shorter than `original_max_position_embeddings / high_freq_factor` kept,
-/// and those between interpolated.
+/// RoPE frequency scaling (`rope_scaling` in a checkpoint's config). Llama 3's (`rope_type:
+/// "llama3"`, the default): frequencies whose wavelength exceeds
+/// `original_max_position_embeddings / low_freq_factor` are divided by `factor`, those shorter
+/// than `original_max_position_embeddings / high_freq_factor` kept, and those between
+/// interpolated. Linear (`rope_type: "linear"`): every frequency divided by `factor` (positions
+/// interpolated), the other three fields unused.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RopeScaling {
-    /// Divisor of the low frequencies.
+    /// Which scaling: Llama 3's unless the file says `rope_type: Linear`.
+    #[serde(default, skip_serializing_if = "RopeType::is_llama3")]
+    pub rope_type: RopeType,
+    /// Divisor of the (low) frequencies.
     pub factor: f64,
-    /// Below this fraction of the original context, wavelengths are scaled fully.
+    /// Llama 3: below this fraction of the original context, wavelengths are scaled fully.
+    #[serde(default)]
     pub low_freq_factor: f64,
-    /// Above this fraction, wavelengths are kept.
+    /// Llama 3: above this fraction, wavelengths are kept.
+    #[serde(default)]
     pub high_freq_factor: f64,
-    /// The context length the model was pre-trained with.
+    /// Llama 3: the context length the model was pre-trained with.
+    #[serde(default)]
     pub original_max_position_embeddings: u32,
+}
+
+/// The kinds of RoPE scaling mkc computes (`RopeScaling::rope_type`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RopeType {
+    /// Llama 3's frequency-dependent scaling (config.json `"llama3"`).
+    #[default]
+    Llama3,
+    /// Linear position interpolation (config.json `"linear"`).
+    Linear,
+}
+
+impl RopeType {
+    /// Whether this is the default, Llama 3's (then the field is not written out).
+    pub fn is_llama3(&self) -> bool {
+        *self == RopeType::Llama3
+    }
+
+    /// Its name in a checkpoint's config.json (`rope_type`).
+    pub fn config_name(&self) -> &'static str {
+        match self {
+            RopeType::Llama3 => "llama3",
+            RopeType::Linear => "linear",
+        }
+    }
 }
 
 /// The decode workload: a prompt, then `generate` tokens, one decode step each.
@@ -491,6 +525,9 @@ impl Model {
         let Some(s) = &g.rope_scaling else {
             return freq;
         };
+        if s.rope_type == RopeType::Linear {
+            return freq / s.factor as f32;
+        }
         let (factor, low, high) = (
             s.factor as f32,
             s.low_freq_factor as f32,
@@ -597,5 +634,58 @@ mod tests {
             let w = Workload::within_context(Some(c));
             assert!(w.prompt_len + w.generate <= w.max_seq_len && w.max_seq_len == c);
         }
+    }
+}
+
+#[cfg(test)]
+mod rope_tests {
+    use super::{Model, RopeType};
+
+    /// Llama-3.2-1B's geometry with the RoPE scaling `scaling` (RON) in its file.
+    fn with_scaling(scaling: &str) -> Result<Model, crate::error::InputError> {
+        let text = crate::embedded::MODELS
+            .iter()
+            .find(|(n, _)| *n == "llama1b")
+            .unwrap()
+            .1
+            .replace(
+                "tied_embeddings:",
+                &format!("rope_scaling: {scaling},\n        tied_embeddings:"),
+            );
+        Model::parse("scaled.ron", &text)
+    }
+
+    /// Linear scaling divides every frequency by its factor (transformers' "linear": the
+    /// positions interpolated), and a file that gives it Llama 3's fields is refused by field.
+    #[test]
+    fn linear_scaling_divides_every_frequency() {
+        let plain = with_scaling("None").unwrap();
+        let linear = with_scaling("Some((rope_type: Linear, factor: 4.0))").unwrap();
+        let s = linear.geometry.rope_scaling.as_ref().unwrap();
+        assert_eq!((s.rope_type, s.factor), (RopeType::Linear, 4.0));
+        for pair in 0..plain.geometry.head_dim / 2 {
+            assert_eq!(
+                linear.rope_freq(pair),
+                plain.rope_freq(pair) / 4.0,
+                "{pair}"
+            );
+        }
+        // Written out and read back as itself; Llama 3's stays without a rope_type.
+        let ron = |m: &Model| {
+            ron::ser::to_string_pretty(m, ron::ser::PrettyConfig::default().struct_names(true))
+                .unwrap()
+        };
+        let again = Model::parse("again.ron", &ron(&linear)).unwrap();
+        assert_eq!(again.geometry.rope_scaling, linear.geometry.rope_scaling);
+        let llama3 = with_scaling(
+            "Some((factor: 32.0, low_freq_factor: 1.0, high_freq_factor: 4.0, \
+             original_max_position_embeddings: 8192))",
+        )
+        .unwrap();
+        assert!(!ron(&llama3).contains("rope_type"));
+        let e = with_scaling("Some((rope_type: Linear, factor: 4.0, low_freq_factor: 1.0))")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("geometry.rope_scaling.low_freq_factor"), "{e}");
     }
 }

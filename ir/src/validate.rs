@@ -258,28 +258,29 @@ fn check_geometry(m: &Model, file: &str) -> Result<(), InputError> {
                 format!("{} is not a factor from 1 to 1e6", s.factor),
             );
         }
-        if !(s.low_freq_factor.is_finite() && s.low_freq_factor > 0.0 && s.low_freq_factor < 1e6) {
-            return bad(
-                "low_freq_factor",
-                format!("{} is not a positive number", s.low_freq_factor),
-            );
-        }
-        if !(s.high_freq_factor.is_finite()
-            && s.high_freq_factor > s.low_freq_factor
-            && s.high_freq_factor < 1e6)
-        {
-            return bad(
-                "high_freq_factor",
-                format!("{} is not above low_freq_factor", s.high_freq_factor),
-            );
-        }
-        if s.original_max_position_embeddings == 0
-            || s.original_max_position_embeddings > MAX_DIM * 16
-        {
-            return bad(
-                "original_max_position_embeddings",
-                format!("{} is out of range", s.original_max_position_embeddings),
-            );
+        if s.rope_type == crate::model::RopeType::Linear {
+            // Linear scaling divides every frequency by `factor`: Llama 3's fields would be
+            // ignored, which a file must not rely on.
+            for (field, set) in [
+                ("low_freq_factor", s.low_freq_factor != 0.0),
+                ("high_freq_factor", s.high_freq_factor != 0.0),
+                (
+                    "original_max_position_embeddings",
+                    s.original_max_position_embeddings != 0,
+                ),
+            ] {
+                if set {
+                    return Err(InputError::invalid(
+                        file,
+                        format!("geometry.rope_scaling.{field}"),
+                        "is Llama 3 scaling's, and linear scaling (rope_type: Linear) has none"
+                            .to_string(),
+                        format!("remove {field}, or drop rope_type for Llama 3's scaling"),
+                    ));
+                }
+            }
+        } else {
+            check_llama3_scaling(s, bad)?;
         }
     }
     within(
@@ -478,6 +479,37 @@ fn check_attention_in_o_proj(m: &Model, file: &str, tasks: u32) -> Result<(), In
                 "choose a divisor of {pages} (e.g. {})",
                 divisors_hint(pages)
             ),
+        );
+    }
+    Ok(())
+}
+
+/// Llama 3 scaling's own fields: positive frequency factors, the high above the low, and an
+/// original context in range; `bad(field, problem)` words the refusal.
+fn check_llama3_scaling(
+    s: &crate::model::RopeScaling,
+    bad: impl Fn(&str, String) -> Result<(), InputError>,
+) -> Result<(), InputError> {
+    if !(s.low_freq_factor.is_finite() && s.low_freq_factor > 0.0 && s.low_freq_factor < 1e6) {
+        return bad(
+            "low_freq_factor",
+            format!("{} is not a positive number", s.low_freq_factor),
+        );
+    }
+    if !(s.high_freq_factor.is_finite()
+        && s.high_freq_factor > s.low_freq_factor
+        && s.high_freq_factor < 1e6)
+    {
+        return bad(
+            "high_freq_factor",
+            format!("{} is not above low_freq_factor", s.high_freq_factor),
+        );
+    }
+    if s.original_max_position_embeddings == 0 || s.original_max_position_embeddings > MAX_DIM * 16
+    {
+        return bad(
+            "original_max_position_embeddings",
+            format!("{} is out of range", s.original_max_position_embeddings),
         );
     }
     Ok(())
