@@ -41,6 +41,8 @@ pub enum BackendError {
     Unsupported(String),
     /// Weights could not be loaded (user error).
     Weights(String),
+    /// Two of mkc's own descriptions disagree (an mkc bug, never the input's).
+    Internal(String),
 }
 
 impl fmt::Display for BackendError {
@@ -75,6 +77,7 @@ impl fmt::Display for BackendError {
             ),
             BackendError::Unsupported(why) => write!(f, "{why}"),
             BackendError::Weights(why) => write!(f, "{why}"),
+            BackendError::Internal(why) => write!(f, "internal error (an mkc bug): {why}"),
         }
     }
 }

@@ -16,6 +16,7 @@ pub mod gpu;
 pub mod kernels;
 pub mod launch_plan;
 pub mod line_fit;
+pub mod memory;
 pub mod persistent_plan;
 pub mod reference;
 pub mod timeline;

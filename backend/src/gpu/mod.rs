@@ -74,6 +74,8 @@ pub struct Runner {
     /// Kernel figures from the compiler, with this model's dynamic shared memory.
     pub kernel_info: Vec<KernelInfo>,
     bufs: Vec<DevBuf>,
+    /// Bytes of `bufs`, checked after allocation against `memory::DeviceMemory`.
+    allocated: u64,
     _gpu: Gpu,
 }
 

@@ -13,6 +13,7 @@ use super::{OpFn, Runner};
 use crate::abi::{KGlobals, KLayer, KModel};
 use crate::error::{check, BackendError};
 use crate::kernels;
+use crate::memory::{global_buffers, DeviceMemory, LayerBuffer};
 use crate::weights::{layout, Fill, HostWeights, LayerTensor, PER_LAYER};
 
 /// Where weights come from.
@@ -105,6 +106,11 @@ impl Runner {
             )));
         }
         kernels::check_model(model)?;
+        // Refused before anything is allocated when the card cannot hold the model.
+        let (free, card_total) = check(result::mem_get_info(), "cuMemGetInfo", "free memory")?;
+        DeviceMemory::of(model)
+            .check_fits(&model.name, free as u64, card_total as u64)
+            .map_err(BackendError::Unsupported)?;
         let compiled = kernels::compile("sm_90a", model)?;
         let kernel_info = kernels::with_model(compiled.kernels.clone(), model);
         let (module, funcs) = load_operators(&compiled.cubin, model)?;
@@ -128,6 +134,7 @@ impl Runner {
             read_bw,
             kernel_info,
             bufs: Vec::new(),
+            allocated: 0,
             _gpu: gpu,
         };
         runner.allocate(weights)?;
@@ -138,6 +145,7 @@ impl Runner {
         let b = DevBuf::new(bytes, what)?;
         let p = b.ptr;
         self.bufs.push(b);
+        self.allocated += bytes as u64;
         Ok(p)
     }
 
@@ -152,13 +160,8 @@ impl Runner {
         // up's (a page holds matching rows of both). The other matrices' row-major layout is
         // already their page-major one (whole rows, one K chunk).
         let mat = hidden * inter;
-        let scratch_bytes = [LayerTensor::O, LayerTensor::Down]
-            .into_iter()
-            .filter_map(|t| split_k_of(&m, t as usize))
-            .map(|sk| (sk.out_rows * sk.k * sk.splits) as usize * 2)
-            .max();
-        let scratch = scratch_bytes
-            .map(|bytes| DevBuf::new(bytes, "page-major scratch"))
+        let scratch = crate::memory::split_scratch_bytes(&m)
+            .map(|bytes| DevBuf::new(bytes as usize, "page-major scratch"))
             .transpose()?;
         let scratch_ptr = scratch.as_ref().map_or(0, |b| b.ptr);
         let mut gate_up = 0u64;
@@ -191,15 +194,15 @@ impl Runner {
             };
             ptrs.push(p);
         }
-        let qkv_rows = m.qkv_rows() as usize;
-        let kv_bytes =
-            g.kv_heads as usize * m.workload.max_seq_len as usize * g.head_dim as usize * 2;
-        let s_attn = m.lowering.vtp_shards.attention_o_proj as usize;
-        let s_down = m.lowering.vtp_shards.up_gate_down as usize;
         // The residual stream leaving the previous layer: its x_mid plus its down partials.
         let (mut prev_mid, mut prev_part) = (0u64, 0u64);
         for l in 0..g.layers as usize {
             let w = |t: usize| ptrs[l * PER_LAYER + t];
+            let mut b = [0u64; LayerBuffer::ALL.len()];
+            for (slot, buf) in b.iter_mut().zip(LayerBuffer::ALL) {
+                *slot = self.alloc(buf.bytes(&m) as usize, buf.name())?;
+            }
+            let [k_cache, v_cache, x_in, qkv, attn, o_part, x_mid, h, d_part] = b;
             let layer = KLayer {
                 w_qkv: w(0),
                 w_o: w(1),
@@ -207,17 +210,17 @@ impl Runner {
                 w_down: w(4),
                 norm1: w(5),
                 norm2: w(6),
-                k_cache: self.alloc(kv_bytes, "k_cache")?,
-                v_cache: self.alloc(kv_bytes, "v_cache")?,
+                k_cache,
+                v_cache,
                 prev_mid,
                 prev_part,
-                x_in: self.alloc(hidden * 4, "x_in")?,
-                qkv: self.alloc(qkv_rows * 4, "qkv")?,
-                attn: self.alloc(m.attention_out_rows() as usize * 4, "attn")?,
-                o_part: self.alloc(s_attn * hidden * 4, "o_part")?,
-                x_mid: self.alloc(hidden * 4, "x_mid")?,
-                h: self.alloc(inter * 4, "h")?,
-                d_part: self.alloc(s_down * hidden * 4, "d_part")?,
+                x_in,
+                qkv,
+                attn,
+                o_part,
+                x_mid,
+                h,
+                d_part,
                 pad: 0,
             };
             (prev_mid, prev_part) = (layer.x_mid, layer.d_part);
@@ -230,16 +233,29 @@ impl Runner {
         } else {
             ptrs[base + 1]
         };
+        let mut globals = [0u64; 3];
+        for (slot, (name, bytes)) in globals.iter_mut().zip(global_buffers(&m)) {
+            *slot = self.alloc(bytes as usize, name)?;
+        }
+        let [tokens, pos, logits] = globals;
         self.globals = KGlobals {
             embed,
             lm_head,
             final_norm: *ptrs.last().expect("final norm"),
-            tokens: self.alloc((m.workload.max_seq_len as usize + 1) * 8, "tokens")?,
-            pos: self.alloc(4, "pos")?,
-            logits: self.alloc(g.vocab as usize * 4, "logits")?,
+            tokens,
+            pos,
+            logits,
             final_mid: prev_mid,
             final_part: prev_part,
         };
+        // The memory check before allocation counted what was allocated here.
+        let counted = DeviceMemory::of(&m).kept();
+        if self.allocated != counted {
+            return Err(BackendError::Internal(format!(
+                "the runner allocated {} bytes for {} where mkc_backend::memory counts {counted}",
+                self.allocated, m.name
+            )));
+        }
         self.sync("weights and buffers")
     }
 
