@@ -40,7 +40,7 @@ traced() {
 }
 # The GPU tests (.device/gpu_test, README), their log $W/gpu_test.log and its summary printed.
 gpu_tests() {
-    timeout 150 .device/gpu_test --test-threads 1 > $W/gpu_test.log 2>&1; echo "gpu_test rc=$?"
+    timeout ${GT:-240} .device/gpu_test --test-threads 1 > $W/gpu_test.log 2>&1; echo "gpu_test rc=$?"
     grep -E "test result|FAILED|panicked" $W/gpu_test.log | head -5
     keep
 }
