@@ -617,7 +617,27 @@ pub fn load(dir: &Path, model: &Model) -> Result<HostWeights, BackendError> {
         .collect();
     files.sort();
     if files.is_empty() {
-        return Err(err(dir, "no *.safetensors files"));
+        // PyTorch's pickled checkpoints (pytorch_model*.bin, *.pt, *.pth) are not read: a
+        // pickle is a program, and transformers converts one to safetensors in two lines.
+        let pickled = std::fs::read_dir(dir)
+            .map_err(|e| err(dir, e))?
+            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .filter(|n| n.ends_with(".bin") || n.ends_with(".pt") || n.ends_with(".pth"))
+            .min();
+        return Err(err(
+            dir,
+            match pickled {
+                Some(name) => format!(
+                    "no *.safetensors files, only PyTorch's pickled weights ({name}), which mkc \
+                     does not read. Fix: convert them with transformers: \
+                     `AutoModelForCausalLM.from_pretrained(DIR, torch_dtype=\"auto\")\
+                     .save_pretrained(DIR, safe_serialization=True)`"
+                ),
+                None => "no *.safetensors files. Fix: give the checkpoint's directory, which \
+                         holds config.json and its model*.safetensors"
+                    .to_string(),
+            },
+        ));
     }
     let blobs: Vec<Vec<u8>> = files
         .iter()

@@ -467,6 +467,27 @@ fn config_values_mkc_would_not_honour_are_refused_by_key() {
     refused("no_type", &c, &t, &["model_type", "missing"]);
 }
 
+/// A directory without safetensors is refused with the fix: PyTorch's pickled weights are named
+/// and the conversion given; an empty one names what it should hold.
+#[test]
+fn a_checkpoint_without_safetensors_names_the_fix() {
+    let m = resolve_model("tiny").unwrap();
+    let dir = Dir::new("pickled");
+    std::fs::write(dir.0.join("config.json"), config(&m).to_string()).unwrap();
+    let e = weights::load_checkpoint(&dir.0, &m)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no *.safetensors") && e.contains("Fix:"), "{e}");
+    std::fs::write(dir.0.join("pytorch_model.bin"), b"not read").unwrap();
+    let e = weights::load_checkpoint(&dir.0, &m)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("pytorch_model.bin") && e.contains("safe_serialization=True"),
+        "{e}"
+    );
+}
+
 #[test]
 fn tensors_mkc_would_drop_or_misread_are_refused_by_name() {
     let m = resolve_model("tiny").unwrap();
