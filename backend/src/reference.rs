@@ -15,6 +15,57 @@ pub struct Reference<'w> {
     /// `k[layer][kv_head][pos * head_dim + d]`
     k: Vec<Vec<Vec<f32>>>,
     v: Vec<Vec<Vec<f32>>>,
+    /// Every layer's values in the last step.
+    layers: Vec<LayerValues>,
+}
+
+/// One layer's values in a decode step: what the GPU's layer buffers hold after the same step
+/// (`Runner::layer_values`), so that a run whose logits fail their check can say where it first
+/// went wrong.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LayerValues {
+    /// QKV's outputs, RoPE applied (before K and V are rounded into the cache).
+    pub qkv: Vec<f32>,
+    /// The O-projection's output (its split-K partials summed).
+    pub o: Vec<f32>,
+    /// The residual stream after attention.
+    pub x_mid: Vec<f32>,
+    /// The MLP's activations, silu(gate) x up.
+    pub h: Vec<f32>,
+    /// Down's output (its split-K partials summed).
+    pub d: Vec<f32>,
+}
+
+impl LayerValues {
+    /// The values by name, in the order the layer computes them.
+    pub fn parts(&self) -> [(&'static str, &[f32]); 5] {
+        [
+            ("qkv", &self.qkv),
+            ("o", &self.o),
+            ("x_mid", &self.x_mid),
+            ("h", &self.h),
+            ("d", &self.d),
+        ]
+    }
+}
+
+/// The first layer value of `got` (the GPU's, per layer) that departs from `want` (the
+/// reference's) by a relative L2 of more than `tolerance`, in the order the step computes them:
+/// "L{layer} {name}: rel L2 {e}". None where every value is within it.
+pub fn first_wrong_value(
+    got: &[LayerValues],
+    want: &[LayerValues],
+    tolerance: f64,
+) -> Option<String> {
+    got.iter().zip(want).enumerate().find_map(|(l, (g, w))| {
+        g.parts()
+            .into_iter()
+            .zip(w.parts())
+            .find_map(|((name, gv), (_, wv))| {
+                let e = rel_l2(gv, wv);
+                (e.is_nan() || e > tolerance).then(|| format!("L{l} {name}: rel L2 {e:.2e}"))
+            })
+    })
 }
 
 /// y = W x for `rows` rows of bf16 W (row-major, x.len() columns), f32 accumulation.
@@ -54,7 +105,13 @@ impl<'w> Reference<'w> {
             round_kv,
             k: empty(),
             v: empty(),
+            layers: Vec::new(),
         }
+    }
+
+    /// Every layer's values in the last step (empty before the first).
+    pub fn last_layers(&self) -> &[LayerValues] {
+        &self.layers
     }
 
     /// Runs the token at position `pos` (positions must come in order from 0) and returns the
@@ -67,6 +124,7 @@ impl<'w> Reference<'w> {
         let gq = (g.heads / g.kv_heads) as usize;
         let eps = g.norm_eps as f32;
         let embed = self.w.embed();
+        self.layers.clear();
         let mut x: Vec<f32> = embed[token as usize * hidden..(token as usize + 1) * hidden]
             .iter()
             .map(|&b| bf2f(b))
@@ -130,6 +188,13 @@ impl<'w> Reference<'w> {
                 .collect();
             let d = matvec(self.w.layer(l, LayerTensor::Down), &h, hidden);
             x = x_mid.iter().zip(&d).map(|(a, b)| a + b).collect();
+            self.layers.push(LayerValues {
+                qkv,
+                o,
+                x_mid,
+                h,
+                d,
+            });
         }
         let xf = rmsnorm(&x, self.w.final_norm(), eps);
         matvec(self.w.lm_head(), &xf, g.vocab as usize)

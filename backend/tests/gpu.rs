@@ -213,6 +213,7 @@ fn a_persistent_wait_that_never_completes_is_stopped_by_the_device_watchdog() {
     let runner = Runner::new(Gpu::open().unwrap(), &model, WeightSource::Random(1)).unwrap();
     let graph = runner.capture(&schedule).unwrap();
     let opts = mkc_backend::gpu::RunOptions {
+        capture_layers: Vec::new(),
         capture_logits: Vec::new(),
         watchdog: Duration::from_secs(20),
     };
@@ -224,6 +225,88 @@ fn a_persistent_wait_that_never_completes_is_stopped_by_the_device_watchdog() {
     assert!(err.contains("stalled"), "{err}");
     assert!(err.contains(&format!("SM {sm} ")), "{err}");
     assert!(err.contains(&format!("counter {counter} ")), "{err}");
+}
+
+/// Every layer's values after a step (`Runner::layer_values`: QKV's outputs, the O-projection's
+/// and down's partials summed, x_mid, h decoded from fragments where stored so) are the CPU
+/// reference's, for every target and for attention inside the O-projection (its one added
+/// block): what a failing check reports as the first value off the reference.
+#[test]
+fn every_layers_values_match_the_cpu_on_every_target() {
+    let Some(sms) = gpu_sms("layer values") else {
+        return;
+    };
+    let seed = fresh_seed();
+    eprintln!("layer values: weights seed {seed}");
+    let tuned = mkc_ir::Model::parse(
+        "models/llama1b_tuned.ron",
+        include_str!("../../models/llama1b_tuned.ron"),
+    )
+    .unwrap();
+    let fused = mkc_ir::Model::parse(
+        "models/llama1b_fused.ron",
+        include_str!("../../models/llama1b_fused.ron"),
+    )
+    .unwrap();
+    let device = mkc_ir::embedded::resolve_device("h200")
+        .unwrap()
+        .with_sms(sms);
+    let prompt: Vec<u32> = (0..40u64)
+        .map(|i| ((i * 7919 + seed as u64) % 32000) as u32)
+        .collect();
+    for (model, target) in [
+        (&tuned, Target::Graph),
+        (&tuned, Target::Pdl),
+        (&tuned, Target::Persistent),
+        (&fused, Target::Persistent),
+    ] {
+        let schedule = compile(
+            model,
+            &device,
+            &CompileOptions {
+                target,
+                ..CompileOptions::default()
+            },
+        )
+        .schedule;
+        let host = generate(model, seed);
+        let runner = Runner::new(Gpu::open().unwrap(), model, WeightSource::Random(seed)).unwrap();
+        let graph = runner.capture(&schedule).unwrap();
+        let at = prompt.len() as u32 - 1;
+        let out = runner
+            .run(
+                &graph,
+                &prompt,
+                1,
+                &mkc_backend::gpu::RunOptions {
+                    capture_logits: vec![at],
+                    capture_layers: vec![at],
+                    watchdog: Duration::from_secs(20),
+                },
+            )
+            .unwrap();
+        let mut r = mkc_backend::reference::Reference::new(model, &host, true);
+        for (p, &t) in prompt.iter().enumerate() {
+            r.step(t, p as u32);
+        }
+        let got = &out.layers[0].1;
+        assert_eq!(got.len(), model.geometry.layers as usize);
+        let label = format!("{} {}", model.name, target.name());
+        if let Some(wrong) = mkc_backend::reference::first_wrong_value(got, r.last_layers(), 1e-2) {
+            panic!("{label}: {wrong}");
+        }
+        let worst = got
+            .iter()
+            .zip(r.last_layers())
+            .flat_map(|(g, w)| {
+                g.parts()
+                    .into_iter()
+                    .zip(w.parts())
+                    .map(|((_, a), (_, b))| mkc_backend::reference::rel_l2(a, b))
+            })
+            .fold(0.0, f64::max);
+        eprintln!("{label}: worst layer value rel L2 {worst:.2e}");
+    }
 }
 
 /// A fresh, odd input seed for a probe test (printed by each test, to replay a failure).

@@ -5,6 +5,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use mkc_backend::abi::Mark;
 use mkc_backend::ablation::Ablation;
 use mkc_backend::gpu::RunOptions;
+use mkc_backend::reference::LayerValues;
 use serde::Serialize;
 
 use mkc_scheduler::Target;
@@ -188,13 +189,14 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     } else {
         s.check_positions()
     };
-    let run = |t: Target, g: &mkc_backend::gpu::StepGraph, capture_logits: Vec<u32>| {
+    let run = |t: Target, g: &mkc_backend::gpu::StepGraph, capture: Vec<u32>| {
         s.runner_for(t).run(
             g,
             &s.prompt,
             s.generate,
             &RunOptions {
-                capture_logits,
+                capture_logits: capture.clone(),
+                capture_layers: capture,
                 watchdog: s.watchdog,
             },
         )
@@ -303,7 +305,9 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
                 .collect();
             let runs: Vec<&[(u32, Vec<f32>)]> =
                 group.iter().map(|&j| warm[j].logits.as_slice()).collect();
-            let (group_checks, margins) = check_many(m, &w, &warm[i].sequence, &runs);
+            let layers: Vec<&[(u32, Vec<LayerValues>)]> =
+                group.iter().map(|&j| warm[j].layers.as_slice()).collect();
+            let (group_checks, margins) = check_many(m, &w, &warm[i].sequence, &runs, &layers);
             for (j, c) in group.iter().zip(group_checks) {
                 cs[*j] = Some(c);
             }

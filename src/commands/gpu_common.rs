@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use mkc_backend::gpu::{Gpu, Runner, WeightSource};
-use mkc_backend::reference::{argmax_margin, rel_l2, Reference};
+use mkc_backend::reference::{argmax_margin, first_wrong_value, rel_l2, LayerValues, Reference};
 use mkc_backend::weights::{self, HostWeights};
 use mkc_ir::Model;
 use mkc_scheduler::{compile, CompileOptions, Policy, Schedule, Target, Trigger};
@@ -351,7 +351,14 @@ pub struct PositionCheck {
     pub margin: f32,
     /// Whether the margin is clear (larger than the error budget can flip).
     pub clear: bool,
+    /// Where the logits fail and the run copied its layers back: the first layer value that
+    /// departs from the reference's (`reference::first_wrong_value`), e.g. "L3 o: rel L2 8.7e-1".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_wrong: Option<String>,
 }
+
+/// Relative L2 error above which logits, and a layer's values, fail their check.
+const CHECK_TOLERANCE: f64 = 1e-2;
 
 /// The check of one run.
 #[derive(Clone, Debug, Serialize)]
@@ -365,12 +372,15 @@ pub struct Check {
 /// Compares captured GPU logits of one or more runs with the CPU reference, teacher-forced
 /// with `sequence` (the runs must have produced it). The reference runs once; beside the
 /// checks it returns its top-2 margin, and whether that is clear, at every position it
-/// stepped (0 to the last captured), so that a divergence there needs no second pass.
+/// stepped (0 to the last captured), so that a divergence there needs no second pass. Where a
+/// run's logits fail at a position whose layer values it captured (`layers[i]`, empty for
+/// none), the check names the first of them that departs from the reference's.
 pub fn check_many(
     model: &Model,
     w: &HostWeights,
     sequence: &[u32],
     runs: &[&[(u32, Vec<f32>)]],
+    layers: &[&[(u32, Vec<LayerValues>)]],
 ) -> (Vec<Check>, Vec<(f32, bool)>) {
     let last = runs
         .iter()
@@ -394,17 +404,25 @@ pub fn check_many(
         let (ref_argmax, margin) = argmax_margin(&want);
         let clear = margin_clear(&want, margin);
         margins.push((margin, clear));
-        for (run, c) in runs.iter().zip(checks.iter_mut()) {
+        for (i, (run, c)) in runs.iter().zip(checks.iter_mut()).enumerate() {
             if let Some((_, got)) = run.iter().find(|(p, _)| *p == pos) {
                 let (gpu_argmax, _) = argmax_margin(got);
+                let rel = rel_l2(got, &want);
+                let first_wrong = (rel.is_nan() || rel >= CHECK_TOLERANCE)
+                    .then(|| {
+                        let captured = layers.get(i)?.iter().find(|(p, _)| *p == pos)?;
+                        first_wrong_value(&captured.1, bf.last_layers(), CHECK_TOLERANCE)
+                    })
+                    .flatten();
                 c.positions.push(PositionCheck {
                     pos,
-                    rel_l2: rel_l2(got, &want),
+                    rel_l2: rel,
                     rel_l2_f32: rel_l2(got, &want_f32),
                     gpu_argmax,
                     ref_argmax,
                     margin,
                     clear,
+                    first_wrong,
                 });
             }
         }
@@ -413,7 +431,7 @@ pub fn check_many(
         c.passed = !c.positions.is_empty()
             && c.positions.iter().all(|p| {
                 p.rel_l2.is_finite()
-                    && p.rel_l2 < 1e-2
+                    && p.rel_l2 < CHECK_TOLERANCE
                     && (!p.clear || p.gpu_argmax == p.ref_argmax)
             });
     }
@@ -495,8 +513,11 @@ pub fn check(
     w: &HostWeights,
     sequence: &[u32],
     captured: &[(u32, Vec<f32>)],
+    layers: &[(u32, Vec<LayerValues>)],
 ) -> Check {
-    check_many(model, w, sequence, &[captured]).0.remove(0)
+    check_many(model, w, sequence, &[captured], &[layers])
+        .0
+        .remove(0)
 }
 
 /// Prints a check as lines.
@@ -512,6 +533,9 @@ pub fn print_check(label: &str, c: &Check) {
             p.margin,
             if p.clear { ", clear" } else { ", not clear" }
         );
+        if let Some(wrong) = &p.first_wrong {
+            outln!("    first layer value off the reference: {wrong}");
+        }
     }
     outln!(
         "  check {label}: {}",
@@ -609,6 +633,49 @@ mod tests {
         assert!(none.is_empty());
     }
 
+    /// Where a run's logits fail and it captured its layers, the check names the first layer
+    /// value (in the step's order) that departs from the reference's; where they pass, none.
+    #[test]
+    fn a_failing_check_names_the_first_layer_value_off_the_reference() {
+        let model = mkc_ir::embedded::resolve_model("tiny").unwrap();
+        let w = mkc_backend::weights::generate(&model, 3);
+        let sequence: Vec<u32> = (0..6)
+            .map(|i| (i * 37 + 5) % model.geometry.vocab)
+            .collect();
+        let mut r = Reference::new(&model, &w, true);
+        let mut logits = Vec::new();
+        for p in 0..=4 {
+            logits = r.step(sequence[p as usize], p);
+        }
+        let layers = r.last_layers().to_vec();
+        let (good, _) = check_many(
+            &model,
+            &w,
+            &sequence,
+            &[&[(4, logits.clone())]],
+            &[&[(4, layers.clone())]],
+        );
+        assert!(good[0].passed && good[0].positions[0].first_wrong.is_none());
+        // Layer 1's O-projection output and everything after it wrong, as a broken O-projection
+        // would leave them; the logits with them.
+        let mut bad_layers = layers;
+        let l1 = &mut bad_layers[1];
+        for v in l1.o.iter_mut().chain(l1.h.iter_mut()) {
+            *v = -*v;
+        }
+        let bad_logits: Vec<f32> = logits.iter().map(|v| -v).collect();
+        let (bad, _) = check_many(
+            &model,
+            &w,
+            &sequence,
+            &[&[(4, bad_logits)]],
+            &[&[(4, bad_layers)]],
+        );
+        assert!(!bad[0].passed);
+        let wrong = bad[0].positions[0].first_wrong.as_deref().unwrap();
+        assert!(wrong.starts_with("L1 o: rel L2"), "{wrong}");
+    }
+
     /// The margins `check_many` returns are the ones a pass of their own finds, so that bench
     /// may take a divergence's margin from the check's pass.
     #[test]
@@ -627,7 +694,7 @@ mod tests {
             last
         };
         let captured = vec![(1, logits(1)), (4, logits(4))];
-        let (checks, margins) = check_many(&model, &w, &sequence, &[&captured]);
+        let (checks, margins) = check_many(&model, &w, &sequence, &[&captured], &[]);
         assert!(checks[0].passed, "the reference's own logits pass");
         assert_eq!(margins.len(), 5, "positions 0 to the last captured");
         for (pos, m) in margins.iter().enumerate() {

@@ -44,6 +44,7 @@ pub fn run(args: RunArgs) -> Result<(), CommandError> {
         s.generate,
         &RunOptions {
             capture_logits: capture,
+            capture_layers: checked.clone(),
             watchdog: s.watchdog,
         },
     )?;
@@ -86,7 +87,7 @@ pub fn run(args: RunArgs) -> Result<(), CommandError> {
             .filter(|(p, _)| checked.contains(p))
             .cloned()
             .collect();
-        let c = check(&s.model, &w, &out.sequence, &captured);
+        let c = check(&s.model, &w, &out.sequence, &captured, &out.layers);
         print_check(target.name(), &c);
         if !c.passed {
             return Err(CommandError::Internal(

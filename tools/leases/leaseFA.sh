@@ -13,7 +13,9 @@
 # profile at 4,500 GB/s against 708.9 for the tuned file; on the h100 profile at 3,160 GB/s
 # 841.4 against 876.1; N = 2: 712.7 / 874.8, N = 8: 742.0 / 916.3; main against prev: equal
 # within noise. Any card (the ranking is within the lease). First the GPU tests (the narrow
-# page loop alone against the CPU, and two layers of Llama-2-13B's operators, among them);
+# page loop alone against the CPU, two layers of Llama-2-13B's, SmolLM's and a 3,200-wide
+# model's operators, and every layer's values on every target and on persistent fused, which
+# name the first value off the CPU reference if the fused kernel is wrong, among them);
 # after the A/B, `mkc probe pages` on the fused file (the narrow page's ns). ~8 min: call with
 # timeout ~570. Also .device/: mkc, mkc_prev, gpu_test.
 LIMIT=470 ARCHIVE=fa.tgz

@@ -15,7 +15,7 @@ use super::device::{fill_bytes, upload, wait_stream};
 use super::launch::{op_fn, GridLaunch};
 use super::Runner;
 use crate::error::{check, BackendError};
-use crate::reference::{argmax_margin, matvec, rel_l2, rmsnorm};
+use crate::reference::{argmax_margin, matvec, rel_l2, rmsnorm, LayerValues};
 use crate::weights::{bf2f, f2bf, HostWeights, LayerTensor};
 
 /// Relative L2 error an output may have: the CPU sums in another order (and RoPE's angle,
@@ -464,6 +464,40 @@ impl Runner {
 }
 
 impl Runner {
+    /// Every layer's values after the last step, downloaded as `reference::LayerValues` (the
+    /// split-K partials summed in chunk order, h decoded where it is stored as fragments), to
+    /// compare with the CPU's layer by layer where a run fails its check.
+    pub fn layer_values(&self) -> Result<Vec<LayerValues>, BackendError> {
+        let m = &self.model;
+        let (hidden, inter) = (m.geometry.hidden as usize, m.geometry.intermediate as usize);
+        // Attention inside the O-projection adds every task's rows into the first block.
+        let o_blocks = if m.lowering.attention_in_o_proj.is_some() {
+            1
+        } else {
+            m.lowering.vtp_shards.attention_o_proj as usize
+        };
+        let d_blocks = m.lowering.vtp_shards.up_gate_down as usize;
+        let summed = |ptr: u64, blocks: usize, what: &str| -> Result<Vec<f32>, BackendError> {
+            let parts: Vec<f32> = download(ptr, blocks * hidden, what)?;
+            Ok((0..hidden)
+                .map(|i| (0..blocks).map(|b| parts[b * hidden + i]).sum())
+                .collect())
+        };
+        self.layers
+            .iter()
+            .map(|lay| {
+                let h_words: Vec<u32> = download(lay.h, inter, "h")?;
+                Ok(LayerValues {
+                    qkv: download(lay.qkv, m.qkv_rows() as usize, "qkv")?,
+                    o: summed(lay.o_part, o_blocks, "o_part")?,
+                    x_mid: download(lay.x_mid, hidden, "x_mid")?,
+                    h: crate::fragments::input_values(m, OpKind::Down, &h_words),
+                    d: summed(lay.d_part, d_blocks, "d_part")?,
+                })
+            })
+            .collect()
+    }
+
     /// The weights as the producers read them, against `host` (the same weights, row-major)
     /// laid out by the Rust description of a page (`mkc_ir::work`): each of the last layer's
     /// split-K matrices (the O-projection, down) page-major, page p at p x its page's elements

@@ -11,6 +11,7 @@ use super::device::{EventPair, STALLED};
 use super::launch::{arg, op_fn, GridLaunch, StepGraph};
 use super::{median, Runner};
 use crate::error::{check, BackendError};
+use crate::reference::LayerValues;
 
 /// What one run of the workload produced.
 #[derive(Clone, Debug)]
@@ -23,6 +24,8 @@ pub struct RunOutput {
     pub step_us: Vec<f64>,
     /// Logits of the requested positions: (position, logits).
     pub logits: Vec<(u32, Vec<f32>)>,
+    /// Every layer's values at the positions `RunOptions::capture_layers` asks for.
+    pub layers: Vec<(u32, Vec<LayerValues>)>,
 }
 
 /// Options of a run.
@@ -30,6 +33,9 @@ pub struct RunOutput {
 pub struct RunOptions {
     /// Positions whose logits are copied back (after poisoning the buffer).
     pub capture_logits: Vec<u32>,
+    /// Positions after whose step every layer's values are copied back too
+    /// (`Runner::layer_values`), to say where a run that fails its check went wrong.
+    pub capture_layers: Vec<u32>,
     /// Longest a step may take before the watchdog stops the run.
     pub watchdog: Duration,
 }
@@ -65,6 +71,7 @@ impl Runner {
         let ev = EventPair::new("step")?;
         let mut step_us = Vec::new();
         let mut logits = Vec::new();
+        let mut layers = Vec::new();
         let vocab = self.model.geometry.vocab as usize;
         let last = p_len as u32 + generate - 1;
         for pos in 0..last {
@@ -111,6 +118,9 @@ impl Runner {
                 )?;
                 logits.push((pos, host));
             }
+            if opts.capture_layers.contains(&pos) {
+                layers.push((pos, self.layer_values()?));
+            }
         }
         // SAFETY: the tokens buffer holds max + 1 slots.
         check(
@@ -127,6 +137,7 @@ impl Runner {
             sequence,
             step_us,
             logits,
+            layers,
         })
     }
 
