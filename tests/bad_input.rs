@@ -2,13 +2,12 @@
 //! with one paragraph naming the file or flag, the field and the fix; a cap with the flag that
 //! lifts it for legal but large work; never a panic, a hang or a silently wrong number.
 
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 mod common;
 
-use common::mkc_within;
+use common::{mkc_within, scratch};
 
 fn mkc(args: &[&str]) -> Output {
     mkc_within(args, Duration::from_secs(60))
@@ -32,12 +31,6 @@ fn refused(args: &[&str], needles: &[&str]) -> String {
         assert!(err.contains(n), "{args:?}: `{n}` not in: {err}");
     }
     err
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mkc-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
 }
 
 /// Writes `text` as `name` in the scratch directory and returns its path.

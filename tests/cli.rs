@@ -1,7 +1,10 @@
 //! End-to-end tests of the `mkc` binary: the summary contract, determinism, and bad input.
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
+
+mod common;
+
+use common::scratch;
 
 fn mkc(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_mkc"))
@@ -32,12 +35,6 @@ fn summary(args: &[&str]) -> serde_json::Value {
     let o = mkc(args);
     assert!(o.status.success(), "{}", stderr(&o));
     serde_json::from_str(&stdout(&o)).expect("one JSON object")
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mkc-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
 }
 
 #[test]

@@ -50,9 +50,7 @@ proptest! {
     fn mutated_models_are_compiled_and_simulated_or_refused(seed in 0usize..SEEDS.len(), rng in any::<u64>()) {
         let mut m = mkc_fuzz::Mutator::new(rng);
         let data = m.mutate(SEEDS[seed]);
-        let dir = std::env::temp_dir().join(format!("mkc-fuzz-cli-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(format!("m{rng}.ron"));
+        let path = common::scratch(&format!("m{rng}.ron"));
         std::fs::write(&path, &data).unwrap();
         let p = path.to_str().unwrap();
         for args in [vec!["compile", p, "--verify"], vec!["simulate", p, "--json"]] {

@@ -7,6 +7,10 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+mod common;
+
+use common::scratch;
+
 fn snapshot_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots")
 }
@@ -47,12 +51,6 @@ fn mkc(args: &[&str]) -> (bool, String, String) {
         .expect("mkc runs");
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (o.status.success(), text(&o.stdout), text(&o.stderr))
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mkc-snap-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! Helpers shared by the integration tests: random valid models for property tests.
+//! Helpers shared by the integration tests: random valid models for property tests, and a
+//! scratch directory that the test process removes when it exits.
 
 #![allow(dead_code)]
 
@@ -184,4 +185,29 @@ pub fn mkc_within(args: &[&str], limit: std::time::Duration) -> std::process::Ou
         stdout: out.join().expect("drained"),
         stderr: err.join().expect("drained"),
     }
+}
+
+/// This test process's scratch directory, created on first use.
+static SCRATCH: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Removes the scratch directory: registered with `atexit`, so that a test binary leaves
+/// nothing behind in the temp directory (forty CI runs once filled a disk with them).
+extern "C" fn remove_scratch() {
+    if let Some(dir) = SCRATCH.get() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// The path `name` in this test process's scratch directory (`mkc-test-PID` in the temp
+/// directory), which the process removes when it exits.
+pub fn scratch(name: &str) -> std::path::PathBuf {
+    SCRATCH
+        .get_or_init(|| {
+            let dir = std::env::temp_dir().join(format!("mkc-test-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            // SAFETY: registers a plain function that only removes a directory.
+            unsafe { libc::atexit(remove_scratch) };
+            dir
+        })
+        .join(name)
 }
