@@ -133,9 +133,11 @@ fn rope_scaling_fields(s: &RopeScaling) -> Vec<(&'static str, f64)> {
 }
 
 /// The RoPE scaling block config.json describes, when it is one mkc computes: (its key, the
-/// block, its kind: Llama 3's or linear); `None` for plain RoPE. Any other RoPE is refused by
-/// key. Newer transformers write `rope_parameters` (`rope_theta`, `rope_type` and the scaling
-/// factors), older ones `rope_theta` beside `rope_scaling`; either may say "default".
+/// block, its kind: Llama 3's or linear); `None` for plain RoPE, which dynamic NTK scaling is
+/// within the trained context (`check_dynamic_context` bounds the run by it). Any other RoPE is
+/// refused by key. Newer transformers write `rope_parameters` (`rope_theta`, `rope_type` and
+/// the scaling factors), older ones `rope_theta` beside `rope_scaling`; either may say
+/// "default".
 fn rope_block<'c>(
     dir: &Path,
     c: &'c Value,
@@ -151,7 +153,7 @@ fn rope_block<'c>(
             .into_iter()
             .find(|t| kind.and_then(Value::as_str) == Some(t.config_name()));
         match (kind, known) {
-            (Some(Value::String(t)), _) if t == "default" => {}
+            (Some(Value::String(t)), _) if t == "default" || t == "dynamic" => {}
             // rope_parameters without a type is the plain RoPE.
             (None, _) if key == "rope_parameters" => {}
             (_, Some(t)) if v.is_object() => scaling = Some((key, v, t)),
@@ -160,7 +162,8 @@ fn rope_block<'c>(
                     dir,
                     format!(
                         "config.json: `{key}` is {}{}; mkc implements plain RoPE, Llama 3's \
-                         scaling (rope_type \"llama3\") and linear scaling (\"linear\") only, \
+                         scaling (rope_type \"llama3\"), linear scaling (\"linear\") and \
+                         dynamic NTK scaling within the trained context (\"dynamic\") only, \
                          and would compute different logits. Fix: use a checkpoint with one of \
                          those",
                         kind.map(|t| format!("(rope_type {}) ", shown(t)))
@@ -174,9 +177,46 @@ fn rope_block<'c>(
     Ok(scaling)
 }
 
+/// Dynamic NTK scaling (rope_type "dynamic") changes RoPE's base only past the trained context
+/// (`original_max_position_embeddings`, else `max_position_embeddings`): within it the
+/// frequencies are plain RoPE's. A model file whose KV capacity passes it is refused.
+fn check_dynamic_context(dir: &Path, c: &Value, model: &Model) -> Result<(), BackendError> {
+    for key in ["rope_parameters", "rope_scaling"] {
+        let Some(v) = c.get(key).filter(|v| !v.is_null()) else {
+            continue;
+        };
+        let kind = v.get("rope_type").or_else(|| v.get("type"));
+        if kind.and_then(Value::as_str) != Some("dynamic") {
+            continue;
+        }
+        let trained = match int_key(dir, v, "original_max_position_embeddings")? {
+            Some(n) => Some(n),
+            None => int_key(dir, c, "max_position_embeddings")?,
+        };
+        let capacity = model.workload.max_seq_len as u64;
+        match trained {
+            Some(n) if capacity <= n => {}
+            _ => {
+                return Err(err(
+                    dir,
+                    format!(
+                        "config.json: `{key}` scales RoPE dynamically past the trained context \
+                         ({}), and the model file's workload.max_seq_len is {capacity}: mkc \
+                         computes plain RoPE, which is the dynamic scaling's only within it. \
+                         Fix: a workload.max_seq_len of at most the trained context",
+                        trained.map_or("not given".to_string(), |n| format!("{n} positions"))
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Checks the RoPE config.json describes against the model file's: plain RoPE, or the same
 /// scaling with the same parameters (`geometry.rope_scaling`).
 fn check_rope(dir: &Path, c: &Value, model: &Model) -> Result<(), BackendError> {
+    check_dynamic_context(dir, c, model)?;
     let shown = |v: &Value| mkc_ir::error::shorten(&v.to_string());
     let scaling = rope_block(dir, c)?;
     let declared = &model.geometry.rope_scaling;
@@ -450,9 +490,26 @@ pub fn parse_config_shape(dir: &Path, text: &str) -> Result<ConfigShape, Backend
         dtype: mkc_ir::model::Dtype::Bf16,
     };
     // A sliding window shorter than the trained context bounds the positions mkc computes
-    // exactly (its attention has no window).
-    let trained =
-        int_key(dir, &c, "max_position_embeddings")?.map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+    // exactly (its attention has no window), as a dynamic RoPE scaling's own trained context
+    // does (past it the scaling is no longer plain RoPE).
+    let dynamic_context = ["rope_parameters", "rope_scaling"]
+        .iter()
+        .filter_map(|k| c.get(*k).filter(|v| !v.is_null()))
+        .filter(|v| {
+            v.get("rope_type")
+                .or_else(|| v.get("type"))
+                .and_then(Value::as_str)
+                == Some("dynamic")
+        })
+        .find_map(|v| {
+            v.get("original_max_position_embeddings")
+                .and_then(Value::as_u64)
+        });
+    let trained = int_key(dir, &c, "max_position_embeddings")?
+        .into_iter()
+        .chain(dynamic_context)
+        .min()
+        .map(|n| u32::try_from(n).unwrap_or(u32::MAX));
     let context = match (trained, sliding_window(dir, &c)?) {
         (Some(t), Some(w)) => Some(t.min(w)),
         (t, w) => t.or(w),

@@ -363,6 +363,35 @@ fn linear_rope_scaling_loads_when_the_model_file_declares_it() {
     );
 }
 
+/// Dynamic NTK scaling is plain RoPE within the trained context: a checkpoint with it loads
+/// where the model file's KV capacity stays within that context, and is refused, naming both,
+/// where it passes it.
+#[test]
+fn dynamic_rope_scaling_loads_within_the_trained_context() {
+    let m = resolve_model("tiny").unwrap();
+    let capacity = m.workload.max_seq_len;
+    let dir = Dir::new("dynamic_rope");
+    let mut c = config(&m);
+    c["max_position_embeddings"] = json!(capacity);
+    c["rope_scaling"] = json!({"type": "dynamic", "factor": 2.0});
+    write(&dir.0, &c, &[tensors(&m)]);
+    weights::load_checkpoint(&dir.0, &m).expect("plain RoPE within the context");
+    c["rope_scaling"] = json!({"rope_type": "dynamic", "factor": 2.0,
+        "original_max_position_embeddings": capacity - 1});
+    write(&dir.0, &c, &[tensors(&m)]);
+    let e = weights::load_checkpoint(&dir.0, &m)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("dynamically") && e.contains(&format!("{}", capacity - 1)),
+        "{e}"
+    );
+    // The model `mkc model` writes for it keeps its KV capacity within that context.
+    let shape = mkc_backend::config_shape(&dir.0).unwrap();
+    assert_eq!(shape.context, Some(capacity - 1));
+    assert_eq!(shape.geometry.rope_scaling, None);
+}
+
 #[test]
 fn newer_configs_with_rope_parameters_load() {
     let m = resolve_model("tiny").unwrap();
