@@ -4,7 +4,8 @@
 # tokens) on what the forty-fifth session opened: SmolLM-135M (rows of 576 columns), two of
 # Llama-2-13B's layers (32 KiB pages, 5 warps) and linear RoPE scaling (four TinyLlama-shaped
 # layers, factor 4), and an MLP mkc zero-pads (5644 -> 5888 columns, four TinyLlama-shaped
-# layers; Llama-2-7B's 11008 needs no padding any more), persistent and pdl each. Any card.
+# layers; Llama-2-7B's 11008 needs no padding any more) and dynamic NTK RoPE (plain within the
+# context), persistent and pdl each. Any card.
 # ~7 min: call with timeout ~570. Also .device/: mkc.
 LIMIT=470 ARCHIVE=fc.tgz
 source tools/leases/common.sh
@@ -17,3 +18,4 @@ hf smollm
 hf linear
 hf llama2_13b
 hf padded
+hf dynamic
