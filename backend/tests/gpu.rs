@@ -40,7 +40,7 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
     // a 512-position history (the check's position is then 510: each part within one chunk,
     // as the workload's choice makes them), so that a fault shows whether it is the parts'
     // or their further chunks'. And llama3b's 128-wide heads in 8 one-chunk parts. And two
-    // layers of Llama-2-13B as `mkc model` lowers it: 32 KiB pages with 5 consumer warps, pages
+    // layers of Llama-2-13B as `mkc model` lowers it: 32 KiB pages with 6 consumer warps, pages
     // that hold fewer rows than fit (the O-projection's and the LM head's 2 of 3), 1-pair
     // up/gate pages. And K chunks that are no multiple of 256 columns: two layers of SmolLM-135M
     // (576 columns, the last of 3 lane rounds partial, in registers) and of a hidden size of

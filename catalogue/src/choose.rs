@@ -273,7 +273,7 @@ mod tests {
     #[test]
     fn rows_wider_than_a_16_kib_page_take_32_kib_pages_and_fewer_warps() {
         // A gate and an up row of 5,120 columns are 20 KiB; a 32 KiB ring slot per warp
-        // leaves room for at most 5 warps beside the staged input.
+        // leaves room for at most 6 warps beside the staged input.
         let m = choose_lowering("x", &llama_2_13b(), &Workload::default()).unwrap();
         assert_eq!(m.lowering.page_bytes, 32768);
         assert!(check_model(&m).is_ok() && persistent_layout(&m).is_ok());

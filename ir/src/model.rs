@@ -43,13 +43,16 @@ pub struct Model {
 pub struct Tuning {
     /// Consumer warps of the streaming kernels (1-8; default 8). Fewer warps with a smaller
     /// ring (`stream_smem`) let two streaming CTAs share an SM.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub consumer_warps: Option<u32>,
     /// Consumer warps of the persistent megakernel (1-8; default 7: with 8 its page loops
     /// spill, measured 52 us slower per step). Its own knob, since the chain's kernels measured
     /// slower with 7.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub persistent_warps: Option<u32>,
     /// Page-ring slots of the persistent megakernel (1-16; default: as many as leave
     /// attention's KV chunk the middle step's history, at least one per consumer warp).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub persistent_slots: Option<u32>,
     /// Weight pages the persistent producer keeps in flight at most while its SM's consumers
     /// are between two instructions (from the end barrier, through the release, the next
@@ -58,38 +61,51 @@ pub struct Tuning {
     /// profile's, else no limit). Measured -58 us per step on an H100 at 1 and +15-20 on an
     /// H200 at 1-3 (docs/perf.md, twenty-seventh and twenty-eighth sessions), so the h100
     /// profile sets 1.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub persistent_boundary_inflight: Option<u32>,
     /// Weight pages the persistent producer keeps in flight at most outside that window
     /// (1-16; at least the ring's slots: no limit; default: the device profile's, else no
     /// limit). Measured -1.7 to -3.3 us per step on an H100 at 4 with the hold at 1 (docs/perf.md,
     /// lease AQ), so the h100 profile sets 4.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub persistent_stream_inflight: Option<u32>,
     /// Shared memory a streaming CTA budgets for its ring, bytes (default: the whole SM).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub stream_smem: Option<u32>,
     /// Threads per attention CTA (128-1024, a multiple of 128; default 512); another value
     /// caps attention at 72 registers so that it fits beside a streaming CTA.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub att_threads: Option<u32>,
     /// KV positions attention stages per chunk (default: what half an SM holds); small values
     /// exercise the multi-chunk path on short prompts.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub att_chunk: Option<u32>,
     /// The O-projection runs on at most this many CTAs (default: one per SM).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub o_ctas: Option<u32>,
     /// QKV runs on at most this many CTAs (default: one per SM).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub qkv_ctas: Option<u32>,
     /// Pages of up/gate the O-projection's producer warms L2 with while it waits (default 2;
     /// 0 turns warming off).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub warm_depth: Option<u32>,
     /// First page of each CTA's share that warming starts from (default 16).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub warm_skip: Option<u32>,
     /// Pages QKV warms once its own have landed (default 2).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub warm_qkv: Option<u32>,
     /// First page QKV's warming starts from (default 24).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub warm_qkv_skip: Option<u32>,
     /// 0: the O-projection does not warm (QKV still does); default 1.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub warm_o: Option<u32>,
     /// A CUDA source to compile instead of the embedded `backend/kernels/mkc.cu`: an edited
     /// copy, to try a change without rebuilding mkc (the figures printed then are that
     /// source's).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub kernels_cu: Option<String>,
 }
 
