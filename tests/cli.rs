@@ -1206,6 +1206,41 @@ fn model_takes_32_kib_pages_for_rows_a_16_kib_page_cannot_hold() {
     }
 }
 
+/// SmolLM-135M's config: rows of 576 columns (lane rounds of 256, the last partial), 9 query
+/// and 3 KV heads, tied embeddings. `mkc model` lowers it with 16 KiB pages holding the most
+/// rows that divide the operators' (12 of QKV's 960), and the checkpoint directory compiles,
+/// verifies and simulates on every target.
+#[test]
+fn model_lowers_rows_that_are_no_multiple_of_256_columns() {
+    let dir = scratch("smollm-135m");
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = serde_json::json!({
+        "model_type": "llama", "hidden_act": "silu", "hidden_size": 576,
+        "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9,
+        "num_key_value_heads": 3, "vocab_size": 49152, "tie_word_embeddings": true,
+        "rope_theta": 10000.0, "rms_norm_eps": 1e-5, "max_position_embeddings": 2048,
+    });
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let o = mkc(&["model", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let m = mkc_ir::Model::parse("smollm.ron", &stdout(&o)).unwrap();
+    assert_eq!(
+        (m.lowering.page_bytes, m.tuning.consumer_warps),
+        (16384, None)
+    );
+    let qkv = mkc_ir::work::matvec(&m, mkc_ir::OpKind::QkvRope).unwrap();
+    assert_eq!((qkv.k, qkv.page_rows()), (576, 12));
+    let c = mkc(&["compile", dir.to_str().unwrap(), "--verify"]);
+    assert!(c.status.success(), "{}", stderr(&c));
+    let s = mkc(&["simulate", dir.to_str().unwrap(), "--json"]);
+    assert!(s.status.success(), "{}", stderr(&s));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&s)).unwrap();
+    for target in ["persistent", "pdl", "graph"] {
+        let step = v["targets"][target]["step_us"].as_f64().unwrap();
+        assert!(step > 0.0, "{target}: {step}");
+    }
+}
+
 /// `--prompt-len` and `--tokens` make the workload the simulator predicts (its KV length, the
 /// persistent layout), as `run` and `bench` take them; past the KV capacity, or beside a
 /// schedule file (whose workload is fixed), they are refused naming the fix.
