@@ -51,6 +51,13 @@ fn llama1b_summary_has_the_anchors_shape() {
     assert_eq!(s["kernels"], 1);
     assert_eq!(s["sms"], 132);
     assert_eq!(s["weight_bytes"], 2_471_628_800u64);
+    // A run allocates every weight once (tied embeddings: the LM head is the embedding), the
+    // KV cache of 16 layers x 8 KV heads x 2048 positions x 64 x 2 (keys, values) bf16, and
+    // down's split-K scratch (2048 x 8192 bf16 with the MLP in 4 shards).
+    let mem = &s["gpu_memory"];
+    assert_eq!(mem["weights"], s["weight_bytes"]);
+    assert_eq!(mem["kv_cache"], 16 * 8 * 2048 * 64 * 2 * 2);
+    assert_eq!(mem["scratch"], 2048 * 8192 * 2);
     assert_eq!(s["vtp_shards"], 16 * 8);
     // Tasks of one 16 KiB page (4 for the LM head): 768 QKV + 8 attention + 512 O-proj +
     // 4096 up/gate + 2048 down per layer, 8016 LM-head tasks.

@@ -106,7 +106,7 @@ pub fn split_scratch_bytes(model: &Model) -> Option<u64> {
 }
 
 /// The device memory a runner allocates for a model, by kind.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct DeviceMemory {
     /// Every weight tensor (bf16), stored once.
     pub weights: u64,
@@ -146,6 +146,21 @@ impl DeviceMemory {
     /// The buffers the runner keeps (all but the scratch).
     pub fn kept(&self) -> u64 {
         self.total() - self.scratch
+    }
+
+    /// One line for a summary: the peak and its parts in GiB, and what a run keeps free.
+    pub fn describe(&self) -> String {
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        format!(
+            "GPU memory {:.2} GiB: weights {:.2}, KV cache {:.2}, activations {:.2}, split-K \
+             scratch {:.2} (a run also needs {:.1} free)",
+            gib(self.total()),
+            gib(self.weights),
+            gib(self.kv_cache),
+            gib(self.activations),
+            gib(self.scratch),
+            gib(RESERVE_BYTES)
+        )
     }
 
     /// Refuses `model` (named `name`) on a card with `free` of `card_total` bytes free when its

@@ -89,6 +89,8 @@ pub fn run(args: CompileArgs) -> Result<(), CommandError> {
     if args.summary_json {
         let mut json = serde_json::to_value(&compiled.summary).map_err(|e| internal("JSON", e))?;
         json["schema"] = super::schema("compile").into();
+        json["gpu_memory"] = serde_json::to_value(gpu_memory(&compiled.schedule, &model))
+            .map_err(|e| internal("JSON", e))?;
         // `null` when the checker did not run, `true` when it ran and every invariant holds
         // (a failure exits above).
         json["verified"] = if args.verify {
@@ -106,6 +108,7 @@ pub fn run(args: CompileArgs) -> Result<(), CommandError> {
                 r.ops, r.optimal, r.time_limited, r.fallbacks, r.solve_ms
             );
         }
+        text += &format!("  {}\n", gpu_memory(&compiled.schedule, &model).describe());
         if args.verify {
             text += "  verified: all schedule invariants hold\n";
         }
@@ -115,6 +118,16 @@ pub fn run(args: CompileArgs) -> Result<(), CommandError> {
     // tenth of the command's time, and the OS reclaims it at exit anyway.
     std::mem::forget(compiled);
     Ok(())
+}
+
+/// The GPU memory a run of `schedule` allocates: its runner's buffers for the model it lowered
+/// (a chain target's lowering of a fused file differs from the file's), `model` where the
+/// schedule holds none.
+fn gpu_memory(
+    schedule: &mkc_scheduler::Schedule,
+    model: &mkc_ir::Model,
+) -> mkc_backend::memory::DeviceMemory {
+    mkc_backend::memory::DeviceMemory::of(schedule.model.as_ref().unwrap_or(model))
 }
 
 fn internal(what: &str, e: impl std::fmt::Display) -> CommandError {
