@@ -12,19 +12,16 @@
 # Predicted (docs/perf.md, forty-fourth and forty-fifth sessions): fused 673.6 µs on the h200
 # profile at 4,500 GB/s against 708.9 for the tuned file; on the h100 profile at 3,160 GB/s
 # 841.4 against 876.1; N = 2: 712.7 / 874.8, N = 8: 742.0 / 916.3; main against prev: equal
-# within noise. Any card (the ranking is within the lease). First the GPU tests (the narrow
-# page loop alone against the CPU, two layers of Llama-2-13B's, SmolLM's and a 3,200-wide
-# model's operators, and every layer's values on every target and on persistent fused, which
-# name the first value off the CPU reference if the fused kernel is wrong, among them);
-# after the A/B, `mkc probe pages` on the fused file (the narrow page's ns). ~8 min: call with
-# timeout ~570. Also .device/: mkc, mkc_prev, gpu_test.
+# within noise. Any card (the ranking is within the lease). After the A/B, `mkc probe pages`
+# on the fused file (the narrow page's ns). The GPU tests are lease FT's (they name the first
+# layer value off the CPU reference if the fused kernel is wrong). ~8 min: call with timeout
+# ~570. Also .device/: mkc, mkc_prev.
 LIMIT=470 ARCHIVE=fa.tgz
 source tools/leases/common.sh
 F=models/llama1b_fused.ron
 sed 's/layers: 16/layers: 2/; s/max_seq_len: 2048/max_seq_len: 512/' $F > $W/fused2.ron
 sed 's/attention_in_o_proj: Some(4)/attention_in_o_proj: Some(2)/' $F > $W/fused_r2.ron
 sed 's/attention_in_o_proj: Some(4)/attention_in_o_proj: Some(8)/' $F > $W/fused_r8.ron
-gpu_tests
 T=$F b fused_a
 T=$W/fused2.ron b long --prompt-len 300 --tokens 8
 TARGETS=persistent,pdl b main_a
