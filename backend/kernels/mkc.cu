@@ -913,7 +913,7 @@ template <int K, int R, bool MMA, typename Epilogue>
 __device__ void consume(const Stream& s, const Matvec& v, const float* x, int first, int count, Epilogue& epilogue) {
     constexpr int NJ = (K + 255) / 256;  // 256-column groups, the last partial where K % 256 != 0
     constexpr bool BLOCKED = K > 2048;
-    static_assert(R <= 32, "the epilogues hand a page's row r to lane r (mkc_catalogue::MAX_PAGE_ROWS)");
+    static_assert(R <= MAX_PAGE_ROWS, "the epilogues hand a page's row r to lane r");
     constexpr int NX = BLOCKED ? 1 : NJ;  // groups held in registers across pages
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     float xr[NX][8];

@@ -469,9 +469,10 @@ pub fn header(page_bytes: u32) -> String {
     s += &marks.join(",");
     s += " };\n";
     s += &format!(
-        "#define TENSOR_CORE_K {}\n#define TENSOR_CORE_ROWS {}\n",
+        "#define TENSOR_CORE_K {}\n#define TENSOR_CORE_ROWS {}\n#define MAX_PAGE_ROWS {}\n",
         mkc_catalogue::REGISTER_K,
-        mkc_catalogue::TENSOR_CORE_ROWS
+        mkc_catalogue::TENSOR_CORE_ROWS,
+        mkc_catalogue::MAX_PAGE_ROWS
     );
     let inputs: Vec<String> = PageInput::ALL
         .iter()

@@ -132,23 +132,34 @@ fn rope_scaling_fields(s: &RopeScaling) -> Vec<(&'static str, f64)> {
     }
 }
 
+/// config.json's RoPE blocks, each with its key and its kind (`rope_type`, or the older
+/// `type`): newer transformers write `rope_parameters` (`rope_theta`, `rope_type` and the
+/// scaling factors), older ones `rope_scaling` beside `rope_theta`.
+fn rope_blocks(c: &Value) -> impl Iterator<Item = (&'static str, &Value, Option<&Value>)> {
+    ["rope_parameters", "rope_scaling"]
+        .into_iter()
+        .filter_map(|key| c.get(key).filter(|v| !v.is_null()).map(|v| (key, v)))
+        .map(|(key, v)| (key, v, v.get("rope_type").or_else(|| v.get("type"))))
+}
+
+/// config.json's dynamic NTK scaling block (rope_type "dynamic"), with its key, if any.
+fn dynamic_rope_block(c: &Value) -> Option<(&'static str, &Value)> {
+    rope_blocks(c)
+        .find(|(_, _, kind)| kind.and_then(Value::as_str) == Some("dynamic"))
+        .map(|(key, v, _)| (key, v))
+}
+
 /// The RoPE scaling block config.json describes, when it is one mkc computes: (its key, the
 /// block, its kind: Llama 3's or linear); `None` for plain RoPE, which dynamic NTK scaling is
 /// within the trained context (`check_dynamic_context` bounds the run by it). Any other RoPE is
-/// refused by key. Newer transformers write `rope_parameters` (`rope_theta`, `rope_type` and
-/// the scaling factors), older ones `rope_theta` beside `rope_scaling`; either may say
-/// "default".
+/// refused by key; either block may say "default".
 fn rope_block<'c>(
     dir: &Path,
     c: &'c Value,
 ) -> Result<Option<(&'static str, &'c Value, RopeType)>, BackendError> {
     let shown = |v: &Value| mkc_ir::error::shorten(&v.to_string());
     let mut scaling: Option<(&'static str, &'c Value, RopeType)> = None;
-    for key in ["rope_parameters", "rope_scaling"] {
-        let Some(v) = c.get(key).filter(|v| !v.is_null()) else {
-            continue;
-        };
-        let kind = v.get("rope_type").or_else(|| v.get("type"));
+    for (key, v, kind) in rope_blocks(c) {
         let known = [RopeType::Llama3, RopeType::Linear]
             .into_iter()
             .find(|t| kind.and_then(Value::as_str) == Some(t.config_name()));
@@ -181,36 +192,27 @@ fn rope_block<'c>(
 /// (`original_max_position_embeddings`, else `max_position_embeddings`): within it the
 /// frequencies are plain RoPE's. A model file whose KV capacity passes it is refused.
 fn check_dynamic_context(dir: &Path, c: &Value, model: &Model) -> Result<(), BackendError> {
-    for key in ["rope_parameters", "rope_scaling"] {
-        let Some(v) = c.get(key).filter(|v| !v.is_null()) else {
-            continue;
-        };
-        let kind = v.get("rope_type").or_else(|| v.get("type"));
-        if kind.and_then(Value::as_str) != Some("dynamic") {
-            continue;
-        }
-        let trained = match int_key(dir, v, "original_max_position_embeddings")? {
-            Some(n) => Some(n),
-            None => int_key(dir, c, "max_position_embeddings")?,
-        };
-        let capacity = model.workload.max_seq_len as u64;
-        match trained {
-            Some(n) if capacity <= n => {}
-            _ => {
-                return Err(err(
-                    dir,
-                    format!(
-                        "config.json: `{key}` scales RoPE dynamically past the trained context \
-                         ({}), and the model file's workload.max_seq_len is {capacity}: mkc \
-                         computes plain RoPE, which is the dynamic scaling's only within it. \
-                         Fix: a workload.max_seq_len of at most the trained context",
-                        trained.map_or("not given".to_string(), |n| format!("{n} positions"))
-                    ),
-                ))
-            }
-        }
+    let Some((key, v)) = dynamic_rope_block(c) else {
+        return Ok(());
+    };
+    let trained = match int_key(dir, v, "original_max_position_embeddings")? {
+        Some(n) => Some(n),
+        None => int_key(dir, c, "max_position_embeddings")?,
+    };
+    let capacity = model.workload.max_seq_len as u64;
+    match trained {
+        Some(n) if capacity <= n => Ok(()),
+        _ => Err(err(
+            dir,
+            format!(
+                "config.json: `{key}` scales RoPE dynamically past the trained context ({}), \
+                 and the model file's workload.max_seq_len is {capacity}: mkc computes plain \
+                 RoPE, which is the dynamic scaling's only within it. Fix: a \
+                 workload.max_seq_len of at most the trained context",
+                trained.map_or("not given".to_string(), |n| format!("{n} positions"))
+            ),
+        )),
     }
-    Ok(())
 }
 
 /// Checks the RoPE config.json describes against the model file's: plain RoPE, or the same
@@ -492,19 +494,10 @@ pub fn parse_config_shape(dir: &Path, text: &str) -> Result<ConfigShape, Backend
     // A sliding window shorter than the trained context bounds the positions mkc computes
     // exactly (its attention has no window), as a dynamic RoPE scaling's own trained context
     // does (past it the scaling is no longer plain RoPE).
-    let dynamic_context = ["rope_parameters", "rope_scaling"]
-        .iter()
-        .filter_map(|k| c.get(*k).filter(|v| !v.is_null()))
-        .filter(|v| {
-            v.get("rope_type")
-                .or_else(|| v.get("type"))
-                .and_then(Value::as_str)
-                == Some("dynamic")
-        })
-        .find_map(|v| {
-            v.get("original_max_position_embeddings")
-                .and_then(Value::as_u64)
-        });
+    let dynamic_context = dynamic_rope_block(&c).and_then(|(_, v)| {
+        v.get("original_max_position_embeddings")
+            .and_then(Value::as_u64)
+    });
     let trained = int_key(dir, &c, "max_position_embeddings")?
         .into_iter()
         .chain(dynamic_context)

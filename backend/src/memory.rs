@@ -94,15 +94,26 @@ pub fn global_buffers(model: &Model) -> [(&'static str, u64); 3] {
     ]
 }
 
+/// The work of matvec `kind` where its K is split (`mkc_ir::work`): the pages `k_page_major`
+/// stores its weights in. None for an unsplit one, whose row-major layout is its page-major
+/// one, and for attention.
+pub fn split_k(model: &Model, kind: mkc_ir::OpKind) -> Option<mkc_ir::work::MatvecWork> {
+    mkc_ir::work::matvec(model, kind).filter(|w| w.splits > 1)
+}
+
 /// Bytes of the scratch buffer split-K weights are written to before `k_page_major` stores
 /// them page-major: the largest split-K matrix (None where no matrix is split).
 pub fn split_scratch_bytes(model: &Model) -> Option<u64> {
     [mkc_ir::OpKind::OProj, mkc_ir::OpKind::Down]
         .into_iter()
-        .filter_map(|kind| mkc_ir::work::matvec(model, kind))
-        .filter(|w| w.splits > 1)
+        .filter_map(|kind| split_k(model, kind))
         .map(|w| w.out_rows as u64 * w.k as u64 * w.splits as u64 * 2)
         .max()
+}
+
+/// Bytes in GiB, as the figures are shown.
+fn gib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 30) as f64
 }
 
 /// The device memory a runner allocates for a model, by kind.
@@ -150,7 +161,6 @@ impl DeviceMemory {
 
     /// One line for a summary: the peak and its parts in GiB, and what a run keeps free.
     pub fn describe(&self) -> String {
-        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
         format!(
             "GPU memory {:.2} GiB: weights {:.2}, KV cache {:.2}, activations {:.2}, split-K \
              scratch {:.2} (a run also needs {:.1} free)",
@@ -170,7 +180,6 @@ impl DeviceMemory {
         if need <= free {
             return Ok(());
         }
-        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
         Err(format!(
             "{name} needs {:.1} GiB of GPU memory (weights {:.1}, KV cache {:.1}, activations \
              {:.2}, split-K scratch {:.2}, and {:.1} kept free for the context and the graphs); \

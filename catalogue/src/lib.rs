@@ -18,8 +18,8 @@ pub use layout::{
     att_threads, attention_chunk, attention_part_positions, attention_reduce_smem, blocked_k,
     consumer_warps, dynamic_smem, fragment_input, page_range, prefetch_bytes, ring_next,
     ring_owner, ring_slot, staged_input, stream, stream_threads, streamable_k, tensor_core_shape,
-    threads, warm_depth, warm_slot, Stream, ATT_THREADS, CONSUMER_WARPS, MAX_SLOTS, REGISTER_K,
-    SMEM_PER_CTA, SMEM_PER_SM, TENSOR_CORE_ROWS, WARM_DEPTH,
+    threads, warm_depth, warm_slot, Stream, ATT_THREADS, CONSUMER_WARPS, MAX_PAGE_ROWS, MAX_SLOTS,
+    REGISTER_K, SMEM_PER_CTA, SMEM_PER_SM, TENSOR_CORE_ROWS, WARM_DEPTH,
 };
 
 pub use persistent::{

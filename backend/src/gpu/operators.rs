@@ -15,6 +15,7 @@ use super::device::{fill_bytes, upload, wait_stream};
 use super::launch::{op_fn, GridLaunch};
 use super::Runner;
 use crate::error::{check, BackendError};
+use crate::memory::LayerBuffer;
 use crate::reference::{argmax_margin, matvec, rel_l2, rmsnorm, LayerValues};
 use crate::weights::{bf2f, f2bf, HostWeights, LayerTensor};
 
@@ -470,13 +471,9 @@ impl Runner {
     pub fn layer_values(&self) -> Result<Vec<LayerValues>, BackendError> {
         let m = &self.model;
         let (hidden, inter) = (m.geometry.hidden as usize, m.geometry.intermediate as usize);
-        // Attention inside the O-projection adds every task's rows into the first block.
-        let o_blocks = if m.lowering.attention_in_o_proj.is_some() {
-            1
-        } else {
-            m.lowering.vtp_shards.attention_o_proj as usize
-        };
-        let d_blocks = m.lowering.vtp_shards.up_gate_down as usize;
+        // The partial-sum blocks the runner allocated (`memory::LayerBuffer`).
+        let blocks = |b: LayerBuffer| b.bytes(m) as usize / (4 * hidden);
+        let (o_blocks, d_blocks) = (blocks(LayerBuffer::OPart), blocks(LayerBuffer::DPart));
         let summed = |ptr: u64, blocks: usize, what: &str| -> Result<Vec<f32>, BackendError> {
             let parts: Vec<f32> = download(ptr, blocks * hidden, what)?;
             Ok((0..hidden)

@@ -348,5 +348,5 @@ fn split_k_of(m: &Model, t: usize) -> Option<MatvecWork> {
         t if t == LayerTensor::Down as usize => OpKind::Down,
         _ => return None,
     };
-    mkc_ir::work::matvec(m, kind).filter(|w| w.splits > 1)
+    crate::memory::split_k(m, kind)
 }
