@@ -49,7 +49,7 @@ pub fn encode(schedule: &Schedule, model: &Model, sms: u32) -> Result<EncodedPla
         )));
     }
     let g = &schedule.graph;
-    if g.ops.len() as u32 != 5 * model.geometry.layers + 1 {
+    if g.ops.len() as u32 != model.lowering.ops_per_layer() * model.geometry.layers + 1 {
         return Err(refuse("its graph is not of this model".into()));
     }
     let last_layer = model.geometry.layers.saturating_sub(1);

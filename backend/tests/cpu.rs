@@ -920,6 +920,7 @@ fn persistent_plans_encode_as_the_scheduler_wrote_them() {
         "llama1b",
         "models/llama1b_tuned.ron",
         "models/llama3.2-1b.ron",
+        "models/llama1b_fused.ron",
     ] {
         let model = if name.ends_with(".ron") {
             let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -981,6 +982,15 @@ fn persistent_plans_encode_as_the_scheduler_wrote_them() {
             }
             let err = encode(&s, &model, device.sms + 1).unwrap_err().to_string();
             assert!(err.contains("--sms"), "{err}");
+            // A plan lowered from another model (attention inside the O-projection or not:
+            // four operators a layer or five) is refused, not launched.
+            let mut other = model.clone();
+            other.lowering.attention_in_o_proj = match model.lowering.attention_in_o_proj {
+                Some(_) => None,
+                None => Some(4),
+            };
+            let err = encode(&s, &other, device.sms).unwrap_err().to_string();
+            assert!(err.contains("not of this model"), "{err}");
         }
     }
 }

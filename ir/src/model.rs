@@ -424,6 +424,17 @@ impl Lowering {
     pub fn persistent_only(&self) -> bool {
         self.attention_in_o_proj.is_some()
     }
+
+    /// Operators a layer lowers to: QKV, attention, O-projection, up/gate and down, or four
+    /// where attention runs inside the O-projection. A plan whose graph has another count was
+    /// lowered from another model.
+    pub fn ops_per_layer(&self) -> u32 {
+        if self.attention_in_o_proj.is_some() {
+            4
+        } else {
+            5
+        }
+    }
 }
 
 /// Number of VTP shards (separate ready counters) on each edge between fused operators.

@@ -178,7 +178,14 @@ fn attention_inside_the_o_projection_adds_every_chunk_into_one_zeroed_vector() {
     let g = lower(&m);
     let (hidden, hd) = (m.geometry.hidden, m.geometry.head_dim);
     assert!(g.ops.iter().all(|o| o.kind != OpKind::Attention));
+    assert_eq!(m.lowering.ops_per_layer(), 4);
     assert_eq!(g.ops.len() as u32, 4 * m.geometry.layers + 1);
+    let unfused = resolve_model("llama1b").unwrap();
+    assert_eq!(unfused.lowering.ops_per_layer(), 5);
+    assert_eq!(
+        lower(&unfused).ops.len() as u32,
+        5 * unfused.geometry.layers + 1
+    );
     assert_eq!(g.task_weight_bytes(), m.weight_bytes());
     let o_proj = g.ops.iter().find(|o| o.kind == OpKind::OProj).unwrap();
     let qkv = g.ops.iter().find(|o| o.kind == OpKind::QkvRope).unwrap();
