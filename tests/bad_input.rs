@@ -856,6 +856,31 @@ fn a_checkpoint_mlp_wider_than_the_model_is_refused_by_field() {
     }
 }
 
+/// A checkpoint head as wide as the model's or wider, odd, or of width 0 is refused by field
+/// (the loader pads, never cuts, and RoPE rotates pairs); a head width the kernels cannot read
+/// is refused with the padding that fixes it.
+#[test]
+fn a_checkpoint_head_not_narrower_than_the_model_is_refused_by_field() {
+    for (tag, stored) in [("wide", "24"), ("same", "16"), ("odd", "9"), ("zero", "0")] {
+        let m = tiny_with(
+            &format!("ckpt_head_{tag}.ron"),
+            &[(
+                "head_dim: 16,",
+                &format!("head_dim: 16, checkpoint_head_dim: Some({stored}),"),
+            )],
+        );
+        refused(&["simulate", &m], &["geometry.checkpoint_head_dim", "Fix"]);
+    }
+    let m = tiny_with("head_12.ron", &[("head_dim: 16,", "head_dim: 12,")]);
+    refused(
+        &["simulate", &m],
+        &[
+            "geometry.head_dim",
+            "head_dim to 16 and checkpoint_head_dim: Some(12)",
+        ],
+    );
+}
+
 /// Split-KV parts that could never hold a position, and a shard count that would split one
 /// head group's partial records between two counters, are refused by file and field.
 #[test]

@@ -9,15 +9,17 @@ window lies past the run; `--model llama2`: four of Llama-2-7B's layers, saved i
 `--model smollm`: SmolLM-135M, rows of 576 columns; `--model llama2_13b`: two of Llama-2-13B's
 layers, 32 KiB pages; `--model linear`: four TinyLlama layers with linear RoPE scaling;
 `--model padded`: four TinyLlama layers with an MLP of 5644 columns, which mkc zero-pads;
-`--model dynamic`: four TinyLlama layers with dynamic NTK RoPE, plain within the context), runs `mkc run MODEL --weights DIR --logits-out` for each target, and
-teacher-forces
+`--model dynamic`: four TinyLlama layers with dynamic NTK RoPE, plain within the context;
+`--model openllama`: four of OpenLLaMA-3B's layers, heads of 100 that mkc zero-pads), runs
+`mkc run MODEL --weights DIR --logits-out` for each target, and teacher-forces
 transformers over mkc's own tokens, loaded from the same checkpoint in fp32 and in bf16 (loaded
 with from_pretrained, so RoPE's inv_freq stays f32). Passes when, per target, the median
 relative L2 of mkc's logits against fp32 is at most that of transformers' bf16 run, with no
 argmax disagreement on a step whose fp32 top-2 margin is clear.
 
 usage: python3 tools/hf_check.py MKC_BINARY OUT_DIR
-       [--model llama1b|llama3b|tinyllama|mistral|llama2|smollm|llama2_13b|linear|padded|dynamic]
+       [--model llama1b|llama3b|tinyllama|mistral|llama2|smollm|llama2_13b|linear|padded|dynamic|
+        openllama]
        [TARGET ...]
 """
 import os
@@ -77,6 +79,12 @@ SHAPES = {
                    num_attention_heads=32, num_key_value_heads=4, head_dim=64,
                    vocab_size=32000, max_position_embeddings=2048, rope_theta=10000.0,
                    tie_word_embeddings=False),
+    # OpenLLaMA-3B's shape, four layers: heads of 100, which mkc zero-pads to 104
+    # (checkpoint_head_dim), RoPE's frequencies and the score scale staying the checkpoint's.
+    "openllama": dict(hidden_size=3200, intermediate_size=8640, num_hidden_layers=4,
+                      num_attention_heads=32, num_key_value_heads=32, head_dim=100,
+                      vocab_size=32000, max_position_embeddings=2048, rope_theta=10000.0,
+                      tie_word_embeddings=False),
     # Dynamic NTK RoPE scaling: plain RoPE within the trained context, where mkc's run stays.
     "dynamic": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=4,
                     num_attention_heads=32, num_key_value_heads=4, head_dim=64,

@@ -1270,11 +1270,7 @@ struct QkvEpilogue {
         if (r < m.q_dim + m.kv_dim) {
             float a = v[lane & ~1], b = v[lane | 1];
             int pair = (r % m.head_dim) / 2;
-#ifdef ROPE_TABLE
-            float freq = rope_freq_table[pair];  // scaled RoPE (Llama 3): generated from Rust
-#else
-            float freq = exp2f(-2.0f * pair / m.head_dim * m.log2_theta);
-#endif
+            float freq = rope_freq_table[pair];  // generated from Model::rope_freq
             float sn, cs;
             // sin/cos of pi * (angle / pi): sincospif reduces its argument without the local-memory
             // table sincosf needs for large angles (QKV had a stack frame; graph -6 µs, perf.md).
@@ -1642,7 +1638,7 @@ __device__ void attention_body(const Model& m, const Globals& g, const Layer& L,
         load_kv_rows<NT>(vbuf, vc, lo + hist, lo + first, hd, lo);
     }
     for (int i = tid; i < hp * hd; i += NT) q[i] = L.qkv[qh0 * hd + i];
-    float scale = rsqrtf((float)hd);
+    float scale = ATT_SCALE;  // generated from Model::attention_scale
     // Chunks at offsets base of the part (position lo + base on); scores by offset, stride n.
     for (int base = 0; base < n || base == 0; base += C) {
         int end = base + C < n ? base + C : n;

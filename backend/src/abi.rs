@@ -54,7 +54,6 @@ abi_struct! {
         s_down: i32 = "int s_down",
         max_seq: i32 = "int max_seq",
         eps: f32 = "float eps",
-        log2_theta: f32 = "float log2_theta",
     }
 }
 
@@ -81,7 +80,6 @@ impl KModel {
             s_down: l.vtp_shards.up_gate_down as i32,
             max_seq: model.workload.max_seq_len as i32,
             eps: g.norm_eps as f32,
-            log2_theta: (g.rope_theta as f32).log2(),
         }
     }
 }
@@ -359,8 +357,9 @@ pub fn k_groups(k: u32) -> u32 {
 /// The page loop a build compiles for an operator whose K chunk the kernels cannot stream.
 pub const K_COLS_UNRUN: u32 = 2048;
 
-/// [`header`] for `model`: with a scaled RoPE, also its frequency per head pair
-/// (`rope_freq_table`, from `Model::rope_freq`, the values the CPU reference uses).
+/// [`header`] for `model`: also RoPE's frequency per head pair (`rope_freq_table`, from
+/// `Model::rope_freq`) and attention's score scale (`ATT_SCALE`, from
+/// `Model::attention_scale`), the values the CPU reference uses.
 pub fn model_header(model: &mkc_ir::Model) -> String {
     let mut s = header(model.lowering.page_bytes);
     // The residual stream's width: what `stage_sum` stages per thread.
@@ -433,16 +432,16 @@ pub fn model_header(model: &mkc_ir::Model) -> String {
             s += &format!("#define PERSISTENT_{name} {v}\n");
         }
     }
-    if model.geometry.rope_scaling.is_some() {
-        let freqs: Vec<String> = (0..model.geometry.head_dim / 2)
-            .map(|p| format!("{:e}f", model.rope_freq(p)))
-            .collect();
-        s += &format!(
-            "__device__ const float rope_freq_table[{}] = {{{}}};\n",
-            freqs.len(),
-            freqs.join(", ")
-        );
-    }
+    let freqs: Vec<String> = (0..model.geometry.head_dim / 2)
+        .map(|p| format!("{:e}f", model.rope_freq(p)))
+        .collect();
+    s += &format!(
+        "__device__ const float rope_freq_table[{}] = {{{}}};\n",
+        freqs.len(),
+        freqs.join(", ")
+    );
+    // Attention's score scale, the checkpoint's 1/sqrt(head width).
+    s += &format!("#define ATT_SCALE {:e}f\n", model.attention_scale());
     s
 }
 
@@ -809,7 +808,7 @@ mod tests {
             assert!(h.contains(&format!("->{f})) == ")), "{f} unchecked");
         }
         // Model, Globals, Layer, Instr, CounterRef, Persistent.
-        assert_eq!(h.matches("__INTADDR__").count(), 15 + 8 + 18 + 8 + 2 + 10);
+        assert_eq!(h.matches("__INTADDR__").count(), 14 + 8 + 18 + 8 + 2 + 10);
         assert_eq!(h.matches("sizeof(").count(), 6);
         // The persistent kernel's operator ids are the catalogue's entry-point indices.
         for (i, (_, kind)) in mkc_catalogue::ENTRY_POINTS.iter().enumerate() {

@@ -372,7 +372,7 @@ fn config_sizes(dir: &Path, c: &Value) -> Result<[(&'static str, Option<u64>); 7
 }
 
 /// A geometry's sizes in the order of [`config_sizes`], as the checkpoint stores them (a
-/// padded MLP's stored width).
+/// padded MLP's or head's stored width).
 fn geometry_sizes(g: &Geometry) -> [u32; 7] {
     [
         g.hidden,
@@ -380,7 +380,7 @@ fn geometry_sizes(g: &Geometry) -> [u32; 7] {
         g.layers,
         g.heads,
         g.kv_heads,
-        g.head_dim,
+        g.stored_head_dim(),
         g.vocab,
     ]
 }
@@ -480,6 +480,7 @@ pub fn parse_config_shape(dir: &Path, text: &str) -> Result<ConfigShape, Backend
         hidden: v[0],
         intermediate: v[1],
         checkpoint_intermediate: None,
+        checkpoint_head_dim: None,
         layers: v[2],
         heads: v[3],
         kv_heads: v[4],
@@ -532,6 +533,13 @@ fn check_config(dir: &Path, model: &Model) -> Result<(), BackendError> {
                 format!(
                     "{k} = {v} (model file: {want}; to load it zero-padded, set \
                      geometry.checkpoint_intermediate: Some({v}))"
+                )
+            }
+            // A narrower head too.
+            Some(v) if *k == "head_dim" && v < want && g.checkpoint_head_dim.is_none() => {
+                format!(
+                    "{k} = {v} (model file: {want}; to load it zero-padded, set \
+                     geometry.checkpoint_head_dim: Some({v}))"
                 )
             }
             Some(v) => format!("{k} = {v} (model file: {want})"),
@@ -628,7 +636,9 @@ fn as_bf16(dtype: Dtype, bytes: &[u8]) -> Result<Vec<u16>, (usize, String)> {
     Err((i, stored.iter().rev().map(|b| format!("{b:02x}")).collect()))
 }
 
-/// `rows` of `from` columns each, widened to `to` columns with zeros (a padded MLP's down).
+/// `rows` of `from` columns each, widened to `to` columns with zeros: a padded MLP's down
+/// (rows of the stored width), a padded head's block of the O-projection (each head's columns
+/// a "row") or of q, k and v (each head's rows, flattened, a "row").
 fn pad_columns(rows: &[u16], from: usize, to: usize) -> Vec<u16> {
     if from == to {
         return rows.to_vec();
@@ -655,9 +665,9 @@ fn interleave_heads(rows: &[u16], n_heads: usize, hd: usize, cols: usize) -> Vec
     out
 }
 
-/// Loads `dir` into the layout of `model`: every tensor the model needs, each once, bf16 (f16, f32
-/// rounded to it), finite, of the right shape (a narrower MLP zero-padded to the model's), and
-/// nothing else (an extra tensor is a bias or a layer mkc would silently drop).
+/// Loads `dir` into the layout of `model`: every tensor the model needs, each once, bf16 (f16,
+/// f32 rounded to it), finite, of the right shape (a narrower MLP or head zero-padded to the
+/// model's), and nothing else (an extra tensor is a bias or a layer mkc would silently drop).
 pub fn load(dir: &Path, model: &Model) -> Result<HostWeights, BackendError> {
     check_config(dir, model)?;
     let mut files: Vec<_> = std::fs::read_dir(dir)
@@ -796,20 +806,21 @@ pub fn load(dir: &Path, model: &Model) -> Result<HostWeights, BackendError> {
     let (h, i) = (g.hidden as usize, g.intermediate as usize);
     let stored = g.stored_intermediate() as usize;
     let (hd, heads, kvh) = (g.head_dim as usize, g.heads as usize, g.kv_heads as usize);
+    // A head's stored width; each head's rows (q, k, v) and columns (O) zero-padded to hd.
+    let shd = g.stored_head_dim() as usize;
+    let pad_heads = |rows: Vec<u16>| pad_columns(&rows, shd * h, hd * h);
     let mut tensors = Vec::new();
     for l in 0..g.layers as usize {
         let p = format!("model.layers.{l}.");
-        let q = get(&format!("{p}self_attn.q_proj.weight"), &[heads * hd, h])?;
-        let k = get(&format!("{p}self_attn.k_proj.weight"), &[kvh * hd, h])?;
-        let v = get(&format!("{p}self_attn.v_proj.weight"), &[kvh * hd, h])?;
-        let mut qkv = interleave_heads(&q, heads, hd, h);
-        qkv.extend(interleave_heads(&k, kvh, hd, h));
-        qkv.extend(v);
+        let q = get(&format!("{p}self_attn.q_proj.weight"), &[heads * shd, h])?;
+        let k = get(&format!("{p}self_attn.k_proj.weight"), &[kvh * shd, h])?;
+        let v = get(&format!("{p}self_attn.v_proj.weight"), &[kvh * shd, h])?;
+        let mut qkv = pad_heads(interleave_heads(&q, heads, shd, h));
+        qkv.extend(pad_heads(interleave_heads(&k, kvh, shd, h)));
+        qkv.extend(pad_heads(v));
         tensors.push(qkv);
-        tensors.push(get(
-            &format!("{p}self_attn.o_proj.weight"),
-            &[h, heads * hd],
-        )?);
+        let o = get(&format!("{p}self_attn.o_proj.weight"), &[h, heads * shd])?;
+        tensors.push(pad_columns(&o, shd, hd));
         for t in ["gate_proj", "up_proj"] {
             let mut rows = get(&format!("{p}mlp.{t}.weight"), &[stored, h])?;
             rows.resize(i * h, 0);

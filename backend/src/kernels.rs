@@ -187,10 +187,6 @@ fn build_inputs(
     };
     let text = crate::abi::with_header(&text, model)?;
     let mut options = tuning_options(tuning);
-    if model.geometry.rope_scaling.is_some() {
-        // RoPE's frequencies come from the generated table (Model::rope_freq), not exp2f.
-        options.push("-DROPE_TABLE".into());
-    }
     if traced {
         options.push("-DMKC_TRACE".to_string());
     }

@@ -150,7 +150,7 @@ impl<'w> Reference<'w> {
                 }
             }
             let len = pos as usize + 1;
-            let scale = 1.0 / (hd as f32).sqrt();
+            let scale = m.attention_scale();
             let attn: Vec<f32> = (0..g.heads as usize)
                 .into_par_iter()
                 .flat_map_iter(|h| {

@@ -37,7 +37,7 @@ fn tensors(m: &Model) -> Vec<Tensor> {
     let (h, i, hd) = (
         g.hidden as usize,
         g.stored_intermediate() as usize,
-        g.head_dim as usize,
+        g.stored_head_dim() as usize,
     );
     let (heads, kvh) = (g.heads as usize, g.kv_heads as usize);
     let rows = |name: String, r: usize, c: usize| -> Tensor {
@@ -76,7 +76,7 @@ fn config(m: &Model) -> Value {
         "model_type": "llama", "hidden_act": "silu", "hidden_size": g.hidden,
         "intermediate_size": g.stored_intermediate(), "num_hidden_layers": g.layers,
         "num_attention_heads": g.heads, "num_key_value_heads": g.kv_heads,
-        "head_dim": g.head_dim, "vocab_size": g.vocab, "tie_word_embeddings": true,
+        "head_dim": g.stored_head_dim(), "vocab_size": g.vocab, "tie_word_embeddings": true,
         "rope_theta": g.rope_theta, "rms_norm_eps": g.norm_eps, "rope_scaling": null,
         "attention_bias": false, "mlp_bias": false,
     })
@@ -150,6 +150,83 @@ fn a_valid_checkpoint_loads_with_q_and_k_rows_interleaved() {
     // k starts after q, with its own interleaving; v is copied as is.
     assert_eq!((row(heads * hd), row(heads * hd + 1)), (0, hd / 2));
     assert_eq!(row((heads + kvh) * hd + 3), 3);
+}
+
+/// A model whose heads are wider than its checkpoint's (`geometry.checkpoint_head_dim`) loads
+/// each head's q, k and v rows in place (q and k interleaved at the stored width) with zero rows
+/// after them, and each head's O-projection columns likewise; the CPU reference over the padded
+/// weights computes the checkpoint's logits bit for bit (RoPE's frequencies and the score scale
+/// stay the stored width's); a model file of the padded width that does not say so is refused
+/// naming the field.
+#[test]
+fn a_narrower_checkpoint_head_loads_zero_padded() {
+    let mut m = resolve_model("tiny").unwrap();
+    let (h, hd) = (m.geometry.hidden as usize, m.geometry.head_dim as usize);
+    let (heads, kvh) = (m.geometry.heads as usize, m.geometry.kv_heads as usize);
+    let stored = hd / 2;
+    m.geometry.checkpoint_head_dim = Some(stored as u32);
+    m.validate("test").unwrap();
+    let dir = Dir::new("head_padded");
+    write(&dir.0, &config(&m), &[tensors(&m)]);
+    let w = weights::load_checkpoint(&dir.0, &m).expect("loads");
+    let qkv = w.layer(1, LayerTensor::Qkv);
+    assert_eq!(qkv.len(), (heads + 2 * kvh) * hd * h);
+    // Row r of the padded layout holds the marker of the stored row it came from, or zeros.
+    let row = |r: usize| &qkv[r * h..(r + 1) * h];
+    let marker = |r: usize| bf2f(row(r)[3]) as usize;
+    for (block, n) in [(0, heads), (heads, kvh), (heads + kvh, kvh)] {
+        for head in 0..n {
+            let first = (block + head) * hd;
+            let stored_first = head * stored;
+            if block == heads + kvh {
+                // v: as stored.
+                assert_eq!(marker(first + 1), stored_first + 1);
+            } else {
+                // q, k: rotate-half pairs interleaved at the stored width.
+                assert_eq!(
+                    (marker(first), marker(first + 1)),
+                    (stored_first, stored_first + stored / 2)
+                );
+            }
+            for pad in first + stored..first + hd {
+                assert!(row(pad).iter().all(|&b| b == 0), "row {pad}");
+            }
+        }
+    }
+    let o = w.layer(1, LayerTensor::O);
+    assert_eq!(o.len(), h * heads * hd);
+    for r in [0, 5, h - 1] {
+        let cols = &o[r * heads * hd..(r + 1) * heads * hd];
+        for head in 0..heads {
+            let block = &cols[head * hd..(head + 1) * hd];
+            assert!(block[..stored].iter().all(|&b| bf2f(b) == r as f32));
+            assert!(block[stored..].iter().all(|&b| b == 0));
+        }
+    }
+    // The padded model computes the checkpoint's logits, bit for bit.
+    let mut narrow = m.clone();
+    narrow.geometry = m.geometry.as_stored();
+    narrow.validate("test").unwrap();
+    let wn = weights::load_checkpoint(&dir.0, &narrow).expect("loads at its own width");
+    let mut padded = mkc_backend::reference::Reference::new(&m, &w, true);
+    let mut own = mkc_backend::reference::Reference::new(&narrow, &wn, true);
+    for (pos, token) in [3u32, 17, 5, 9].into_iter().enumerate() {
+        let logits = padded.step(token, pos as u32);
+        assert!(logits.iter().all(|x| x.is_finite()), "{logits:?}");
+        assert_eq!(logits, own.step(token, pos as u32));
+    }
+    // A model file of the padded width that does not say so: refused, naming the field.
+    let mut unsaid = m.clone();
+    unsaid.geometry.checkpoint_head_dim = None;
+    let field = format!("checkpoint_head_dim: Some({stored})");
+    refused_as(
+        &unsaid,
+        "head_padded_unsaid",
+        &config(&m),
+        &[tensors(&m)],
+        Dtype::BF16,
+        &[&field],
+    );
 }
 
 /// A model whose MLP is wider than its checkpoint's (`geometry.checkpoint_intermediate`) loads

@@ -44,7 +44,8 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
     // that hold fewer rows than fit (the O-projection's and the LM head's 2 of 3), 1-pair
     // up/gate pages. And K chunks that are no multiple of 256 columns: two layers of SmolLM-135M
     // (576 columns, the last of 3 lane rounds partial, in registers) and of a hidden size of
-    // 3,200 (a staged chunk whose last block ends inside a group).
+    // 3,200 (a staged chunk whose last block ends inside a group). And OpenLLaMA-3B's heads of
+    // 100, zero-padded to 104 (`checkpoint_head_dim`: RoPE and the score scale at 100).
     for name in [
         "llama1b",
         "llama1b_tuned",
@@ -58,6 +59,7 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
         "llama2_13b_two_layers",
         "smollm_135m_two_layers",
         "hidden_3200_two_layers",
+        "openllama_3b_two_layers",
     ] {
         let model = match name {
             "llama1b" | "llama3b" => mkc_ir::embedded::resolve_model(name).unwrap(),
@@ -71,6 +73,14 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
             }
             "smollm_135m_two_layers" => smollm_135m(2),
             "hidden_3200_two_layers" => hidden_3200(2),
+            "openllama_3b_two_layers" => {
+                let m = chosen(name, |g| {
+                    (g.hidden, g.intermediate, g.layers) = (3200, 8640, 2);
+                    (g.heads, g.kv_heads, g.head_dim, g.vocab) = (32, 32, 100, 32000);
+                });
+                assert_eq!(m.geometry.checkpoint_head_dim, Some(100), "{name}: padded");
+                m
+            }
             "llama3b_kv_split_8" => {
                 // 128-wide heads in 8 one-chunk parts: what the workload's choice takes for
                 // llama3b at a 1,000-token prompt.

@@ -96,6 +96,7 @@ pub fn choose_lowering(
     g: &Geometry,
     workload: &Workload,
 ) -> Result<Model, Unsupported> {
+    let g = &with_padded_heads(g);
     let mut reasons = Vec::new();
     for setup in setups() {
         if let Some(m) = choose_in_setup(name, g, workload, setup, &mut reasons) {
@@ -109,6 +110,22 @@ pub fn choose_lowering(
          format\"), if the kernels take this shape at all",
         reasons.join("; ")
     )))
+}
+
+/// `g` with a head width the kernels cannot read in 16-byte pieces (OpenLLaMA-3B's 100)
+/// zero-padded to the next multiple of 8, its stored width kept as
+/// `geometry.checkpoint_head_dim`; any other `g` as it is (an odd width stays, for validation
+/// to refuse: RoPE rotates pairs).
+fn with_padded_heads(g: &Geometry) -> Geometry {
+    let hd = g.head_dim;
+    if hd.is_multiple_of(8) || !hd.is_multiple_of(2) || g.checkpoint_head_dim.is_some() {
+        return g.clone();
+    }
+    Geometry {
+        head_dim: hd.next_multiple_of(8),
+        checkpoint_head_dim: Some(hd),
+        ..g.clone()
+    }
 }
 
 /// [`choose_lowering`] at one page size and warp count; adds why its candidates at `g`'s own
@@ -227,6 +244,27 @@ mod tests {
     }
 
     #[test]
+    fn a_head_the_kernels_cannot_read_is_zero_padded_to_a_multiple_of_8() {
+        // OpenLLaMA-3B: 32 heads of 100 in a residual of 3200; padded to 104, its stored width
+        // kept, and runnable by both kernel families.
+        let mut g = geometry("llama1b");
+        (g.hidden, g.intermediate, g.layers) = (3200, 8640, 26);
+        (g.heads, g.kv_heads, g.head_dim) = (32, 32, 100);
+        (g.vocab, g.rope_scaling) = (32000, None);
+        let m = choose_lowering("x", &g, &Workload::default()).unwrap();
+        assert_eq!(m.geometry.head_dim, 104);
+        assert_eq!(m.geometry.checkpoint_head_dim, Some(100));
+        assert_eq!(m.geometry.as_stored(), g);
+        assert!(check_model(&m).is_ok());
+        // A width of 8s stays as it is; an odd one is left for validation to refuse.
+        let m = choose_lowering("x", &geometry("llama1b"), &Workload::default()).unwrap();
+        assert_eq!(m.geometry.checkpoint_head_dim, None);
+        g.head_dim = 99;
+        let err = choose_lowering("x", &g, &Workload::default()).unwrap_err();
+        assert!(err.to_string().contains("geometry.head_dim"), "{err}");
+    }
+
+    #[test]
     fn an_mlp_no_lowering_tiles_is_zero_padded_to_one_that_fits() {
         // An MLP of 11,004 columns: no shard count's K chunk is whole 16-byte pieces (11004 =
         // 4 x 2751); padded to 11,008 (43 x 256), whose quarter is.
@@ -249,8 +287,8 @@ mod tests {
     #[test]
     fn a_geometry_no_lowering_fits_is_refused_with_a_reason() {
         let mut g = geometry("llama1b");
-        g.head_dim = 60; // not a multiple of 8
-        g.hidden = 60 * 32;
+        g.head_dim = 61; // odd: no padding makes RoPE's pairs whole
+        g.hidden = 64 * 32;
         let err = choose_lowering("x", &g, &Workload::default())
             .unwrap_err()
             .to_string();

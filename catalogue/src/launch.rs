@@ -41,8 +41,8 @@ pub struct Resources {
 /// compiled resources give (`--resources compiled`, or `auto` with NVRTC).
 pub fn declared_registers(t: &Tuning, kind: OpKind) -> u32 {
     let base = match kind {
-        OpKind::QkvRope => 140,
-        OpKind::Attention => 64,
+        OpKind::QkvRope => 142,
+        OpKind::Attention => 58,
         OpKind::OProj => 134,
         OpKind::UpGate => 132,
         OpKind::Down => 130,

@@ -287,11 +287,14 @@ fn checkpoint(text: &str) -> bool {
             // What `mkc model` writes is a model the kernels take, and reads back as itself.
             m.validate("fuzz").expect("the chosen lowering validates");
             mkc_catalogue::check_model(&m).expect("the chosen lowering fits the kernels");
-            // The geometry is the config's, its MLP perhaps zero-padded wider.
+            // The geometry is the config's, its MLP and heads perhaps zero-padded wider.
             let stored = m.geometry.checkpoint_intermediate;
             assert_eq!(stored.is_some(), m.geometry.intermediate != g.intermediate);
             assert_eq!(stored.unwrap_or(g.intermediate), g.intermediate);
             assert!(m.geometry.intermediate >= g.intermediate);
+            let head = m.geometry.checkpoint_head_dim;
+            assert_eq!(head.is_some(), m.geometry.head_dim != g.head_dim);
+            assert!(m.geometry.head_dim >= g.head_dim && m.geometry.head_dim < g.head_dim + 8);
             assert_eq!(m.geometry.as_stored(), g);
             if mkc_ir::lower::task_count(&m) <= DEEP_TASKS {
                 deep(&m, &h200());

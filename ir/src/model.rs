@@ -225,8 +225,16 @@ pub struct Geometry {
     pub heads: u32,
     /// Key/value heads (grouped-query attention when fewer than `heads`).
     pub kv_heads: u32,
-    /// Width of one head.
+    /// Width of one head, as mkc computes it.
     pub head_dim: u32,
+    /// Width of one head as the checkpoint stores it, when narrower than `head_dim` (`mkc
+    /// model` pads a width the kernels cannot read in 16-byte pieces, 100 to 104): the loader
+    /// appends zero rows to each head's q, k and v and zero columns to each head's block of
+    /// the O-projection, so the added scores and outputs are zero; RoPE's frequencies and
+    /// attention's 1/sqrt(d) scale stay the checkpoint's. Absent: the checkpoint stores
+    /// `head_dim`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_head_dim: Option<u32>,
     /// Vocabulary size (rows of the LM head).
     pub vocab: u32,
     /// RoPE base frequency.
@@ -249,11 +257,18 @@ impl Geometry {
         self.checkpoint_intermediate.unwrap_or(self.intermediate)
     }
 
-    /// The geometry as the checkpoint describes it: its stored MLP width, unpadded.
+    /// The head width the checkpoint stores: `checkpoint_head_dim`, else `head_dim`.
+    pub fn stored_head_dim(&self) -> u32 {
+        self.checkpoint_head_dim.unwrap_or(self.head_dim)
+    }
+
+    /// The geometry as the checkpoint describes it: its stored MLP and head widths, unpadded.
     pub fn as_stored(&self) -> Geometry {
         Geometry {
             intermediate: self.stored_intermediate(),
             checkpoint_intermediate: None,
+            head_dim: self.stored_head_dim(),
+            checkpoint_head_dim: None,
             ..self.clone()
         }
     }
@@ -543,12 +558,13 @@ impl Model {
     }
 
     /// The RoPE frequency (radians per position) of pair `pair` of a head, in f32 as the
-    /// kernels and the CPU reference compute it: `theta^(-2 pair / head_dim)`, then Llama 3's
-    /// scaling when the geometry has it. The one description of RoPE's frequencies.
+    /// kernels and the CPU reference compute it: `theta^(-2 pair / d)` with `d` the
+    /// checkpoint's head width (pairs past it are padding: zeros, whatever their frequency),
+    /// then the geometry's scaling. The one description of RoPE's frequencies.
     pub fn rope_freq(&self, pair: u32) -> f32 {
         let g = &self.geometry;
         let log2_theta = (g.rope_theta as f32).log2();
-        let freq = (-2.0 * pair as f32 / g.head_dim as f32 * log2_theta).exp2();
+        let freq = (-2.0 * pair as f32 / g.stored_head_dim() as f32 * log2_theta).exp2();
         let Some(s) = &g.rope_scaling else {
             return freq;
         };
@@ -570,6 +586,13 @@ impl Model {
             let smooth = (orig / wavelen - low) / (high - low);
             (1.0 - smooth) * freq / factor + smooth * freq
         }
+    }
+
+    /// Attention's score scale, `1/sqrt(d)` with `d` the checkpoint's head width (a padded
+    /// head's zero dimensions add nothing to a score, so the scale stays the checkpoint's), in
+    /// f32 as the kernels (generated) and the CPU reference use it.
+    pub fn attention_scale(&self) -> f32 {
+        1.0 / (self.geometry.stored_head_dim() as f32).sqrt()
     }
 
     /// The model the chain targets (pdl, graph) lower and build kernels for: this one without

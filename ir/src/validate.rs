@@ -26,6 +26,7 @@ pub fn model_range(field: &str) -> Option<(u64, u64)> {
         "geometry.hidden"
         | "geometry.intermediate"
         | "geometry.checkpoint_intermediate"
+        | "geometry.checkpoint_head_dim"
         | "geometry.heads"
         | "geometry.kv_heads"
         | "geometry.head_dim"
@@ -210,6 +211,22 @@ fn check_geometry(m: &Model, file: &str) -> Result<(), InputError> {
             ));
         }
     }
+    if let Some(stored) = g.checkpoint_head_dim {
+        if stored == 0 || stored >= g.head_dim || !stored.is_multiple_of(2) {
+            return Err(InputError::invalid(
+                file,
+                "geometry.checkpoint_head_dim",
+                format!(
+                    "{stored} is not an even width from 2 to below head_dim ({}): the \
+                     checkpoint's heads are zero-padded to head_dim, never cut, and RoPE \
+                     rotates pairs",
+                    g.head_dim
+                ),
+                "give the checkpoint's head width (even, below geometry.head_dim), or remove \
+                 the field",
+            ));
+        }
+    }
     divides(file, "geometry.heads", g.heads, "heads", g.hidden, "hidden")?;
     divides(
         file,
@@ -219,10 +236,33 @@ fn check_geometry(m: &Model, file: &str) -> Result<(), InputError> {
         g.heads,
         "heads",
     )?;
-    for (field, value) in [
-        ("geometry.hidden", g.hidden),
-        ("geometry.intermediate", g.intermediate),
-        ("geometry.head_dim", g.head_dim),
+    let padded = g.head_dim.next_multiple_of(8);
+    for (field, value, fix) in [
+        (
+            "geometry.hidden",
+            g.hidden,
+            "use a residual width that is a multiple of 8 (mkc cannot pad the residual stream)"
+                .to_string(),
+        ),
+        (
+            "geometry.intermediate",
+            g.intermediate,
+            format!(
+                "set intermediate to {} and checkpoint_intermediate: Some({}) (the checkpoint's \
+                 MLP is then zero-padded; `mkc model` does this)",
+                g.intermediate.next_multiple_of(8),
+                g.intermediate
+            ),
+        ),
+        (
+            "geometry.head_dim",
+            g.head_dim,
+            format!(
+                "set head_dim to {padded} and checkpoint_head_dim: Some({}) (the checkpoint's \
+                 heads are then zero-padded; `mkc model` does this)",
+                g.head_dim
+            ),
+        ),
     ] {
         if !value.is_multiple_of(8) {
             return Err(InputError::invalid(
@@ -231,7 +271,7 @@ fn check_geometry(m: &Model, file: &str) -> Result<(), InputError> {
                 format!(
                     "{value} is not a multiple of 8, so rows cannot be read with 16-byte loads"
                 ),
-                "round the dimension to a multiple of 8",
+                &fix,
             ));
         }
     }

@@ -45,6 +45,16 @@ pub fn run(args: ModelArgs) -> Result<(), CommandError> {
             100.0 * (model.geometry.intermediate - stored) as f64 / stored as f64
         );
     }
+    if let Some(stored) = model.geometry.checkpoint_head_dim {
+        eprintln!(
+            "note: the checkpoint's head width {stored} is not a multiple of 8, which the kernels \
+             read rows in; the model file pads each head with zeros to {} \
+             (geometry.checkpoint_head_dim), which leaves the logits as they are and streams \
+             {:.1}% more attention bytes",
+            model.geometry.head_dim,
+            100.0 * (model.geometry.head_dim - stored) as f64 / stored as f64
+        );
+    }
     let body =
         ron::ser::to_string_pretty(&model, ron::ser::PrettyConfig::default().struct_names(true))
             .map_err(|e| CommandError::Internal(format!("cannot write the model as RON: {e}")))?;

@@ -55,6 +55,7 @@ pub fn arb_model() -> impl Strategy<Value = Model> {
                         hidden,
                         intermediate,
                         checkpoint_intermediate: None,
+                        checkpoint_head_dim: None,
                         layers,
                         heads,
                         kv_heads,
