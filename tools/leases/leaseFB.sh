@@ -14,32 +14,10 @@
 # of weights fit an H100's 80). ~8 min: call with timeout ~570. Also .device/: mkc.
 LIMIT=470 ARCHIVE=fb.tgz
 source tools/leases/common.sh
-mkdir -p $W/l13 $W/cl34 $W/smol $W/smol360
-cat > $W/smol/config.json <<'JSON'
-{"model_type": "llama", "hidden_act": "silu", "hidden_size": 576, "intermediate_size": 1536,
- "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
- "vocab_size": 49152, "tie_word_embeddings": true, "rope_theta": 10000.0,
- "rms_norm_eps": 1e-5, "max_position_embeddings": 2048}
-JSON
-cat > $W/smol360/config.json <<'JSON'
-{"model_type": "llama", "hidden_act": "silu", "hidden_size": 960, "intermediate_size": 2560,
- "num_hidden_layers": 32, "num_attention_heads": 15, "num_key_value_heads": 5,
- "vocab_size": 49152, "tie_word_embeddings": true, "rope_theta": 100000.0,
- "rms_norm_eps": 1e-5, "max_position_embeddings": 8192}
-JSON
-cat > $W/l13/config.json <<'JSON'
-{"model_type": "llama", "hidden_act": "silu", "hidden_size": 5120, "intermediate_size": 13824,
- "num_hidden_layers": 40, "num_attention_heads": 40, "num_key_value_heads": 40,
- "vocab_size": 32000, "tie_word_embeddings": false, "rope_theta": 10000.0,
- "rms_norm_eps": 1e-5, "max_position_embeddings": 4096}
-JSON
-cat > $W/cl34/config.json <<'JSON'
-{"model_type": "llama", "hidden_act": "silu", "hidden_size": 8192, "intermediate_size": 22016,
- "num_hidden_layers": 48, "num_attention_heads": 64, "num_key_value_heads": 8,
- "vocab_size": 32000, "tie_word_embeddings": false, "rope_theta": 1000000.0,
- "rms_norm_eps": 1e-5, "max_position_embeddings": 16384}
-JSON
-for c in l13 cl34 smol smol360; do $M model $W/$c -o $W/$c.ron || exit 1; done
+C=tools/leases/configs
+for c in l13:llama-2-13b cl34:codellama-34b smol:smollm-135m smol360:smollm-360m; do
+    $M model $C/${c#*:} -o $W/${c%%:*}.ron || exit 1
+done
 sed 's/layers: 40/layers: 2/' $W/l13.ron > $W/l13_2.ron
 export TARGETS=persistent,pdl,graph
 T=$W/smol.ron b smol

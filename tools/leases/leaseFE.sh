@@ -9,20 +9,8 @@
 # math; the waits; the weight stream alone), each rung beside the simulator's saving. Any card. ~4 min: call with timeout ~300. Also .device/: mkc.
 LIMIT=200 ARCHIVE=fe.tgz
 source tools/leases/common.sh
-mkdir -p $W/smol $W/smol360
-cat > $W/smol/config.json <<'JSON'
-{"model_type": "llama", "hidden_act": "silu", "hidden_size": 576, "intermediate_size": 1536,
- "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
- "vocab_size": 49152, "tie_word_embeddings": true, "rope_theta": 10000.0,
- "rms_norm_eps": 1e-5, "max_position_embeddings": 2048}
-JSON
-cat > $W/smol360/config.json <<'JSON'
-{"model_type": "llama", "hidden_act": "silu", "hidden_size": 960, "intermediate_size": 2560,
- "num_hidden_layers": 32, "num_attention_heads": 15, "num_key_value_heads": 5,
- "vocab_size": 49152, "tie_word_embeddings": true, "rope_theta": 100000.0,
- "rms_norm_eps": 1e-5, "max_position_embeddings": 8192}
-JSON
-for c in smol smol360; do $M model $W/$c -o $W/$c.ron || exit 1; done
+$M model tools/leases/configs/smollm-135m -o $W/smol.ron || exit 1
+$M model tools/leases/configs/smollm-360m -o $W/smol360.ron || exit 1
 export TARGETS=pdl,graph
 T=$W/smol.ron BT=120 b smol_ablate --ablate
 grep -A16 "ablation (same" $W/smol_ablate.log

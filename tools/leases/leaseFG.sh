@@ -18,12 +18,5 @@ b main_b
 M=.device/mkc_prev b prev_b
 timeout 170 python3 tools/hf_check.py $M /tmp/hf_openllama --model openllama persistent pdl > $W/hf_openllama.log 2>&1
 echo "hf openllama rc=$? t=$SECONDS"; grep -E "PASSED|FAILED|rror|median" $W/hf_openllama.log | tail -4; keep
-mkdir -p $W/ol
-cat > $W/ol/config.json <<'JSON'
-{"model_type": "llama", "hidden_act": "silu", "hidden_size": 3200, "intermediate_size": 8640,
- "num_hidden_layers": 26, "num_attention_heads": 32, "num_key_value_heads": 32,
- "vocab_size": 32000, "tie_word_embeddings": false, "rope_theta": 10000.0,
- "rms_norm_eps": 1e-6, "max_position_embeddings": 2048}
-JSON
-$M model $W/ol -o $W/ol.ron || exit 1
+$M model tools/leases/configs/openllama-3b -o $W/ol.ron || exit 1
 TARGETS=persistent,pdl,graph T=$W/ol.ron BT=150 b openllama
