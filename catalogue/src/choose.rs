@@ -260,8 +260,15 @@ mod tests {
         let m = choose_lowering("x", &geometry("llama1b"), &Workload::default()).unwrap();
         assert_eq!(m.geometry.checkpoint_head_dim, None);
         g.head_dim = 99;
-        let err = choose_lowering("x", &g, &Workload::default()).unwrap_err();
-        assert!(err.to_string().contains("geometry.head_dim"), "{err}");
+        let err = choose_lowering("x", &g, &Workload::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("geometry.head_dim"), "{err}");
+        assert!(err.contains("must be even"), "{err}");
+        assert!(
+            !err.contains("checkpoint_head_dim"),
+            "no padding fixes it: {err}"
+        );
     }
 
     #[test]
