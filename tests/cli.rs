@@ -1178,31 +1178,32 @@ fn model_writes_a_model_file_for_a_checkpoint_config() {
     assert!(stderr(&e).contains("model_type"), "{}", stderr(&e));
 }
 
+/// A checkpoint shape of `tests/configs/` (its config.json): the model `mkc model` writes for
+/// it, and `mkc simulate`'s JSON for the directory, once `mkc compile --verify` has passed.
+fn model_and_simulation(name: &str) -> (mkc_ir::Model, serde_json::Value) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/configs")
+        .join(name);
+    let dir = dir.to_str().unwrap();
+    let o = mkc(&["model", dir]);
+    assert!(o.status.success(), "{name}: {}", stderr(&o));
+    let m = mkc_ir::Model::parse(name, &stdout(&o)).unwrap();
+    let c = mkc(&["compile", dir, "--verify"]);
+    assert!(c.status.success(), "{name}: {}", stderr(&c));
+    let s = mkc(&["simulate", dir, "--json"]);
+    assert!(s.status.success(), "{name}: {}", stderr(&s));
+    (m, serde_json::from_str(&stdout(&s)).unwrap())
+}
+
 /// Llama-2-13B's config: its gate and up rows (5,120 columns, 20 KiB a pair) fit no 16 KiB
 /// page, so `mkc model` writes 32 KiB pages with the consumer warps their ring fits, and the
 /// file compiles, verifies and simulates on every target.
 #[test]
 fn model_takes_32_kib_pages_for_rows_a_16_kib_page_cannot_hold() {
-    let dir = scratch("llama-2-13b");
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = serde_json::json!({
-        "model_type": "llama", "hidden_act": "silu", "hidden_size": 5120,
-        "intermediate_size": 13824, "num_hidden_layers": 40, "num_attention_heads": 40,
-        "num_key_value_heads": 40, "vocab_size": 32000, "tie_word_embeddings": false,
-        "rope_theta": 10000.0, "rms_norm_eps": 1e-5, "max_position_embeddings": 4096,
-    });
-    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
-    let o = mkc(&["model", dir.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let m = mkc_ir::Model::parse("13b.ron", &stdout(&o)).unwrap();
+    let (m, v) = model_and_simulation("llama-2-13b");
     assert_eq!(m.lowering.page_bytes, 32768);
     let warps = m.tuning.consumer_warps.expect("fewer consumer warps");
     assert!(warps < 8, "{warps} warps");
-    let c = mkc(&["compile", dir.to_str().unwrap(), "--verify"]);
-    assert!(c.status.success(), "{}", stderr(&c));
-    let s = mkc(&["simulate", dir.to_str().unwrap(), "--json"]);
-    assert!(s.status.success(), "{}", stderr(&s));
-    let v: serde_json::Value = serde_json::from_str(&stdout(&s)).unwrap();
     for target in ["persistent", "pdl", "graph"] {
         let step = v["targets"][target]["step_us"].as_f64().unwrap();
         let floor = v["targets"][target]["floor_us"].as_f64().unwrap();
@@ -1219,29 +1220,13 @@ fn model_takes_32_kib_pages_for_rows_a_16_kib_page_cannot_hold() {
 /// verifies and simulates on every target.
 #[test]
 fn model_lowers_rows_that_are_no_multiple_of_256_columns() {
-    let dir = scratch("smollm-135m");
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = serde_json::json!({
-        "model_type": "llama", "hidden_act": "silu", "hidden_size": 576,
-        "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9,
-        "num_key_value_heads": 3, "vocab_size": 49152, "tie_word_embeddings": true,
-        "rope_theta": 10000.0, "rms_norm_eps": 1e-5, "max_position_embeddings": 2048,
-    });
-    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
-    let o = mkc(&["model", dir.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let m = mkc_ir::Model::parse("smollm.ron", &stdout(&o)).unwrap();
+    let (m, v) = model_and_simulation("smollm-135m");
     assert_eq!(
         (m.lowering.page_bytes, m.tuning.consumer_warps),
         (16384, None)
     );
     let qkv = mkc_ir::work::matvec(&m, mkc_ir::OpKind::QkvRope).unwrap();
     assert_eq!((qkv.k, qkv.page_rows()), (576, 12));
-    let c = mkc(&["compile", dir.to_str().unwrap(), "--verify"]);
-    assert!(c.status.success(), "{}", stderr(&c));
-    let s = mkc(&["simulate", dir.to_str().unwrap(), "--json"]);
-    assert!(s.status.success(), "{}", stderr(&s));
-    let v: serde_json::Value = serde_json::from_str(&stdout(&s)).unwrap();
     for target in ["persistent", "pdl", "graph"] {
         let step = v["targets"][target]["step_us"].as_f64().unwrap();
         assert!(step > 0.0, "{target}: {step}");

@@ -522,28 +522,26 @@ fn check_config(dir: &Path, model: &Model) -> Result<(), BackendError> {
         .zip(geometry_sizes(g))
         .map(|((k, got), want)| (k, got, want as u64))
         .collect();
+    // The config keys whose narrower width the model file can declare and pad, where it does
+    // not yet: the field that declares it.
+    let paddable = |k: &str| match k {
+        "intermediate_size" if g.checkpoint_intermediate.is_none() => {
+            Some("checkpoint_intermediate")
+        }
+        "head_dim" if g.checkpoint_head_dim.is_none() => Some("checkpoint_head_dim"),
+        _ => None,
+    };
     let mut wrong: Vec<String> = expect
         .iter()
         .filter(|(_, got, want)| *got != Some(*want))
-        .map(|(k, got, want)| match got {
-            // A narrower MLP is what the model file can pad.
-            Some(v)
-                if *k == "intermediate_size" && v < want && g.checkpoint_intermediate.is_none() =>
-            {
-                format!(
-                    "{k} = {v} (model file: {want}; to load it zero-padded, set \
-                     geometry.checkpoint_intermediate: Some({v}))"
-                )
-            }
-            // A narrower head too.
-            Some(v) if *k == "head_dim" && v < want && g.checkpoint_head_dim.is_none() => {
-                format!(
-                    "{k} = {v} (model file: {want}; to load it zero-padded, set \
-                     geometry.checkpoint_head_dim: Some({v}))"
-                )
-            }
-            Some(v) => format!("{k} = {v} (model file: {want})"),
-            None => format!("{k} is missing (model file: {want})"),
+        .map(|(k, got, want)| match (got, paddable(k)) {
+            // A narrower MLP or head is what the model file can pad.
+            (Some(v), Some(field)) if v < want => format!(
+                "{k} = {v} (model file: {want}; to load it zero-padded, set \
+                 geometry.{field}: Some({v}))"
+            ),
+            (Some(v), _) => format!("{k} = {v} (model file: {want})"),
+            (None, _) => format!("{k} is missing (model file: {want})"),
         })
         .collect();
     // Hugging Face's LlamaConfig defaults: rope_theta 10000, rms_norm_eps 1e-6.

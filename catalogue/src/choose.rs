@@ -113,18 +113,17 @@ pub fn choose_lowering(
 }
 
 /// `g` with a head width the kernels cannot read in 16-byte pieces (OpenLLaMA-3B's 100)
-/// zero-padded to the next multiple of 8, its stored width kept as
+/// zero-padded (`Geometry::padded_head_dim`), its stored width kept as
 /// `geometry.checkpoint_head_dim`; any other `g` as it is (an odd width stays, for validation
-/// to refuse: RoPE rotates pairs).
+/// to refuse).
 fn with_padded_heads(g: &Geometry) -> Geometry {
-    let hd = g.head_dim;
-    if hd.is_multiple_of(8) || !hd.is_multiple_of(2) || g.checkpoint_head_dim.is_some() {
-        return g.clone();
-    }
-    Geometry {
-        head_dim: hd.next_multiple_of(8),
-        checkpoint_head_dim: Some(hd),
-        ..g.clone()
+    match g.padded_head_dim() {
+        Some(padded) if g.checkpoint_head_dim.is_none() => Geometry {
+            head_dim: padded,
+            checkpoint_head_dim: Some(g.head_dim),
+            ..g.clone()
+        },
+        _ => g.clone(),
     }
 }
 

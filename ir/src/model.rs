@@ -262,6 +262,15 @@ impl Geometry {
         self.checkpoint_head_dim.unwrap_or(self.head_dim)
     }
 
+    /// The width a head of `head_dim` is zero-padded to for the kernels, which read rows in
+    /// 16-byte pieces (8 bf16): the next multiple of 8 for an even width that is none (100 →
+    /// 104); None for a multiple of 8 (no padding needed) and for an odd width (RoPE rotates
+    /// pairs, so none can help).
+    pub fn padded_head_dim(&self) -> Option<u32> {
+        let hd = self.head_dim;
+        (hd.is_multiple_of(2) && !hd.is_multiple_of(8)).then(|| hd.next_multiple_of(8))
+    }
+
     /// The geometry as the checkpoint describes it: its stored MLP and head widths, unpadded.
     pub fn as_stored(&self) -> Geometry {
         Geometry {

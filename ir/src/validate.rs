@@ -236,7 +236,6 @@ fn check_geometry(m: &Model, file: &str) -> Result<(), InputError> {
         g.heads,
         "heads",
     )?;
-    let padded = g.head_dim.next_multiple_of(8);
     for (field, value, fix) in [
         (
             "geometry.hidden",
@@ -257,17 +256,20 @@ fn check_geometry(m: &Model, file: &str) -> Result<(), InputError> {
         (
             "geometry.head_dim",
             g.head_dim,
-            if g.head_dim.is_multiple_of(2) {
-                format!(
-                    "set head_dim to {padded} and checkpoint_head_dim: Some({}) (the \
-                     checkpoint's heads are then zero-padded; `mkc model` does this)",
-                    g.head_dim
-                )
-            } else {
-                "mkc cannot pad an odd head width: RoPE rotates pairs of a head's dimensions, \
-                 so a head width must be even"
-                    .to_string()
-            },
+            g.padded_head_dim().map_or_else(
+                || {
+                    "mkc cannot pad an odd head width: RoPE rotates pairs of a head's \
+                     dimensions, so a head width must be even"
+                        .to_string()
+                },
+                |padded| {
+                    format!(
+                        "set head_dim to {padded} and checkpoint_head_dim: Some({}) (the \
+                         checkpoint's heads are then zero-padded; `mkc model` does this)",
+                        g.head_dim
+                    )
+                },
+            ),
         ),
     ] {
         if !value.is_multiple_of(8) {

@@ -14,7 +14,7 @@
 # of weights fit an H100's 80). ~8 min: call with timeout ~570. Also .device/: mkc.
 LIMIT=470 ARCHIVE=fb.tgz
 source tools/leases/common.sh
-C=tools/leases/configs
+C=tests/configs
 for c in l13:llama-2-13b cl34:codellama-34b smol:smollm-135m smol360:smollm-360m; do
     $M model $C/${c#*:} -o $W/${c%%:*}.ron || exit 1
 done

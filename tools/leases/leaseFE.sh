@@ -9,8 +9,8 @@
 # math; the waits; the weight stream alone), each rung beside the simulator's saving. Any card. ~4 min: call with timeout ~300. Also .device/: mkc.
 LIMIT=200 ARCHIVE=fe.tgz
 source tools/leases/common.sh
-$M model tools/leases/configs/smollm-135m -o $W/smol.ron || exit 1
-$M model tools/leases/configs/smollm-360m -o $W/smol360.ron || exit 1
+$M model tests/configs/smollm-135m -o $W/smol.ron || exit 1
+$M model tests/configs/smollm-360m -o $W/smol360.ron || exit 1
 export TARGETS=pdl,graph
 T=$W/smol.ron BT=120 b smol_ablate --ablate
 grep -A16 "ablation (same" $W/smol_ablate.log

@@ -18,5 +18,5 @@ b main_b
 M=.device/mkc_prev b prev_b
 timeout 170 python3 tools/hf_check.py $M /tmp/hf_openllama --model openllama persistent pdl > $W/hf_openllama.log 2>&1
 echo "hf openllama rc=$? t=$SECONDS"; grep -E "PASSED|FAILED|rror|median" $W/hf_openllama.log | tail -4; keep
-$M model tools/leases/configs/openllama-3b -o $W/ol.ron || exit 1
+$M model tests/configs/openllama-3b -o $W/ol.ron || exit 1
 TARGETS=persistent,pdl,graph T=$W/ol.ron BT=150 b openllama
