@@ -299,7 +299,7 @@ impl Runner {
                     poison(lay.attn, attn_rows * 4, "attn")?;
                     ctas = launch(self)?;
                     let gq = (g.heads / g.kv_heads) as usize;
-                    let scale = 1.0 / (hd as f32).sqrt();
+                    let scale = m.attention_scale();
                     let mut want = vec![0f32; q_dim];
                     let mut want_records = vec![0f32; if parts > 1 { attn_rows } else { 0 }];
                     for h in 0..g.heads as usize {

@@ -123,7 +123,7 @@ fn body_smem(model: &Model, build: AttentionBuild, heads: u32) -> Result<u32, Ba
 
 /// The shape of a layer's attention: query heads, KV heads, head dimension, and the positions
 /// each KV head's history holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AttentionShape {
     /// Query heads.
     pub heads: usize,
@@ -133,9 +133,12 @@ pub struct AttentionShape {
     pub head_dim: usize,
     /// Positions per KV head in the caches.
     pub max_seq: usize,
+    /// The scores' scale, `Model::attention_scale` (the checkpoint's 1/sqrt(head width), which
+    /// a zero-padded head keeps): the kernels' `ATT_SCALE`.
+    pub scale: f32,
 }
 
-/// The CPU's attention output for every query head: softmax(q K^T / sqrt(hd)) V over the first
+/// The CPU's attention output for every query head: softmax(q K^T * scale) V over the first
 /// `len` positions of each KV head's bf16 history.
 pub fn cpu_attention(
     q: &[f32],
@@ -149,9 +152,9 @@ pub fn cpu_attention(
         kv_heads,
         head_dim: hd,
         max_seq,
+        scale,
     } = *shape;
     let group = heads / kv_heads;
-    let scale = 1.0 / (hd as f32).sqrt();
     (0..heads)
         .flat_map(|h| {
             let base = h / group * max_seq * hd;
@@ -214,6 +217,7 @@ pub fn probe_attention(
         kv_heads,
         head_dim: hd,
         max_seq,
+        scale: model.attention_scale(),
     };
     let group = (heads / kv_heads) as u32;
     let q_dim = heads * hd;
@@ -395,6 +399,7 @@ mod tests {
             kv_heads: 1,
             head_dim: hd,
             max_seq: 2,
+            scale: 1.0 / (hd as f32).sqrt(),
         };
         let a = cpu_attention(&q, &k, &v, &shape, 1);
         assert_eq!(a, vec![1.0, 2.0, 1.0, 2.0]);
