@@ -10,7 +10,8 @@ window lies past the run; `--model llama2`: four of Llama-2-7B's layers, saved i
 layers, 32 KiB pages; `--model linear`: four TinyLlama layers with linear RoPE scaling;
 `--model padded`: four TinyLlama layers with an MLP of 5644 columns, which mkc zero-pads;
 `--model dynamic`: four TinyLlama layers with dynamic NTK RoPE, plain within the context;
-`--model openllama`: four of OpenLLaMA-3B's layers, heads of 100 that mkc zero-pads), runs
+`--model openllama`: four of OpenLLaMA-3B's layers, heads of 100 that mkc zero-pads;
+`--model yarn`: four TinyLlama layers with YaRN RoPE scaling), runs
 `mkc run MODEL --weights DIR --logits-out` for each target, and teacher-forces
 transformers over mkc's own tokens, loaded from the same checkpoint in fp32 and in bf16 (loaded
 with from_pretrained, so RoPE's inv_freq stays f32). Passes when, per target, the median
@@ -19,7 +20,7 @@ argmax disagreement on a step whose fp32 top-2 margin is clear.
 
 usage: python3 tools/hf_check.py MKC_BINARY OUT_DIR
        [--model llama1b|llama3b|tinyllama|mistral|llama2|smollm|llama2_13b|linear|padded|dynamic|
-        openllama]
+        openllama|yarn]
        [TARGET ...]
 """
 import os
@@ -85,6 +86,14 @@ SHAPES = {
                       num_attention_heads=32, num_key_value_heads=32, head_dim=100,
                       vocab_size=32000, max_position_embeddings=2048, rope_theta=10000.0,
                       tie_word_embeddings=False),
+    # YaRN (long-context fine-tunes): frequencies ramped between kept and divided by the factor
+    # over the pairs the betas bound, and q and k scaled by the attention factor.
+    "yarn": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=4,
+                 num_attention_heads=32, num_key_value_heads=4, head_dim=64,
+                 vocab_size=32000, max_position_embeddings=8192, rope_theta=10000.0,
+                 tie_word_embeddings=False,
+                 rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                               "original_max_position_embeddings": 2048}),
     # Dynamic NTK RoPE scaling: plain RoPE within the trained context, where mkc's run stays.
     "dynamic": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=4,
                     num_attention_heads=32, num_key_value_heads=4, head_dim=64,

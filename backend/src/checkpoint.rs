@@ -115,23 +115,6 @@ fn sliding_window(dir: &Path, c: &Value) -> Result<Option<u32>, BackendError> {
     Ok(int_key(dir, c, "sliding_window")?.map(|w| u32::try_from(w).unwrap_or(u32::MAX)))
 }
 
-/// A RoPE scaling's keys in config.json, with the values `s` gives them (Llama 3's four, or
-/// linear scaling's factor).
-fn rope_scaling_fields(s: &RopeScaling) -> Vec<(&'static str, f64)> {
-    match s.rope_type {
-        RopeType::Linear => vec![("factor", s.factor)],
-        RopeType::Llama3 => vec![
-            ("factor", s.factor),
-            ("low_freq_factor", s.low_freq_factor),
-            ("high_freq_factor", s.high_freq_factor),
-            (
-                "original_max_position_embeddings",
-                s.original_max_position_embeddings as f64,
-            ),
-        ],
-    }
-}
-
 /// config.json's RoPE blocks, each with its key and its kind (`rope_type`, or the older
 /// `type`): newer transformers write `rope_parameters` (`rope_theta`, `rope_type` and the
 /// scaling factors), older ones `rope_scaling` beside `rope_theta`.
@@ -150,7 +133,7 @@ fn dynamic_rope_block(c: &Value) -> Option<(&'static str, &Value)> {
 }
 
 /// The RoPE scaling block config.json describes, when it is one mkc computes: (its key, the
-/// block, its kind: Llama 3's or linear); `None` for plain RoPE, which dynamic NTK scaling is
+/// block, its kind: Llama 3's, linear or YaRN); `None` for plain RoPE, which dynamic NTK scaling is
 /// within the trained context (`check_dynamic_context` bounds the run by it). Any other RoPE is
 /// refused by key; either block may say "default".
 fn rope_block<'c>(
@@ -160,7 +143,7 @@ fn rope_block<'c>(
     let shown = |v: &Value| mkc_ir::error::shorten(&v.to_string());
     let mut scaling: Option<(&'static str, &'c Value, RopeType)> = None;
     for (key, v, kind) in rope_blocks(c) {
-        let known = [RopeType::Llama3, RopeType::Linear]
+        let known = [RopeType::Llama3, RopeType::Linear, RopeType::Yarn]
             .into_iter()
             .find(|t| kind.and_then(Value::as_str) == Some(t.config_name()));
         match (kind, known) {
@@ -173,8 +156,9 @@ fn rope_block<'c>(
                     dir,
                     format!(
                         "config.json: `{key}` is {}{}; mkc implements plain RoPE, Llama 3's \
-                         scaling (rope_type \"llama3\"), linear scaling (\"linear\") and \
-                         dynamic NTK scaling within the trained context (\"dynamic\") only, \
+                         scaling (rope_type \"llama3\"), linear scaling (\"linear\"), YaRN \
+                         (\"yarn\") and dynamic NTK scaling within the trained context \
+                         (\"dynamic\") only, \
                          and would compute different logits. Fix: use a checkpoint with one of \
                          those",
                         kind.map(|t| format!("(rope_type {}) ", shown(t)))
@@ -220,18 +204,18 @@ fn check_dynamic_context(dir: &Path, c: &Value, model: &Model) -> Result<(), Bac
 fn check_rope(dir: &Path, c: &Value, model: &Model) -> Result<(), BackendError> {
     check_dynamic_context(dir, c, model)?;
     let shown = |v: &Value| mkc_ir::error::shorten(&v.to_string());
-    let scaling = rope_block(dir, c)?;
+    let scaling = config_rope_scaling(dir, c)?;
     let declared = &model.geometry.rope_scaling;
     match (scaling, declared) {
         (None, None) => Ok(()),
-        (Some((key, v, t)), None) => Err(err(
+        (Some((key, v, got)), None) => Err(err(
             dir,
             format!(
                 "config.json: `{key}` scales RoPE (rope_type \"{}\", {}), but the model file \
                  declares no geometry.rope_scaling. Fix: use a model file with the checkpoint's \
                  rope_scaling (`mkc model DIR` writes one; models/llama3.2-1b.ron for \
                  Llama-3.2-1B)",
-                t.config_name(),
+                got.rope_type.config_name(),
                 shown(v)
             ),
         )),
@@ -240,27 +224,25 @@ fn check_rope(dir: &Path, c: &Value, model: &Model) -> Result<(), BackendError> 
             "the model file declares geometry.rope_scaling but config.json has plain RoPE. Fix: \
              drop rope_scaling from the model file, or use the checkpoint it was written for",
         )),
-        (Some((key, _, t)), Some(s)) if t != s.rope_type => Err(err(
+        (Some((key, _, got)), Some(s)) if got.rope_type != s.rope_type => Err(err(
             dir,
             format!(
                 "config.json's `{key}` is rope_type \"{}\" and the model file's \
                  geometry.rope_scaling is \"{}\". Fix: give the model file the checkpoint's \
                  rope_scaling (`mkc model DIR` writes it)",
-                t.config_name(),
+                got.rope_type.config_name(),
                 s.rope_type.config_name()
             ),
         )),
-        (Some((key, v, _)), Some(s)) => {
-            let mut wrong = Vec::new();
-            for (field, want) in rope_scaling_fields(s) {
-                match v.get(field).and_then(Value::as_f64) {
-                    Some(got) if (got - want).abs() <= 1e-9 * want.abs() => {}
-                    got => wrong.push(format!(
-                        "{key}.{field} = {} (model file: {want})",
-                        got.map_or("missing".to_string(), |g| g.to_string())
-                    )),
-                }
-            }
+        (Some((key, _, got)), Some(s)) => {
+            // Both resolved (a YaRN field either leaves out takes transformers' default).
+            let wrong: Vec<String> = got
+                .fields()
+                .into_iter()
+                .zip(s.fields())
+                .filter(|((_, g), (_, w))| (g - w).abs() > 1e-9 * w.abs())
+                .map(|((field, g), (_, w))| format!("{key}.{field} = {g} (model file: {w})"))
+                .collect();
             if wrong.is_empty() {
                 Ok(())
             } else {
@@ -276,6 +258,153 @@ fn check_rope(dir: &Path, c: &Value, model: &Model) -> Result<(), BackendError> 
             }
         }
     }
+}
+
+/// The RoPE scaling config.json describes, as mkc computes it: (its block's key, the block, the
+/// scaling), `None` for plain RoPE. Llama 3's and linear scaling's fields must be given; YaRN's
+/// optional ones are kept as given (left out: transformers' defaults, `RopeScaling::yarn`),
+/// its attention factor folded from `mscale` and `mscale_all_dim` where both are given without
+/// one, and its original context, as transformers takes it, from the config's top level, else
+/// the block, else `max_position_embeddings`. A partial rotary factor other than 1 is refused.
+fn config_rope_scaling<'c>(
+    dir: &Path,
+    c: &'c Value,
+) -> Result<Option<(&'static str, &'c Value, RopeScaling)>, BackendError> {
+    for (key, v, _) in rope_blocks(c).chain([("", c, None)]) {
+        let at = if key.is_empty() {
+            "partial_rotary_factor".to_string()
+        } else {
+            format!("{key}.partial_rotary_factor")
+        };
+        match v.get("partial_rotary_factor") {
+            None | Some(Value::Null) => {}
+            Some(f) if f.as_f64() == Some(1.0) => {}
+            Some(f) => {
+                return Err(err(
+                    dir,
+                    format!(
+                        "config.json: `{at}` is {}; mkc rotates every dimension of a head \
+                         and would compute different logits. Fix: use a checkpoint whose RoPE \
+                         covers whole heads",
+                        mkc_ir::error::shorten(&f.to_string())
+                    ),
+                ))
+            }
+        }
+    }
+    let Some((key, block, rope_type)) = rope_block(dir, c)? else {
+        return Ok(None);
+    };
+    let number = |name: &str| -> Result<Option<f64>, BackendError> {
+        match block.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v.as_f64().map(Some).ok_or_else(|| {
+                err(
+                    dir,
+                    format!(
+                        "config.json: `{key}.{name}` is {}, not a number. Fix: write it as a \
+                         number",
+                        mkc_ir::error::shorten(&v.to_string())
+                    ),
+                )
+            }),
+        }
+    };
+    let field = |name: &str| {
+        number(name)?.ok_or_else(|| {
+            err(
+                dir,
+                format!(
+                    "config.json: `{key}.{name}` is missing. Fix: give the RoPE scaling \
+                     (rope_type \"{}\") in full",
+                    rope_type.config_name()
+                ),
+            )
+        })
+    };
+    let context = |n: f64| {
+        if n.fract() == 0.0 && (1.0..=u32::MAX as f64).contains(&n) {
+            Ok(n as u32)
+        } else {
+            Err(err(
+                dir,
+                format!(
+                    "config.json: `{key}.original_max_position_embeddings` is {n}, not a \
+                     context length. Fix: give the checkpoint's pre-training context"
+                ),
+            ))
+        }
+    };
+    // As transformers standardises Llama 3's and YaRN's blocks: the config's top-level
+    // original_max_position_embeddings, else the block's, else max_position_embeddings.
+    let original_context = || {
+        let top = float_key(dir, c, "original_max_position_embeddings", f64::NAN)?;
+        let whole = float_key(dir, c, "max_position_embeddings", f64::NAN)?;
+        let orig = [
+            Some(top),
+            number("original_max_position_embeddings")?,
+            Some(whole),
+        ]
+        .into_iter()
+        .flatten()
+        .find(|n| !n.is_nan())
+        .ok_or_else(|| {
+            err(
+                dir,
+                format!(
+                    "config.json: `{key}` scales RoPE by the pre-training context, and \
+                         neither original_max_position_embeddings nor max_position_embeddings \
+                         is given. Fix: give `{key}.original_max_position_embeddings`"
+                ),
+            )
+        })?;
+        context(orig)
+    };
+    let mut s = RopeScaling {
+        rope_type,
+        factor: field("factor")?,
+        ..RopeScaling::default()
+    };
+    match rope_type {
+        RopeType::Linear => {}
+        RopeType::Llama3 => {
+            s.low_freq_factor = field("low_freq_factor")?;
+            s.high_freq_factor = field("high_freq_factor")?;
+            s.original_max_position_embeddings = original_context()?;
+        }
+        RopeType::Yarn => {
+            s.original_max_position_embeddings = original_context()?;
+            s.beta_fast = number("beta_fast")?;
+            s.beta_slow = number("beta_slow")?;
+            s.attention_factor = match (
+                number("attention_factor")?,
+                number("mscale")?,
+                number("mscale_all_dim")?,
+            ) {
+                (Some(a), _, _) => Some(a),
+                (None, Some(m), Some(all)) if m != 0.0 && all != 0.0 => Some(
+                    mkc_ir::model::yarn_mscale(s.factor, m)
+                        / mkc_ir::model::yarn_mscale(s.factor, all),
+                ),
+                _ => None,
+            };
+            s.truncate = match block.get("truncate") {
+                None | Some(Value::Null) => None,
+                Some(Value::Bool(b)) => Some(*b),
+                Some(v) => {
+                    return Err(err(
+                        dir,
+                        format!(
+                            "config.json: `{key}.truncate` is {}, not true or false. Fix: \
+                             write it as a boolean",
+                            mkc_ir::error::shorten(&v.to_string())
+                        ),
+                    ))
+                }
+            };
+        }
+    }
+    Ok(Some((key, block, s)))
 }
 
 /// The RoPE base config.json describes (`rope_parameters.rope_theta` or `rope_theta`).
@@ -442,40 +571,7 @@ pub fn parse_config_shape(dir: &Path, text: &str) -> Result<ConfigShape, Backend
             )
         })?;
     }
-    let rope_scaling = match rope_block(dir, &c)? {
-        None => None,
-        Some((key, block, rope_type)) => {
-            let field = |name: &str| {
-                block.get(name).and_then(Value::as_f64).ok_or_else(|| {
-                    err(
-                        dir,
-                        format!(
-                            "config.json: `{key}.{name}` is missing or not a number. Fix: give \
-                             the RoPE scaling (rope_type \"{}\") in full",
-                            rope_type.config_name()
-                        ),
-                    )
-                })
-            };
-            Some(match rope_type {
-                RopeType::Linear => RopeScaling {
-                    rope_type,
-                    factor: field("factor")?,
-                    low_freq_factor: 0.0,
-                    high_freq_factor: 0.0,
-                    original_max_position_embeddings: 0,
-                },
-                RopeType::Llama3 => RopeScaling {
-                    rope_type,
-                    factor: field("factor")?,
-                    low_freq_factor: field("low_freq_factor")?,
-                    high_freq_factor: field("high_freq_factor")?,
-                    original_max_position_embeddings: field("original_max_position_embeddings")?
-                        as u32,
-                },
-            })
-        }
-    };
+    let rope_scaling = config_rope_scaling(dir, &c)?.map(|(_, _, s)| s);
     let geometry = Geometry {
         hidden: v[0],
         intermediate: v[1],

@@ -367,6 +367,7 @@ fn llama3_rope_scaling_loads_when_the_model_file_declares_it() {
         low_freq_factor: 1.0,
         high_freq_factor: 4.0,
         original_max_position_embeddings: 8192,
+        ..Default::default()
     });
     let dir = Dir::new("llama3_rope");
     let mut c = config(&m);
@@ -406,9 +407,7 @@ fn linear_rope_scaling_loads_when_the_model_file_declares_it() {
     let linear = mkc_ir::model::RopeScaling {
         rope_type: mkc_ir::model::RopeType::Linear,
         factor: 4.0,
-        low_freq_factor: 0.0,
-        high_freq_factor: 0.0,
-        original_max_position_embeddings: 0,
+        ..Default::default()
     };
     m.geometry.rope_scaling = Some(linear.clone());
     m.validate("linear").unwrap();
@@ -437,6 +436,82 @@ fn linear_rope_scaling_loads_when_the_model_file_declares_it() {
     assert!(
         err.contains("\"llama3\"") && err.contains("\"linear\""),
         "{err}"
+    );
+}
+
+/// YaRN (long-context Llama fine-tunes): config.json's block reads back as the scaling `mkc
+/// model` writes (optional fields kept as given, an attention factor folded from `mscale` and
+/// `mscale_all_dim`, the original context from the top level, else the block, else
+/// `max_position_embeddings`); it loads where the model file declares the same values
+/// resolved (a left-out beta is transformers' default), and is refused by key where one
+/// differs; a partial rotary factor is refused.
+#[test]
+fn yarn_rope_scaling_loads_when_the_model_file_declares_it() {
+    let mut m = resolve_model("tiny").unwrap();
+    let dir = Dir::new("yarn_rope");
+    let mut c = config(&m);
+    c["max_position_embeddings"] = json!(8192);
+    c["rope_scaling"] = json!({"rope_type": "yarn", "factor": 4.0,
+        "original_max_position_embeddings": 2048});
+    write(&dir.0, &c, &[tensors(&m)]);
+    let yarn = mkc_backend::config_shape(&dir.0)
+        .unwrap()
+        .geometry
+        .rope_scaling
+        .expect("YaRN");
+    assert_eq!(yarn.rope_type, mkc_ir::model::RopeType::Yarn);
+    assert_eq!(
+        (yarn.factor, yarn.original_max_position_embeddings),
+        (4.0, 2048)
+    );
+    assert_eq!(
+        (yarn.beta_fast, yarn.attention_factor, yarn.truncate),
+        (None, None, None)
+    );
+    // The declared scaling with the defaults written out is the same scaling.
+    m.geometry.rope_scaling = Some(mkc_ir::model::RopeScaling {
+        beta_fast: Some(32.0),
+        beta_slow: Some(1.0),
+        truncate: Some(true),
+        ..yarn.clone()
+    });
+    m.validate("yarn").unwrap();
+    weights::load_checkpoint(&dir.0, &m).expect("the declared scaling loads");
+    c["rope_scaling"]["beta_fast"] = json!(16.0);
+    write(&dir.0, &c, &[tensors(&m)]);
+    let err = weights::load_checkpoint(&dir.0, &m)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("rope_scaling.beta_fast = 16") && err.contains("model file: 32"),
+        "{err}"
+    );
+    // mscale over mscale_all_dim, DeepSeek-style, and the context from max_position_embeddings.
+    c["rope_scaling"] = json!({"type": "yarn", "factor": 8.0, "mscale": 0.707,
+        "mscale_all_dim": 1.0});
+    write(&dir.0, &c, &[tensors(&m)]);
+    let s = mkc_backend::config_shape(&dir.0)
+        .unwrap()
+        .geometry
+        .rope_scaling
+        .unwrap();
+    assert_eq!(s.original_max_position_embeddings, 8192);
+    let want = (0.1 * 0.707 * 8f64.ln() + 1.0) / (0.1 * 8f64.ln() + 1.0);
+    assert!((s.attention_factor.unwrap() - want).abs() < 1e-12);
+    c["original_max_position_embeddings"] = json!(4096);
+    write(&dir.0, &c, &[tensors(&m)]);
+    let s = mkc_backend::config_shape(&dir.0)
+        .unwrap()
+        .geometry
+        .rope_scaling
+        .unwrap();
+    assert_eq!(s.original_max_position_embeddings, 4096);
+    c["rope_scaling"]["partial_rotary_factor"] = json!(0.5);
+    write(&dir.0, &c, &[tensors(&m)]);
+    let e = mkc_backend::config_shape(&dir.0).unwrap_err().to_string();
+    assert!(
+        e.contains("rope_scaling.partial_rotary_factor") && e.contains("Fix"),
+        "{e}"
     );
 }
 
@@ -673,6 +748,7 @@ fn config_shape_reads_back_the_geometry_a_config_describes() {
         low_freq_factor: 1.0,
         high_freq_factor: 4.0,
         original_max_position_embeddings: 8192,
+        ..Default::default()
     });
     let mut c = config(&scaled);
     c["rope_scaling"] = json!({"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,

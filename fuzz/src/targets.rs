@@ -71,6 +71,12 @@ impl Target {
                 v.push(include_str!("../../models/llama1b_tuned.ron").into());
                 v.push(include_str!("../../models/llama3.2-1b.ron").into());
                 v.push(include_str!("../../models/llama1b_fused.ron").into());
+                v.push(include_str!("../../models/tiny.ron").replace(
+                    "tied_embeddings:",
+                    "rope_scaling: Some((rope_type: Yarn, factor: 4.0, \
+                     original_max_position_embeddings: 32, beta_slow: Some(2.0))),\n        \
+                     tied_embeddings:",
+                ));
                 v
             }
             Target::Device => mkc_ir::embedded::DEVICES
@@ -121,6 +127,25 @@ impl Target {
                 )
                 .expect("parses");
                 v.push(config_json(&scaled));
+                // Real checkpoints' shapes: padded MLPs and heads (OpenLLaMA's 100-wide heads),
+                // SmolLM's narrow rows, Llama-2's and CodeLlama's 32 KiB pages.
+                v.extend(
+                    [
+                        include_str!("../../tests/configs/smollm-135m/config.json"),
+                        include_str!("../../tests/configs/smollm-360m/config.json"),
+                        include_str!("../../tests/configs/openllama-3b/config.json"),
+                        include_str!("../../tests/configs/llama-2-13b/config.json"),
+                        include_str!("../../tests/configs/codellama-34b/config.json"),
+                    ]
+                    .map(String::from),
+                );
+                // YaRN with its optional fields, the attention factor from mscale.
+                let mut yarn: serde_json::Value =
+                    serde_json::from_str(&config_json(&tiny())).expect("parses");
+                yarn["rope_scaling"] = serde_json::json!({"rope_type": "yarn", "factor": 4.0,
+                    "original_max_position_embeddings": 32, "beta_fast": 16, "truncate": false,
+                    "mscale": 0.707, "mscale_all_dim": 1.0});
+                v.push(yarn.to_string());
                 v
             }
         }

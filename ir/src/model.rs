@@ -288,8 +288,13 @@ impl Geometry {
 /// `original_max_position_embeddings / low_freq_factor` are divided by `factor`, those shorter
 /// than `original_max_position_embeddings / high_freq_factor` kept, and those between
 /// interpolated. Linear (`rope_type: "linear"`): every frequency divided by `factor` (positions
-/// interpolated), the other three fields unused.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// interpolated), the other three fields unused. YaRN (`rope_type: "yarn"`): the pairs below
+/// the correction range that `beta_fast` and `beta_slow` rotations over the original context
+/// bound keep their frequency, those above it are divided by `factor`, a linear ramp between;
+/// the scores are scaled by `attention_factor` squared (transformers scales RoPE's cos and sin
+/// by it). YaRN's optional fields left out take transformers' defaults
+/// ([`RopeScaling::yarn`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RopeScaling {
     /// Which scaling: Llama 3's unless the file says `rope_type: Linear`.
@@ -303,9 +308,115 @@ pub struct RopeScaling {
     /// Llama 3: above this fraction, wavelengths are kept.
     #[serde(default)]
     pub high_freq_factor: f64,
-    /// Llama 3: the context length the model was pre-trained with.
+    /// Llama 3 and YaRN: the context length the model was pre-trained with.
     #[serde(default)]
     pub original_max_position_embeddings: u32,
+    /// YaRN: rotations over the original context that bound the kept (fast) pairs; 32 if
+    /// absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beta_fast: Option<f64>,
+    /// YaRN: rotations that bound the fully interpolated (slow) pairs; 1 if absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beta_slow: Option<f64>,
+    /// YaRN: the factor on RoPE's cos and sin (so on q and k); `0.1 ln(factor) + 1` if absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_factor: Option<f64>,
+    /// YaRN: whether the correction range's bounds are rounded out to whole pairs; true if
+    /// absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncate: Option<bool>,
+}
+
+/// YaRN's parameters with transformers' defaults filled in (`RopeScaling::yarn`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Yarn {
+    /// See [`RopeScaling::beta_fast`].
+    pub beta_fast: f64,
+    /// See [`RopeScaling::beta_slow`].
+    pub beta_slow: f64,
+    /// See [`RopeScaling::attention_factor`].
+    pub attention_factor: f64,
+    /// See [`RopeScaling::truncate`].
+    pub truncate: bool,
+}
+
+impl RopeScaling {
+    /// YaRN's parameters as transformers resolves them (`_compute_yarn_parameters`): a beta left
+    /// out (or 0) is 32 (fast) or 1 (slow), the attention factor `0.1 ln(factor) + 1` (1 for a
+    /// factor of at most 1), truncation on. `None` for the other kinds.
+    pub fn yarn(&self) -> Option<Yarn> {
+        if self.rope_type != RopeType::Yarn {
+            return None;
+        }
+        let or = |v: Option<f64>, d: f64| v.filter(|&b| b != 0.0).unwrap_or(d);
+        Some(Yarn {
+            beta_fast: or(self.beta_fast, 32.0),
+            beta_slow: or(self.beta_slow, 1.0),
+            attention_factor: self
+                .attention_factor
+                .unwrap_or_else(|| yarn_mscale(self.factor, 1.0)),
+            truncate: self.truncate.unwrap_or(true),
+        })
+    }
+
+    /// The fields of this kind of scaling, resolved, by their config.json names: what a
+    /// checkpoint's config must give the same values for (truncate as 1 or 0).
+    pub fn fields(&self) -> Vec<(&'static str, f64)> {
+        let orig = (
+            "original_max_position_embeddings",
+            self.original_max_position_embeddings as f64,
+        );
+        match (self.rope_type, self.yarn()) {
+            (RopeType::Linear, _) => vec![("factor", self.factor)],
+            (RopeType::Llama3, _) => vec![
+                ("factor", self.factor),
+                ("low_freq_factor", self.low_freq_factor),
+                ("high_freq_factor", self.high_freq_factor),
+                orig,
+            ],
+            (RopeType::Yarn, y) => {
+                let y = y.expect("a YaRN scaling resolves");
+                vec![
+                    ("factor", self.factor),
+                    orig,
+                    ("beta_fast", y.beta_fast),
+                    ("beta_slow", y.beta_slow),
+                    ("attention_factor", y.attention_factor),
+                    ("truncate", if y.truncate { 1.0 } else { 0.0 }),
+                ]
+            }
+        }
+    }
+
+    /// YaRN's pair range `[low, high]` over which frequencies ramp from kept to divided by
+    /// `factor`, for heads of `dim` dimensions and RoPE base `theta` (transformers'
+    /// `find_correction_range`, in f64 as Python computes it).
+    fn yarn_range(&self, y: &Yarn, dim: f64, theta: f64) -> (f64, f64) {
+        let orig = self.original_max_position_embeddings as f64;
+        let at = |rotations: f64| {
+            dim * (orig / (rotations * 2.0 * std::f64::consts::PI)).ln() / (2.0 * theta.ln())
+        };
+        let (mut low, mut high) = (at(y.beta_fast), at(y.beta_slow));
+        if y.truncate {
+            (low, high) = (low.floor(), high.ceil());
+        }
+        let (low, mut high) = (low.max(0.0), high.min(dim - 1.0));
+        if low == high {
+            high += 0.001;
+        }
+        (low, high)
+    }
+}
+
+/// YaRN's `mscale`: `0.1 mscale ln(factor) + 1`, 1 for a factor of at most 1 (transformers'
+/// `yarn_get_mscale`); a checkpoint's `mscale` and `mscale_all_dim` give the attention factor
+/// as the ratio of two.
+pub fn yarn_mscale(factor: f64, mscale: f64) -> f64 {
+    if factor <= 1.0 {
+        1.0
+    } else {
+        0.1 * mscale * factor.ln() + 1.0
+    }
 }
 
 /// The kinds of RoPE scaling mkc computes (`RopeScaling::rope_type`).
@@ -316,6 +427,8 @@ pub enum RopeType {
     Llama3,
     /// Linear position interpolation (config.json `"linear"`).
     Linear,
+    /// YaRN (config.json `"yarn"`).
+    Yarn,
 }
 
 impl RopeType {
@@ -329,6 +442,7 @@ impl RopeType {
         match self {
             RopeType::Llama3 => "llama3",
             RopeType::Linear => "linear",
+            RopeType::Yarn => "yarn",
         }
     }
 }
@@ -580,6 +694,11 @@ impl Model {
         if s.rope_type == RopeType::Linear {
             return freq / s.factor as f32;
         }
+        if let Some(y) = s.yarn() {
+            let (low, high) = s.yarn_range(&y, g.stored_head_dim() as f64, g.rope_theta);
+            let ramp = ((pair as f32 - low as f32) / (high - low) as f32).clamp(0.0, 1.0);
+            return freq / s.factor as f32 * ramp + freq * (1.0 - ramp);
+        }
         let (factor, low, high) = (
             s.factor as f32,
             s.low_freq_factor as f32,
@@ -598,10 +717,16 @@ impl Model {
     }
 
     /// Attention's score scale, `1/sqrt(d)` with `d` the checkpoint's head width (a padded
-    /// head's zero dimensions add nothing to a score, so the scale stays the checkpoint's), in
-    /// f32 as the kernels (generated) and the CPU reference use it.
+    /// head's zero dimensions add nothing to a score, so the scale stays the checkpoint's),
+    /// times YaRN's attention factor squared (transformers scales q and k by it through RoPE's
+    /// cos and sin; mkc's KV history holds k unscaled), in f32 as the kernels (generated) and
+    /// the CPU reference use it.
     pub fn attention_scale(&self) -> f32 {
-        1.0 / (self.geometry.stored_head_dim() as f32).sqrt()
+        let plain = 1.0 / (self.geometry.stored_head_dim() as f32).sqrt();
+        match self.geometry.rope_scaling.as_ref().and_then(|s| s.yarn()) {
+            Some(y) => (y.attention_factor * y.attention_factor * plain as f64) as f32,
+            None => plain,
+        }
     }
 
     /// The model the chain targets (pdl, graph) lower and build kernels for: this one without
@@ -746,5 +871,91 @@ mod rope_tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("geometry.rope_scaling.low_freq_factor"), "{e}");
+    }
+
+    /// YaRN as transformers computes it (`_compute_yarn_parameters`), on Llama-3.2-1B's heads
+    /// (64 wide, theta 500,000) with factor 8 over an original context of 8,192: the correction
+    /// range is pairs 9.04 to 17.49 (Python's `math`: `64 ln(8192 / (beta 2 pi)) / (2 ln
+    /// 500000)` at beta 32 and 1), rounded out to 9 and 18. Pairs up to 9 keep plain RoPE's
+    /// frequency, pairs from 18 are divided by 8, the ones between ramp linearly; the scores
+    /// take the attention factor (0.1 ln 8 + 1) squared.
+    #[test]
+    fn yarn_ramps_from_kept_to_interpolated_frequencies() {
+        let plain = with_scaling("None").unwrap();
+        let yarn = with_scaling(
+            "Some((rope_type: Yarn, factor: 8.0, original_max_position_embeddings: 8192))",
+        )
+        .unwrap();
+        let ramp =
+            |pair: u32, low: f32, high: f32| ((pair as f32 - low) / (high - low)).clamp(0.0, 1.0);
+        for pair in 0..32 {
+            let p = plain.rope_freq(pair);
+            let want = p / 8.0 * ramp(pair, 9.0, 18.0) + p * (1.0 - ramp(pair, 9.0, 18.0));
+            assert_eq!(yarn.rope_freq(pair), want, "pair {pair}");
+        }
+        assert_eq!(yarn.rope_freq(9), plain.rope_freq(9));
+        assert_eq!(yarn.rope_freq(18), plain.rope_freq(18) / 8.0);
+        let factor = 0.1 * 8f64.ln() + 1.0;
+        let scale = (factor * factor * plain.attention_scale() as f64) as f32;
+        assert_eq!(yarn.attention_scale(), scale);
+        assert!(yarn.attention_scale() > plain.attention_scale() * 1.4);
+        // Without truncation the range keeps its fractions; betas and the factor as given.
+        let exact = with_scaling(
+            "Some((rope_type: Yarn, factor: 8.0, original_max_position_embeddings: 8192, \
+             truncate: Some(false), attention_factor: Some(1.0)))",
+        )
+        .unwrap();
+        for pair in 0..32 {
+            let p = plain.rope_freq(pair);
+            let r = ramp(pair, 9.040_568, 17.492_06);
+            let want = p / 8.0 * r + p * (1.0 - r);
+            assert!(
+                (exact.rope_freq(pair) - want).abs() <= 1e-6 * p,
+                "pair {pair}"
+            );
+        }
+        assert_eq!(exact.attention_scale(), plain.attention_scale());
+        // Written out and read back as itself.
+        let ron = ron::ser::to_string_pretty(
+            &exact,
+            ron::ser::PrettyConfig::default().struct_names(true),
+        )
+        .unwrap();
+        let again = Model::parse("again.ron", &ron).unwrap();
+        assert_eq!(again.geometry.rope_scaling, exact.geometry.rope_scaling);
+    }
+
+    /// A YaRN file is refused by field where its betas are not ordered, its attention factor is
+    /// out of range or it gives Llama 3's fields; Llama 3's scaling refuses YaRN's fields.
+    #[test]
+    fn yarn_fields_are_checked_by_name() {
+        for (fields, field) in [
+            ("beta_fast: Some(1.0), beta_slow: Some(2.0)", "beta_fast"),
+            ("beta_slow: Some(-1.0)", "beta_slow"),
+            ("attention_factor: Some(0.0)", "attention_factor"),
+            ("low_freq_factor: 1.0", "low_freq_factor"),
+        ] {
+            let e = with_scaling(&format!(
+                "Some((rope_type: Yarn, factor: 8.0, original_max_position_embeddings: 8192, \
+                 {fields}))"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains(&format!("geometry.rope_scaling.{field}")), "{e}");
+        }
+        let e = with_scaling("Some((rope_type: Yarn, factor: 8.0))")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("geometry.rope_scaling.original_max_position_embeddings"),
+            "{e}"
+        );
+        let e = with_scaling(
+            "Some((factor: 32.0, low_freq_factor: 1.0, high_freq_factor: 4.0, \
+             original_max_position_embeddings: 8192, beta_fast: Some(32.0)))",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("geometry.rope_scaling.beta_fast"), "{e}");
     }
 }

@@ -306,29 +306,52 @@ fn check_geometry(m: &Model, file: &str) -> Result<(), InputError> {
                 format!("{} is not a factor from 1 to 1e6", s.factor),
             );
         }
-        if s.rope_type == crate::model::RopeType::Linear {
-            // Linear scaling divides every frequency by `factor`: Llama 3's fields would be
-            // ignored, which a file must not rely on.
-            for (field, set) in [
-                ("low_freq_factor", s.low_freq_factor != 0.0),
-                ("high_freq_factor", s.high_freq_factor != 0.0),
-                (
-                    "original_max_position_embeddings",
-                    s.original_max_position_embeddings != 0,
+        // Each kind's fields only: another kind's would be ignored, which a file must not rely
+        // on.
+        use crate::model::RopeType;
+        let set = [
+            ("low_freq_factor", s.low_freq_factor != 0.0),
+            ("high_freq_factor", s.high_freq_factor != 0.0),
+            (
+                "original_max_position_embeddings",
+                s.original_max_position_embeddings != 0,
+            ),
+            ("beta_fast", s.beta_fast.is_some()),
+            ("beta_slow", s.beta_slow.is_some()),
+            ("attention_factor", s.attention_factor.is_some()),
+            ("truncate", s.truncate.is_some()),
+        ];
+        let own: &[&str] = match s.rope_type {
+            RopeType::Linear => &[],
+            RopeType::Llama3 => &[
+                "low_freq_factor",
+                "high_freq_factor",
+                "original_max_position_embeddings",
+            ],
+            RopeType::Yarn => &[
+                "original_max_position_embeddings",
+                "beta_fast",
+                "beta_slow",
+                "attention_factor",
+                "truncate",
+            ],
+        };
+        if let Some((field, _)) = set.iter().find(|(f, on)| *on && !own.contains(f)) {
+            return Err(InputError::invalid(
+                file,
+                format!("geometry.rope_scaling.{field}"),
+                format!(
+                    "is not a field of {} scaling (rope_type: {:?})",
+                    s.rope_type.config_name(),
+                    s.rope_type
                 ),
-            ] {
-                if set {
-                    return Err(InputError::invalid(
-                        file,
-                        format!("geometry.rope_scaling.{field}"),
-                        "is Llama 3 scaling's, and linear scaling (rope_type: Linear) has none"
-                            .to_string(),
-                        format!("remove {field}, or drop rope_type for Llama 3's scaling"),
-                    ));
-                }
-            }
-        } else {
-            check_llama3_scaling(s, bad)?;
+                format!("remove {field}, or give the rope_type whose field it is"),
+            ));
+        }
+        match s.rope_type {
+            RopeType::Linear => {}
+            RopeType::Llama3 => check_llama3_scaling(s, bad)?,
+            RopeType::Yarn => check_yarn_scaling(s, bad)?,
         }
     }
     within(
@@ -553,6 +576,43 @@ fn check_llama3_scaling(
             format!("{} is not above low_freq_factor", s.high_freq_factor),
         );
     }
+    check_original_context(s, &bad)
+}
+
+/// YaRN's own fields: an original context in range, the fast rotations above the slow (both
+/// positive) and a positive attention factor; `bad(field, problem)` words the refusal.
+fn check_yarn_scaling(
+    s: &crate::model::RopeScaling,
+    bad: impl Fn(&str, String) -> Result<(), InputError>,
+) -> Result<(), InputError> {
+    check_original_context(s, &bad)?;
+    let y = s.yarn().expect("a YaRN scaling");
+    if !(y.beta_slow.is_finite() && y.beta_slow > 0.0 && y.beta_slow < 1e6) {
+        return bad(
+            "beta_slow",
+            format!("{} is not a positive number", y.beta_slow),
+        );
+    }
+    if !(y.beta_fast.is_finite() && y.beta_fast > y.beta_slow && y.beta_fast < 1e6) {
+        return bad(
+            "beta_fast",
+            format!("{} is not above beta_slow ({})", y.beta_fast, y.beta_slow),
+        );
+    }
+    if !(y.attention_factor.is_finite() && (0.01..=100.0).contains(&y.attention_factor)) {
+        return bad(
+            "attention_factor",
+            format!("{} is not a factor from 0.01 to 100", y.attention_factor),
+        );
+    }
+    Ok(())
+}
+
+/// The pre-training context of Llama 3's and YaRN's scaling, in range.
+fn check_original_context(
+    s: &crate::model::RopeScaling,
+    bad: &impl Fn(&str, String) -> Result<(), InputError>,
+) -> Result<(), InputError> {
     if s.original_max_position_embeddings == 0 || s.original_max_position_embeddings > MAX_DIM * 16
     {
         return bad(
