@@ -379,15 +379,9 @@ fn llama3_rope_scaling_loads_when_the_model_file_declares_it() {
     write(&dir.0, &c, &[tensors(&m)]);
     weights::load_checkpoint(&dir.0, &m).expect("the declared scaling loads");
     c["rope_parameters"]["factor"] = json!(8.0);
-    write(&dir.0, &c, &[tensors(&m)]);
-    let Err(err) = weights::load_checkpoint(&dir.0, &m) else {
-        panic!("accepted")
-    };
-    let err = err.to_string();
-    assert!(
-        err.contains("rope_parameters.factor = 8") && err.contains("model file: 32"),
-        "{err}"
-    );
+    let bf16 = Dtype::BF16;
+    let needles = ["rope_parameters.factor = 8", "model file: 32"];
+    refused_as(&m, "llama3_factor", &c, &[tensors(&m)], bf16, &needles);
     // The model file declares scaling, the checkpoint has none.
     let plain = config(&m);
     write(&dir.0, &plain, &[tensors(&m)]);
@@ -419,24 +413,19 @@ fn linear_rope_scaling_loads_when_the_model_file_declares_it() {
     let shape = mkc_backend::config_shape(&dir.0).unwrap();
     assert_eq!(shape.geometry.rope_scaling, Some(linear));
     c["rope_scaling"]["factor"] = json!(2.0);
-    write(&dir.0, &c, &[tensors(&m)]);
-    let err = weights::load_checkpoint(&dir.0, &m)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("rope_scaling.factor = 2") && err.contains("model file: 4"),
-        "{err}"
+    let needles = ["rope_scaling.factor = 2", "model file: 4"];
+    refused_as(
+        &m,
+        "linear_factor",
+        &c,
+        &[tensors(&m)],
+        Dtype::BF16,
+        &needles,
     );
     c["rope_scaling"] = json!({"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0,
         "high_freq_factor": 4.0, "original_max_position_embeddings": 8192});
-    write(&dir.0, &c, &[tensors(&m)]);
-    let err = weights::load_checkpoint(&dir.0, &m)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("\"llama3\"") && err.contains("\"linear\""),
-        "{err}"
-    );
+    let needles = ["\"llama3\"", "\"linear\""];
+    refused_as(&m, "linear_kind", &c, &[tensors(&m)], Dtype::BF16, &needles);
 }
 
 /// YaRN (long-context Llama fine-tunes): config.json's block reads back as the scaling `mkc
@@ -478,37 +467,26 @@ fn yarn_rope_scaling_loads_when_the_model_file_declares_it() {
     m.validate("yarn").unwrap();
     weights::load_checkpoint(&dir.0, &m).expect("the declared scaling loads");
     c["rope_scaling"]["beta_fast"] = json!(16.0);
-    write(&dir.0, &c, &[tensors(&m)]);
-    let err = weights::load_checkpoint(&dir.0, &m)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("rope_scaling.beta_fast = 16") && err.contains("model file: 32"),
-        "{err}"
-    );
+    let needles = ["rope_scaling.beta_fast = 16", "model file: 32"];
+    refused_as(&m, "yarn_beta", &c, &[tensors(&m)], Dtype::BF16, &needles);
     // mscale over mscale_all_dim, DeepSeek-style, and the context from max_position_embeddings.
+    let read_back = |c: &Value| {
+        write(&dir.0, c, &[tensors(&m)]);
+        mkc_backend::config_shape(&dir.0).map(|shape| shape.geometry.rope_scaling.unwrap())
+    };
     c["rope_scaling"] = json!({"type": "yarn", "factor": 8.0, "mscale": 0.707,
         "mscale_all_dim": 1.0});
-    write(&dir.0, &c, &[tensors(&m)]);
-    let s = mkc_backend::config_shape(&dir.0)
-        .unwrap()
-        .geometry
-        .rope_scaling
-        .unwrap();
+    let s = read_back(&c).unwrap();
     assert_eq!(s.original_max_position_embeddings, 8192);
     let want = (0.1 * 0.707 * 8f64.ln() + 1.0) / (0.1 * 8f64.ln() + 1.0);
     assert!((s.attention_factor.unwrap() - want).abs() < 1e-12);
     c["original_max_position_embeddings"] = json!(4096);
-    write(&dir.0, &c, &[tensors(&m)]);
-    let s = mkc_backend::config_shape(&dir.0)
-        .unwrap()
-        .geometry
-        .rope_scaling
-        .unwrap();
-    assert_eq!(s.original_max_position_embeddings, 4096);
+    assert_eq!(
+        read_back(&c).unwrap().original_max_position_embeddings,
+        4096
+    );
     c["rope_scaling"]["partial_rotary_factor"] = json!(0.5);
-    write(&dir.0, &c, &[tensors(&m)]);
-    let e = mkc_backend::config_shape(&dir.0).unwrap_err().to_string();
+    let e = read_back(&c).unwrap_err().to_string();
     assert!(
         e.contains("rope_scaling.partial_rotary_factor") && e.contains("Fix"),
         "{e}"
