@@ -288,6 +288,16 @@ fn simulate_json_reports_every_target() {
         assert!(r["boundaries"].as_array().unwrap().len() == 2 * 5);
         assert!(r["occupancy"][0]["blocks_per_sm"].as_u64().unwrap() >= 1);
     }
+    // tiny's 512-byte pages are a what-if: the kernels stream 8 KiB or more. Said once, with
+    // every target it refuses, and the JSON on stdout stays whole.
+    let err = stderr(&o);
+    let notes: Vec<&str> = err.lines().filter(|l| l.contains("note:")).collect();
+    assert_eq!(notes.len(), 1, "{err}");
+    assert!(
+        notes[0].contains("lowering.page_bytes")
+            && notes[0].contains("`mkc run` refuses this plan (persistent, pdl, graph)"),
+        "{err}"
+    );
 }
 
 /// `simulate --ablate` predicts `bench --ablate`'s rungs for every target, in its words, in

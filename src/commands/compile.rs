@@ -43,15 +43,12 @@ pub fn run(args: CompileArgs) -> Result<(), CommandError> {
         (compiled, found)
     });
     let found = found?;
-    if persistent {
-        // The plan still compiles (and simulates) with the model file's declared CTA; say
-        // why the kernel's own figures are not used and that a run would be refused.
-        if let Err(e) = mkc_backend::kernels::check_persistent(&model) {
-            eprintln!(
-                "mkc compile: note: the persistent kernel cannot run this model ({e}); the plan \
-                 keeps the declared CTA and `mkc run` refuses it"
-            );
-        }
+    // The plan still compiles (and simulates) with the model file's declared CTA; say why the
+    // kernels' own figures are not used and that a run would be refused.
+    if let Some(e) = super::kernels::backend_refusal(&model, persistent) {
+        eprintln!(
+            "mkc compile: note: {e}; the plan keeps the declared CTA and `mkc run` refuses it"
+        );
     }
     if let Some(found) = found {
         mkc_backend::kernels::apply_to_schedule(&mut compiled.schedule, &found);

@@ -81,6 +81,21 @@ pub fn resource_figures(
     }
 }
 
+/// Why the CUDA backend would refuse to run `model` on the persistent kernel (`persistent`) or
+/// the chain's kernels, if it would: `mkc compile` and `simulate` still plan and time such a
+/// model (a what-if), and say that `mkc run` refuses it.
+pub fn backend_refusal(model: &mkc_ir::Model, persistent: bool) -> Option<String> {
+    let chain = model.for_chain();
+    let built = if persistent { model } else { &chain };
+    if let Err(e) = kernels::check_model(built) {
+        return Some(e.to_string());
+    }
+    persistent
+        .then(|| kernels::check_persistent(model).err())
+        .flatten()
+        .map(|e| format!("the persistent kernel cannot run this model: {e}"))
+}
+
 /// Runs `mkc kernels`.
 pub fn run(args: KernelsArgs) -> Result<(), CommandError> {
     // The kernels use Hopper-only PTX (bulk copies, mbarriers, griddepcontrol): anything but

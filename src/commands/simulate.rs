@@ -69,6 +69,23 @@ pub fn run(args: SimulateArgs) -> Result<(), CommandError> {
         true => super::kernels::resource_figures(args.resources, &model, true)?,
         false => None,
     };
+    // Each reason the backend would refuse a target, once, with the targets it refuses.
+    let mut refused: Vec<(String, Vec<&str>)> = Vec::new();
+    for t in &targets {
+        let Some(e) = super::kernels::backend_refusal(&model, *t == Target::Persistent) else {
+            continue;
+        };
+        match refused.iter_mut().find(|(r, _)| *r == e) {
+            Some((_, names)) => names.push(t.name()),
+            None => refused.push((e, vec![t.name()])),
+        }
+    }
+    for (e, names) in refused {
+        eprintln!(
+            "mkc simulate: note: {e}; `mkc run` refuses this plan ({})",
+            names.join(", ")
+        );
+    }
     let mut reports: Vec<SimReport> = Vec::new();
     for target in targets {
         let opts = CompileOptions {
