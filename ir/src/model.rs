@@ -925,6 +925,68 @@ mod rope_tests {
         assert_eq!(again.geometry.rope_scaling, exact.geometry.rope_scaling);
     }
 
+    /// transformers' own YaRN frequencies and attention factor (5.25.0's
+    /// `_compute_yarn_parameters` on `LlamaConfig(head_dim=64, rope_theta=10000.0,
+    /// max_position_embeddings=8192, rope_scaling={"rope_type": "yarn", "factor": 4.0,
+    /// "original_max_position_embeddings": 2048})`, evaluated in float32 over numpy, printed
+    /// to 10 digits): an independent implementation of the formula, which mkc's f32 tables
+    /// match to a few ulps.
+    #[test]
+    fn yarn_matches_transformers_frequencies() {
+        const TRANSFORMERS: [f64; 32] = [
+            1.000000000e+00,
+            7.498942018e-01,
+            5.623413324e-01,
+            4.216965139e-01,
+            3.162277639e-01,
+            2.371373922e-01,
+            1.778279394e-01,
+            1.333521456e-01,
+            1.000000015e-01,
+            7.066310197e-02,
+            4.974557459e-02,
+            3.487105668e-02,
+            2.432521433e-02,
+            1.687323488e-02,
+            1.162721217e-02,
+            7.949839346e-03,
+            5.384615157e-03,
+            3.605260747e-03,
+            2.379136393e-03,
+            1.540814061e-03,
+            9.730085731e-04,
+            5.928434548e-04,
+            4.445698578e-04,
+            3.333803616e-04,
+            2.500000119e-04,
+            1.874735462e-04,
+            1.405853254e-04,
+            1.054241366e-04,
+            7.905694656e-05,
+            5.928434621e-05,
+            4.445698505e-05,
+            3.333803761e-05,
+        ];
+        let m = with_scaling(
+            "Some((rope_type: Yarn, factor: 4.0, original_max_position_embeddings: 2048))",
+        )
+        .map(|mut m| {
+            m.geometry.rope_theta = 10000.0;
+            m
+        })
+        .unwrap();
+        for (pair, want) in TRANSFORMERS.iter().enumerate() {
+            let got = m.rope_freq(pair as u32) as f64;
+            assert!(
+                (got - want).abs() <= 1e-6 * want,
+                "pair {pair}: {got} against {want}"
+            );
+        }
+        // transformers' attention factor 1.138629436111989, on cos and sin: squared on scores.
+        let want = 1.138629436111989f64.powi(2) / 8.0;
+        assert!((m.attention_scale() as f64 - want).abs() <= 1e-7 * want);
+    }
+
     /// A YaRN file is refused by field where its betas are not ordered, its attention factor is
     /// out of range or it gives Llama 3's fields; Llama 3's scaling refuses YaRN's fields.
     #[test]
