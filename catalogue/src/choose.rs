@@ -97,6 +97,18 @@ pub fn choose_lowering(
     workload: &Workload,
 ) -> Result<Model, Unsupported> {
     let g = &with_padded_heads(g);
+    // A size out of range fails every candidate alike (2^29 heads took 32 s to refuse through
+    // them all).
+    let alone = Model {
+        name: name.to_string(),
+        geometry: g.clone(),
+        workload: workload.clone(),
+        lowering: Lowering::default(),
+        tuning: Tuning::default(),
+    };
+    alone
+        .validate_geometry_sizes("the checkpoint's geometry")
+        .map_err(|e| Unsupported(e.to_string()))?;
     let mut reasons = Vec::new();
     for setup in setups() {
         if let Some(m) = choose_in_setup(name, g, workload, setup, &mut reasons) {
@@ -209,6 +221,21 @@ mod tests {
 
     fn geometry(name: &str) -> Geometry {
         mkc_ir::embedded::resolve_model(name).unwrap().geometry
+    }
+
+    /// A size out of range is refused by its field before any candidate is tried (a fuzzed
+    /// config with 2^29 query heads took 32 s through every candidate).
+    #[test]
+    fn a_geometry_out_of_range_is_refused_before_the_search() {
+        let mut g = geometry("llama8b");
+        g.heads = 1 << 29;
+        let e = choose_lowering("x", &g, &Workload::default())
+            .unwrap_err()
+            .0;
+        assert!(
+            e.contains("geometry.heads") && e.contains("Fix") && !e.contains("candidate"),
+            "{e}"
+        );
     }
 
     #[test]

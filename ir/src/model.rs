@@ -653,6 +653,13 @@ impl Model {
         crate::validate::validate(self, file)
     }
 
+    /// Checks the geometry's sizes alone (each positive and within its range; the lowering,
+    /// workload and tuning unread): what no lowering or padding can fix, so that a search over
+    /// lowerings refuses it once.
+    pub fn validate_geometry_sizes(&self, file: &str) -> Result<(), InputError> {
+        crate::validate::check_geometry_sizes(self, file)
+    }
+
     /// Width of the query projection (`heads * head_dim`).
     pub fn q_dim(&self) -> u32 {
         self.geometry.heads * self.geometry.head_dim

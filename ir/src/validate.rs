@@ -183,7 +183,9 @@ fn divisors_hint(n: u32) -> String {
     list.join(", ")
 }
 
-fn check_geometry(m: &Model, file: &str) -> Result<(), InputError> {
+/// Checks `m`'s geometry's sizes: each positive and within its range (`model_range`), what no
+/// lowering or padding can change (`Model::validate_geometry`).
+pub(crate) fn check_geometry_sizes(m: &Model, file: &str) -> Result<(), InputError> {
     let g = &m.geometry;
     for (field, value) in [
         ("geometry.hidden", g.hidden),
@@ -195,7 +197,12 @@ fn check_geometry(m: &Model, file: &str) -> Result<(), InputError> {
     ] {
         positive(file, field, value)?;
     }
-    positive(file, "geometry.layers", g.layers)?;
+    positive(file, "geometry.layers", g.layers)
+}
+
+fn check_geometry(m: &Model, file: &str) -> Result<(), InputError> {
+    let g = &m.geometry;
+    check_geometry_sizes(m, file)?;
     if let Some(stored) = g.checkpoint_intermediate {
         if stored == 0 || stored > g.intermediate {
             return Err(InputError::invalid(
