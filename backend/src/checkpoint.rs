@@ -34,13 +34,19 @@ fn int_key(dir: &Path, c: &Value, key: &str) -> Result<Option<u64>, BackendError
 
 /// A number key of config.json with the default Hugging Face's `LlamaConfig` gives it.
 fn float_key(dir: &Path, c: &Value, key: &str, default: f64) -> Result<f64, BackendError> {
-    match c.get(key) {
-        None | Some(Value::Null) => Ok(default),
-        Some(v) => v.as_f64().ok_or_else(|| {
+    Ok(number_key(dir, c, "", key)?.unwrap_or(default))
+}
+
+/// A number key of the object `at` names in config.json (`""`: the top level, else a block's
+/// key and a dot): `Ok(None)` when absent, an error naming it when it is not a number.
+fn number_key(dir: &Path, obj: &Value, at: &str, key: &str) -> Result<Option<f64>, BackendError> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_f64().map(Some).ok_or_else(|| {
             err(
                 dir,
                 format!(
-                    "config.json: `{key}` is {}, not a number. Fix: write it as a number",
+                    "config.json: `{at}{key}` is {}, not a number. Fix: write it as a number",
                     mkc_ir::error::shorten(&v.to_string())
                 ),
             )
@@ -295,21 +301,7 @@ fn config_rope_scaling<'c>(
     let Some((key, block, rope_type)) = rope_block(dir, c)? else {
         return Ok(None);
     };
-    let number = |name: &str| -> Result<Option<f64>, BackendError> {
-        match block.get(name) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => v.as_f64().map(Some).ok_or_else(|| {
-                err(
-                    dir,
-                    format!(
-                        "config.json: `{key}.{name}` is {}, not a number. Fix: write it as a \
-                         number",
-                        mkc_ir::error::shorten(&v.to_string())
-                    ),
-                )
-            }),
-        }
-    };
+    let number = |name: &str| number_key(dir, block, &format!("{key}."), name);
     let field = |name: &str| {
         number(name)?.ok_or_else(|| {
             err(
@@ -338,16 +330,14 @@ fn config_rope_scaling<'c>(
     // As transformers standardises Llama 3's and YaRN's blocks: the config's top-level
     // original_max_position_embeddings, else the block's, else max_position_embeddings.
     let original_context = || {
-        let top = float_key(dir, c, "original_max_position_embeddings", f64::NAN)?;
-        let whole = float_key(dir, c, "max_position_embeddings", f64::NAN)?;
         let orig = [
-            Some(top),
+            number_key(dir, c, "", "original_max_position_embeddings")?,
             number("original_max_position_embeddings")?,
-            Some(whole),
+            number_key(dir, c, "", "max_position_embeddings")?,
         ]
         .into_iter()
         .flatten()
-        .find(|n| !n.is_nan())
+        .next()
         .ok_or_else(|| {
             err(
                 dir,

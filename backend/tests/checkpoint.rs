@@ -152,6 +152,22 @@ fn a_valid_checkpoint_loads_with_q_and_k_rows_interleaved() {
     assert_eq!(row((heads + kvh) * hd + 3), 3);
 }
 
+/// The CPU reference over `w`, the weights of padded model `m` loaded from `dir`, against the
+/// same checkpoint loaded at its own width (`Geometry::as_stored`): finite logits equal bit
+/// for bit at each of `tokens` in turn.
+fn pads_to_the_checkpoints_logits(m: &Model, w: &weights::HostWeights, dir: &Path, tokens: &[u32]) {
+    let mut narrow = m.clone();
+    narrow.geometry = m.geometry.as_stored();
+    let wn = weights::load_checkpoint(dir, &narrow).expect("loads at its own width");
+    let mut padded = mkc_backend::reference::Reference::new(m, w, true);
+    let mut own = mkc_backend::reference::Reference::new(&narrow, &wn, true);
+    for (pos, &token) in tokens.iter().enumerate() {
+        let logits = padded.step(token, pos as u32);
+        assert!(logits.iter().all(|x| x.is_finite()), "{logits:?}");
+        assert_eq!(logits, own.step(token, pos as u32));
+    }
+}
+
 /// A model whose heads are wider than its checkpoint's (`geometry.checkpoint_head_dim`) loads
 /// each head's q, k and v rows in place (q and k interleaved at the stored width) with zero rows
 /// after them, and each head's O-projection columns likewise; the CPU reference over the padded
@@ -203,18 +219,14 @@ fn a_narrower_checkpoint_head_loads_zero_padded() {
             assert!(block[stored..].iter().all(|&b| b == 0));
         }
     }
-    // The padded model computes the checkpoint's logits, bit for bit.
-    let mut narrow = m.clone();
-    narrow.geometry = m.geometry.as_stored();
+    // The padded model computes the checkpoint's logits, bit for bit; the narrow heads are a
+    // model of their own too.
+    let narrow = Model {
+        geometry: m.geometry.as_stored(),
+        ..m.clone()
+    };
     narrow.validate("test").unwrap();
-    let wn = weights::load_checkpoint(&dir.0, &narrow).expect("loads at its own width");
-    let mut padded = mkc_backend::reference::Reference::new(&m, &w, true);
-    let mut own = mkc_backend::reference::Reference::new(&narrow, &wn, true);
-    for (pos, token) in [3u32, 17, 5, 9].into_iter().enumerate() {
-        let logits = padded.step(token, pos as u32);
-        assert!(logits.iter().all(|x| x.is_finite()), "{logits:?}");
-        assert_eq!(logits, own.step(token, pos as u32));
-    }
+    pads_to_the_checkpoints_logits(&m, &w, &dir.0, &[3, 17, 5, 9]);
     // A model file of the padded width that does not say so: refused, naming the field.
     let mut unsaid = m.clone();
     unsaid.geometry.checkpoint_head_dim = None;
@@ -256,18 +268,8 @@ fn a_narrower_checkpoint_mlp_loads_zero_padded() {
         assert!(row[..stored].iter().all(|&b| bf2f(b) == r as f32));
         assert!(row[stored..].iter().all(|&b| b == 0));
     }
-    // The padded model computes the checkpoint's logits: the CPU reference over the padded
-    // weights against the same checkpoint loaded at its own width, bit for bit.
-    let mut narrow = m.clone();
-    narrow.geometry = m.geometry.as_stored();
-    let wn = weights::load_checkpoint(&dir.0, &narrow).expect("loads at its own width");
-    let mut padded = mkc_backend::reference::Reference::new(&m, &w, true);
-    let mut own = mkc_backend::reference::Reference::new(&narrow, &wn, true);
-    for (pos, token) in [3u32, 17, 5].into_iter().enumerate() {
-        let logits = padded.step(token, pos as u32);
-        assert!(logits.iter().all(|x| x.is_finite()), "{logits:?}");
-        assert_eq!(logits, own.step(token, pos as u32));
-    }
+    // The padded model computes the checkpoint's logits.
+    pads_to_the_checkpoints_logits(&m, &w, &dir.0, &[3, 17, 5]);
     // A model file of the padded width that does not say so: refused, naming the field.
     let mut unsaid = m.clone();
     unsaid.geometry.checkpoint_intermediate = None;

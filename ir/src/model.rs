@@ -360,22 +360,23 @@ impl RopeScaling {
     }
 
     /// The fields of this kind of scaling, resolved, by their config.json names: what a
-    /// checkpoint's config must give the same values for (truncate as 1 or 0).
+    /// checkpoint's config must give the same values for (truncate as 1 or 0), and the only
+    /// ones a model file may set for this kind (validation refuses another kind's).
     pub fn fields(&self) -> Vec<(&'static str, f64)> {
         let orig = (
             "original_max_position_embeddings",
             self.original_max_position_embeddings as f64,
         );
-        match (self.rope_type, self.yarn()) {
-            (RopeType::Linear, _) => vec![("factor", self.factor)],
-            (RopeType::Llama3, _) => vec![
+        match self.rope_type {
+            RopeType::Linear => vec![("factor", self.factor)],
+            RopeType::Llama3 => vec![
                 ("factor", self.factor),
                 ("low_freq_factor", self.low_freq_factor),
                 ("high_freq_factor", self.high_freq_factor),
                 orig,
             ],
-            (RopeType::Yarn, y) => {
-                let y = y.expect("a YaRN scaling resolves");
+            RopeType::Yarn => {
+                let y = self.yarn().expect("a YaRN scaling resolves");
                 vec![
                     ("factor", self.factor),
                     orig,

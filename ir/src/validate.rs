@@ -184,7 +184,7 @@ fn divisors_hint(n: u32) -> String {
 }
 
 /// Checks `m`'s geometry's sizes: each positive and within its range (`model_range`), what no
-/// lowering or padding can change (`Model::validate_geometry`).
+/// lowering or padding can change (`Model::validate_geometry_sizes`).
 pub(crate) fn check_geometry_sizes(m: &Model, file: &str) -> Result<(), InputError> {
     let g = &m.geometry;
     for (field, value) in [
@@ -328,22 +328,11 @@ fn check_geometry(m: &Model, file: &str) -> Result<(), InputError> {
             ("attention_factor", s.attention_factor.is_some()),
             ("truncate", s.truncate.is_some()),
         ];
-        let own: &[&str] = match s.rope_type {
-            RopeType::Linear => &[],
-            RopeType::Llama3 => &[
-                "low_freq_factor",
-                "high_freq_factor",
-                "original_max_position_embeddings",
-            ],
-            RopeType::Yarn => &[
-                "original_max_position_embeddings",
-                "beta_fast",
-                "beta_slow",
-                "attention_factor",
-                "truncate",
-            ],
-        };
-        if let Some((field, _)) = set.iter().find(|(f, on)| *on && !own.contains(f)) {
+        let own = s.fields();
+        if let Some((field, _)) = set
+            .iter()
+            .find(|(f, on)| *on && !own.iter().any(|(o, _)| o == f))
+        {
             return Err(InputError::invalid(
                 file,
                 format!("geometry.rope_scaling.{field}"),
