@@ -38,16 +38,18 @@ PROMPT, TOKENS = 32, 48
 # The embedded models' shapes (models/*.ron), as transformers configures them.
 LLAMA3 = dict(vocab_size=128256, max_position_embeddings=131072, rope_theta=500000.0,
               tie_word_embeddings=True)
+# TinyLlama-1.1B's shape; the RoPE and padding variants below take four of its layers.
+TINYLLAMA = dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
+                 num_attention_heads=32, num_key_value_heads=4, head_dim=64, vocab_size=32000,
+                 max_position_embeddings=2048, rope_theta=10000.0, tie_word_embeddings=False)
+TINY4 = dict(TINYLLAMA, num_hidden_layers=4)
 SHAPES = {
     "llama1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
                     num_attention_heads=32, num_key_value_heads=8, head_dim=64, **LLAMA3),
     "llama3b": dict(hidden_size=3072, intermediate_size=8192, num_hidden_layers=28,
                     num_attention_heads=24, num_key_value_heads=8, head_dim=128, **LLAMA3),
     # No model file: mkc runs the checkpoint directory as its model.
-    "tinyllama": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
-                      num_attention_heads=32, num_key_value_heads=4, head_dim=64,
-                      vocab_size=32000, max_position_embeddings=2048, rope_theta=10000.0,
-                      tie_word_embeddings=False),
+    "tinyllama": TINYLLAMA,
     # A small Mistral (model_type "mistral", head_dim 128, a sliding window past the run).
     "mistral": dict(hidden_size=2048, intermediate_size=7168, num_hidden_layers=8,
                     num_attention_heads=16, num_key_value_heads=8, head_dim=128,
@@ -70,16 +72,11 @@ SHAPES = {
                        vocab_size=32000, max_position_embeddings=4096, rope_theta=10000.0,
                        tie_word_embeddings=False),
     # Linear RoPE scaling (long-context Llama 2 fine-tunes), on four TinyLlama-shaped layers.
-    "linear": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=4,
-                   num_attention_heads=32, num_key_value_heads=4, head_dim=64,
-                   vocab_size=32000, max_position_embeddings=8192, rope_theta=10000.0,
-                   tie_word_embeddings=False, rope_scaling={"type": "linear", "factor": 4.0}),
+    "linear": dict(TINY4, max_position_embeddings=8192,
+                   rope_scaling={"type": "linear", "factor": 4.0}),
     # An MLP width no shard count splits into whole 16-byte pieces (5644): mkc zero-pads it to
     # 5888 (checkpoint_intermediate), which must leave every logit as it was.
-    "padded": dict(hidden_size=2048, intermediate_size=5644, num_hidden_layers=4,
-                   num_attention_heads=32, num_key_value_heads=4, head_dim=64,
-                   vocab_size=32000, max_position_embeddings=2048, rope_theta=10000.0,
-                   tie_word_embeddings=False),
+    "padded": dict(TINY4, intermediate_size=5644),
     # OpenLLaMA-3B's shape, four layers: heads of 100, which mkc zero-pads to 104
     # (checkpoint_head_dim), RoPE's frequencies and the score scale staying the checkpoint's.
     "openllama": dict(hidden_size=3200, intermediate_size=8640, num_hidden_layers=4,
@@ -88,17 +85,11 @@ SHAPES = {
                       tie_word_embeddings=False),
     # YaRN (long-context fine-tunes): frequencies ramped between kept and divided by the factor
     # over the pairs the betas bound, and q and k scaled by the attention factor.
-    "yarn": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=4,
-                 num_attention_heads=32, num_key_value_heads=4, head_dim=64,
-                 vocab_size=32000, max_position_embeddings=8192, rope_theta=10000.0,
-                 tie_word_embeddings=False,
+    "yarn": dict(TINY4, max_position_embeddings=8192,
                  rope_scaling={"rope_type": "yarn", "factor": 4.0,
                                "original_max_position_embeddings": 2048}),
     # Dynamic NTK RoPE scaling: plain RoPE within the trained context, where mkc's run stays.
-    "dynamic": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=4,
-                    num_attention_heads=32, num_key_value_heads=4, head_dim=64,
-                    vocab_size=32000, max_position_embeddings=2048, rope_theta=10000.0,
-                    tie_word_embeddings=False, rope_scaling={"type": "dynamic", "factor": 2.0}),
+    "dynamic": dict(TINY4, rope_scaling={"type": "dynamic", "factor": 2.0}),
 }
 ARCH = {"mistral": (MistralConfig, MistralForCausalLM)}
 SAVED_AS = {"llama2": torch.float16}
