@@ -74,6 +74,9 @@ pub enum Command {
     /// Write a model file for a Hugging Face Llama checkpoint: its config.json's geometry (an
     /// MLP width no lowering tiles zero-padded) and the first lowering the kernels accept.
     Model(ModelArgs),
+    /// Put the simulator beside every recorded GPU measurement (the run's card and bandwidth,
+    /// as `bench` predicted it): each error, and per card how many are within ±5%.
+    Calibrate(CalibrateArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
     Completions(CompletionsArgs),
 }
@@ -349,6 +352,20 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = mkc_simulator::sweep::DEFAULT_MAX_TASK_STEPS,
         allow_negative_numbers = true, value_parser = count)]
     pub max_task_steps: u64,
+}
+
+/// Arguments of `mkc calibrate`.
+#[derive(Parser, Debug)]
+pub struct CalibrateArgs {
+    /// The record of measured steps (RON; each step's model path is relative to it).
+    #[arg(default_value = "measured/steps.ron")]
+    pub record: PathBuf,
+    /// Only the steps measured on this card (its profile's name: h100, h200).
+    #[arg(long)]
+    pub card: Option<String>,
+    /// Print one JSON object (`schema`, `steps`, `cards`).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `mkc occupancy`.

@@ -1328,3 +1328,98 @@ fn the_runs_workload_chooses_unset_split_kv_parts() {
     assert_eq!(kept, Some(2));
     assert!(!said.contains("attention_kv_split"), "{said}");
 }
+
+/// `mkc calibrate` puts each recorded step beside the same prediction `mkc simulate` makes at
+/// the recorded card and bandwidth, with its error; a model path is relative to the record.
+#[test]
+fn calibrate_puts_each_measurement_beside_the_simulators_step() {
+    let dir = scratch("calibrate");
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    let tiny = std::fs::read_to_string("models/tiny.ron").unwrap();
+    std::fs::write(dir.join("tiny.ron"), tiny).unwrap();
+    let record = dir.join("sub/steps.ron");
+    std::fs::write(
+        &record,
+        r#"Record(steps: [
+            MeasuredStep(lease: "X", card: "h100", model: "../tiny.ron", target: Pdl,
+                bandwidth_gbps: 2000.0, measured_us: [50.0, 70.0, 60.0]),
+            MeasuredStep(lease: "Y", card: "h200", model: "llama1b", target: Persistent,
+                bandwidth_gbps: 4000.0, measured_us: [700.0]),
+        ])"#,
+    )
+    .unwrap();
+    let cache = dir.join("cache");
+    let v: serde_json::Value = {
+        let o = mkc_cached(&["calibrate", "--json"], &record, &cache);
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_str(&stdout(&o)).expect("one JSON object")
+    };
+    assert_eq!(v["schema"], "mkc.calibrate/1");
+    let steps = v["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2);
+    for (step, (model, target, device, bw, measured)) in steps.iter().zip([
+        (dir.join("tiny.ron"), "pdl", "h100", "2000", 60.0),
+        (
+            std::path::PathBuf::from("llama1b"),
+            "persistent",
+            "h200",
+            "4000",
+            700.0,
+        ),
+    ]) {
+        let model = model.display().to_string();
+        let o = mkc_cached(
+            &[
+                "simulate",
+                "--target",
+                target,
+                "--device",
+                device,
+                "--bandwidth",
+                bw,
+                "--json",
+            ],
+            std::path::Path::new(&model),
+            &cache,
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        let sim: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let predicted = sim["targets"][target]["step_us"].as_f64().unwrap();
+        assert_eq!(step["measured_us"].as_f64().unwrap(), measured);
+        assert!((step["predicted_us"].as_f64().unwrap() - predicted).abs() < 1e-9);
+        let err = 100.0 * (predicted - measured) / measured;
+        assert!((step["error_percent"].as_f64().unwrap() - err).abs() < 1e-9);
+    }
+    let cards = v["cards"].as_array().unwrap();
+    assert_eq!(
+        (cards[0]["card"].as_str(), cards[1]["card"].as_str()),
+        (Some("h100"), Some("h200"))
+    );
+    // Only the steps of one card; none of an unknown one.
+    let o = mkc_cached(&["calibrate", "--card", "h200", "--json"], &record, &cache);
+    let one: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(one["steps"].as_array().unwrap().len(), 1);
+    let o = mkc_cached(&["calibrate", "--card", "b200"], &record, &cache);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("b200") && stderr(&o).contains("Fix"),
+        "{}",
+        stderr(&o)
+    );
+    // A step whose model is missing is named by its index.
+    std::fs::write(
+        &record,
+        std::fs::read_to_string(&record)
+            .unwrap()
+            .replace("../tiny.ron", "../gone.ron"),
+    )
+    .unwrap();
+    let o = mkc_cached(&["calibrate"], &record, &cache);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("steps[0]") && stderr(&o).contains("gone.ron"),
+        "{}",
+        stderr(&o)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

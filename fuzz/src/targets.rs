@@ -24,6 +24,9 @@ pub enum Target {
     /// A checkpoint's config.json, as `mkc model` reads it: the geometry, then the lowering
     /// chosen for it (which must validate and fit the kernels), scheduled and simulated.
     Checkpoint,
+    /// A record of measured steps (`measured/steps.ron`): parse and check, then the medians
+    /// and the per-card summary `mkc calibrate` prints.
+    Measured,
 }
 
 /// Every target, by the name the driver takes.
@@ -33,6 +36,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("sweep", Target::Sweep),
     ("schedule", Target::Schedule),
     ("checkpoint", Target::Checkpoint),
+    ("measured", Target::Measured),
 ];
 
 impl Target {
@@ -57,6 +61,7 @@ impl Target {
             Target::Sweep => sweep(text),
             Target::Schedule => schedule(text),
             Target::Checkpoint => checkpoint(text),
+            Target::Measured => measured(text),
         }
     }
 
@@ -114,6 +119,7 @@ impl Target {
                 v.push(serde_json::to_string(&s).expect("serialises"));
                 v
             }
+            Target::Measured => vec![include_str!("../../measured/steps.ron").into()],
             Target::Checkpoint => {
                 let mut v: Vec<String> = mkc_ir::embedded::MODELS
                     .iter()
@@ -278,6 +284,41 @@ fn sweep(text: &str) -> bool {
                     true
                 }
             }
+        }
+    }
+}
+
+fn measured(text: &str) -> bool {
+    use mkc_simulator::measured::{median, summarise, Record, Row};
+    match Record::parse("fuzz", text) {
+        Err(e) => refused(&e),
+        Ok(r) => {
+            // Each step's figure as calibrate takes it, beside a prediction 1% over it.
+            let rows: Vec<Row> = r
+                .steps
+                .iter()
+                .map(|s| {
+                    let m = median(&s.measured_us);
+                    assert!(
+                        m.is_finite() && m > 0.0,
+                        "median {m} of {:?}",
+                        s.measured_us
+                    );
+                    Row {
+                        lease: s.lease.clone(),
+                        card: s.card.clone(),
+                        model: s.model.clone(),
+                        target: mkc_scheduler::Target::from(s.target).name(),
+                        measured_us: m,
+                        predicted_us: m * 1.01,
+                        error_percent: 1.0,
+                    }
+                })
+                .collect();
+            let cards = summarise(&rows);
+            assert_eq!(cards.iter().map(|c| c.count).sum::<usize>(), rows.len());
+            assert!(cards.iter().all(|c| c.within_aim == c.count));
+            true
         }
     }
 }

@@ -22,6 +22,8 @@ pub enum FileKind {
     CheckpointConfig,
     /// A tuning file (`--tune FILE`).
     Tuning,
+    /// A record of measured steps (`measured/steps.ron`, `mkc calibrate`).
+    Measured,
 }
 
 impl FileKind {
@@ -34,6 +36,7 @@ impl FileKind {
             FileKind::Schedule => "Schedule file format",
             FileKind::CheckpointConfig => "Checkpoints",
             FileKind::Tuning => "Tuning knobs",
+            FileKind::Measured => "Measured steps",
         }
     }
 
@@ -46,6 +49,7 @@ impl FileKind {
             FileKind::Schedule => "schedule",
             FileKind::CheckpointConfig => "checkpoint config",
             FileKind::Tuning => "tuning file",
+            FileKind::Measured => "measurements record",
         }
     }
 

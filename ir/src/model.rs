@@ -120,8 +120,14 @@ impl Tuning {
         let t: Tuning = ron_options()
             .from_str(text)
             .map_err(|e| InputError::from_ron(crate::FileKind::Tuning, file, text, &e))?;
-        crate::validate::check_tuning(&t, file)?;
+        t.validate(file)?;
         Ok(t)
+    }
+
+    /// Checks every knob that is set against its range (`tuning.<knob>`); `file` names the
+    /// file that set them.
+    pub fn validate(&self, file: &str) -> Result<(), InputError> {
+        crate::validate::check_tuning(self, file)
     }
 
     /// Every numeric knob by its field name, with its value (`None`: the default): the one

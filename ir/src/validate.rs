@@ -73,7 +73,7 @@ pub fn expects(kind: FileKind, field: &str) -> Option<String> {
         FileKind::Tuning => model_range(&format!("tuning.{field}"))
             .map(|(lo, hi)| format!("a whole number from {lo} to {hi}")),
         FileKind::Device | FileKind::Sweep => crate::device::expects(field),
-        FileKind::Schedule | FileKind::CheckpointConfig => None,
+        FileKind::Schedule | FileKind::CheckpointConfig | FileKind::Measured => None,
     }
 }
 

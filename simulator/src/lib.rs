@@ -8,6 +8,7 @@
 
 pub mod chain;
 pub mod engine;
+pub mod measured;
 pub mod occupancy;
 pub mod persistent;
 pub mod report;

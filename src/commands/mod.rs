@@ -1,6 +1,7 @@
 //! Subcommand implementations and the error type they share.
 
 mod bench;
+mod calibrate;
 mod compile;
 mod gpu_common;
 mod kernels;
@@ -217,6 +218,17 @@ pub fn note_chain_lowering(model: &mkc_ir::Model, targets: &[mkc_scheduler::Targ
 /// knobs from `card`'s (`Tuning::or_card`), then the split-KV parts from the run's workload
 /// (`mkc_catalogue::kv_parts_for`, which sizes them with those knobs).
 pub fn settle_unset_knobs(model: &mut mkc_ir::Model, card: &mkc_ir::device::DeviceProfile) {
+    for note in settle_knobs(model, card) {
+        eprintln!("mkc: {note}");
+    }
+}
+
+/// [`settle_unset_knobs`] without printing: the notes it would print.
+pub fn settle_knobs(
+    model: &mut mkc_ir::Model,
+    card: &mkc_ir::device::DeviceProfile,
+) -> Vec<String> {
+    let mut notes = Vec::new();
     let merged = model.tuning.or_card(&card.tuning);
     let own = model.tuning.knobs();
     let filled: Vec<String> = merged
@@ -230,27 +242,28 @@ pub fn settle_unset_knobs(model: &mut mkc_ir::Model, card: &mkc_ir::device::Devi
         .collect();
     if !filled.is_empty() {
         let them = if filled.len() > 1 { "them" } else { "it" };
-        eprintln!(
-            "mkc: the {} device profile sets {} (the model leaves {them} unset; the model's \
-             tuning or --tune overrides {them})",
+        notes.push(format!(
+            "the {} device profile sets {} (the model leaves {them} unset; the model's tuning \
+             or --tune overrides {them})",
             card.name,
             filled.join(", ")
-        );
+        ));
     }
     model.tuning = merged;
     if model.lowering.attention_kv_split.is_none() {
         let parts = mkc_catalogue::kv_parts_for(model);
         if parts > 1 {
-            eprintln!(
-                "mkc: the workload's history ({} positions) takes lowering.attention_kv_split = \
+            notes.push(format!(
+                "the workload's history ({} positions) takes lowering.attention_kv_split = \
                  {parts}: the fewest parts that each fit one attention chunk, or the most the \
                  kernels take where none do (the model leaves it unset; setting it overrides \
                  this)",
                 model.workload.longest_kv_len()
-            );
+            ));
         }
         model.lowering.attention_kv_split = Some(parts);
     }
+    notes
 }
 
 /// Runs the parsed command line.
@@ -264,6 +277,7 @@ pub fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Bench(args) => bench::run(args),
         Command::Probe(args) => probe::run(args),
         Command::Model(args) => model::run(args),
+        Command::Calibrate(args) => calibrate::run(args),
         Command::Completions(args) => {
             let mut cmd = <crate::cli::Cli as clap::CommandFactory>::command();
             let mut text = Vec::new();
