@@ -1345,6 +1345,8 @@ fn calibrate_puts_each_measurement_beside_the_simulators_step() {
                 bandwidth_gbps: 2000.0, measured_us: [50.0, 70.0, 60.0]),
             MeasuredStep(lease: "Y", card: "h200", model: "llama1b", target: Persistent,
                 bandwidth_gbps: 4000.0, measured_us: [700.0]),
+            MeasuredStep(lease: "Z", card: "h100", model: "../tiny.ron", target: Pdl,
+                rung: "attention+loads", bandwidth_gbps: 2000.0, measured_us: [40.0]),
         ])"#,
     )
     .unwrap();
@@ -1356,7 +1358,7 @@ fn calibrate_puts_each_measurement_beside_the_simulators_step() {
     };
     assert_eq!(v["schema"], "mkc.calibrate/1");
     let steps = v["steps"].as_array().unwrap();
-    assert_eq!(steps.len(), 2);
+    assert_eq!(steps.len(), 3);
     for (step, (model, target, device, bw, measured)) in steps.iter().zip([
         (dir.join("tiny.ron"), "pdl", "h100", "2000", 60.0),
         (
@@ -1390,6 +1392,36 @@ fn calibrate_puts_each_measurement_beside_the_simulators_step() {
         let err = 100.0 * (predicted - measured) / measured;
         assert!((step["error_percent"].as_f64().unwrap() - err).abs() < 1e-9);
     }
+    // A rung is the simulator's prediction of that rung of `mkc bench --ablate`.
+    let tiny_file = dir.join("tiny.ron");
+    let o = mkc_cached(
+        &[
+            "simulate",
+            "--target",
+            "pdl",
+            "--device",
+            "h100",
+            "--bandwidth",
+            "2000",
+            "--ablate",
+            "--json",
+        ],
+        &tiny_file,
+        &cache,
+    );
+    let sim: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let rung = sim["targets"]["pdl"]["ablation"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["removed"] == "attention+loads")
+        .expect("the rung");
+    assert_eq!(steps[2]["rung"], "attention+loads");
+    assert!(
+        (steps[2]["predicted_us"].as_f64().unwrap() - rung["step_us"].as_f64().unwrap()).abs()
+            < 1e-9
+    );
+    assert!(steps[0].get("rung").is_none());
     let cards = v["cards"].as_array().unwrap();
     assert_eq!(
         (cards[0]["card"].as_str(), cards[1]["card"].as_str()),

@@ -309,6 +309,7 @@ fn measured(text: &str) -> bool {
                         card: s.card.clone(),
                         model: s.model.clone(),
                         target: mkc_scheduler::Target::from(s.target).name(),
+                        rung: s.rung.clone(),
                         measured_us: m,
                         predicted_us: m * 1.01,
                         error_percent: 1.0,

@@ -66,6 +66,10 @@ pub struct MeasuredStep {
     pub tuning: Option<Tuning>,
     /// The target timed.
     pub target: MeasuredTarget,
+    /// The `mkc bench --ablate` rung timed, by its label (`attention`, `loads+waits`, ...: the
+    /// work removed); the full step where absent.
+    #[serde(default)]
+    pub rung: Option<String>,
     /// The card's read bandwidth measured in the same run, GB/s (bench predicts at it).
     pub bandwidth_gbps: f64,
     /// The step medians of each run of this configuration, µs.
@@ -83,6 +87,9 @@ pub struct Row {
     pub model: String,
     /// The target.
     pub target: &'static str,
+    /// The ablation rung, where the step had work removed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rung: Option<String>,
     /// The median of the runs' medians, µs.
     pub measured_us: f64,
     /// The simulator's step, µs.
@@ -154,6 +161,20 @@ impl Record {
                     format!("{v} is not a step time"),
                     "give each run's step median in µs, above 0 and below 1e9",
                 ));
+            }
+            if let Some(r) = &s.rung {
+                let persistent = s.target == MeasuredTarget::Persistent;
+                let labels: Vec<String> = mkc_catalogue::Ablation::ladder(persistent)
+                    .map(|a| a.label())
+                    .collect();
+                if !labels.contains(r) {
+                    return Err(InputError::invalid(
+                        file,
+                        field("rung"),
+                        format!("`{r}` is not a rung of the {:?} ladder", s.target),
+                        format!("name one of {}", labels.join(", ")),
+                    ));
+                }
             }
             if let Some(t) = &s.tuning {
                 t.validate(file)
@@ -235,6 +256,7 @@ mod tests {
             card: card.into(),
             model: "m".into(),
             target: "pdl",
+            rung: None,
             measured_us: 100.0,
             predicted_us: 100.0 + error_percent,
             error_percent,
@@ -277,6 +299,11 @@ mod tests {
         for (from, to, field) in [
             ("4580.0", "0.0", "steps[0].bandwidth_gbps"),
             ("[722.4, 723.0]", "[]", "steps[0].measured_us"),
+            (
+                "target: Persistent,",
+                "target: Persistent, rung: \"attention+weights+loads\",",
+                "steps[0].rung",
+            ),
             ("[722.4, 723.0]", "[722.4, -1.0]", "steps[0].measured_us"),
             (
                 "target: Persistent,",

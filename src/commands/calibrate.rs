@@ -77,12 +77,25 @@ fn predict_step(
         &schedule,
         false,
         Trigger::Early,
-        false,
+        s.rung.is_some(),
         Some(s.bandwidth_gbps),
         None,
     )?;
     let measured_us = median(&s.measured_us);
-    let predicted_us = p.report.step.step_us;
+    let predicted_us = match &s.rung {
+        None => p.report.step.step_us,
+        Some(r) => p
+            .report
+            .ablation
+            .iter()
+            .find(|a| a.removed == *r)
+            .map(|a| a.step_us)
+            .ok_or_else(|| {
+                CommandError::Internal(format!(
+                    "{file}: steps[{i}].rung `{r}`: the simulator's ladder has no such rung"
+                ))
+            })?,
+    };
     let shown = s.model.trim_start_matches("../");
     let model_name = match s.layers {
         Some(n) => format!("{shown} ({n} layers)"),
@@ -93,6 +106,7 @@ fn predict_step(
         card: s.card.clone(),
         model: model_name,
         target: target.name(),
+        rung: s.rung.clone(),
         measured_us,
         predicted_us,
         error_percent: 100.0 * (predicted_us - measured_us) / measured_us,
@@ -137,22 +151,24 @@ pub fn run(args: CalibrateArgs) -> Result<(), CommandError> {
         rows.len()
     );
     outln!(
-        "  {:<5} {:<5} {:<38} {:<10} {:>11} {:>12} {:>7}",
+        "  {:<5} {:<5} {:<38} {:<10} {:<30} {:>9} {:>9} {:>7}",
         "lease",
         "card",
         "model",
         "target",
-        "measured us",
-        "predicted us",
+        "removed (bench --ablate)",
+        "measured",
+        "predicted",
         "error"
     );
     for r in &rows {
         outln!(
-            "  {:<5} {:<5} {:<38} {:<10} {:>11.1} {:>12.1} {:>+6.1}%{}",
+            "  {:<5} {:<5} {:<38} {:<10} {:<30} {:>9.1} {:>9.1} {:>+6.1}%{}",
             r.lease,
             r.card,
             r.model,
             r.target,
+            r.rung.as_deref().unwrap_or("-"),
             r.measured_us,
             r.predicted_us,
             r.error_percent,
