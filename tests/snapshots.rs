@@ -1,5 +1,5 @@
-//! Snapshot tests, as cranelift's filetests: the tiny model's schedules, the compile summaries
-//! and the `mkc kernels` table are compared with the files under `tests/snapshots/`. A change
+//! Snapshot tests, as cranelift's filetests: the tiny model's schedules, the compile summaries,
+//! the `mkc kernels` table and `mkc calibrate`'s are compared with the files under `tests/snapshots/`. A change
 //! that alters one fails here with the first differing line; when the change is intended,
 //! `MKC_BLESS=1 cargo test --release --test snapshots` rewrites the files, and the diff of
 //! the commit shows what changed.
@@ -105,4 +105,20 @@ fn the_kernels_table_matches_its_snapshot() {
         return;
     }
     check("llama1b.kernels.txt", &out);
+}
+
+/// The simulator against every recorded GPU measurement (`mkc calibrate`): a change to the
+/// model or a profile shows, in this snapshot's diff, which measured steps it moved and how far.
+#[test]
+fn calibration_matches_its_snapshot() {
+    let record = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("measured/steps.ron");
+    let (ok, out, err) = mkc(&["calibrate", record.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    if out.lines().next().is_some_and(|l| l.contains("no NVRTC")) {
+        eprintln!("SKIPPED: no NVRTC library found (bench's predictions use compiled kernels)");
+        return;
+    }
+    // The record's path as the repository names it, wherever the checkout is.
+    let text = out.replace(record.to_str().unwrap(), "measured/steps.ron");
+    check("calibrate.txt", &text);
 }

@@ -194,6 +194,13 @@ fn build_inputs(
     Ok((text, options))
 }
 
+/// Whether the NVRTC library loads here: where it does not, plans keep the catalogue's
+/// declared resources, and a prediction may differ from one made with compiled figures.
+pub fn nvrtc_present() -> bool {
+    // SAFETY: probing for the library has no preconditions.
+    unsafe { nvrtc_sys::is_culib_present() }
+}
+
 /// The default build's per-kernel figures for `model` on `arch`, read from `cache` when this
 /// exact build (source with its generated header, options, architecture, NVRTC version) was
 /// compiled before, else compiled now (~10 s) and stored there. `None` where NVRTC is not
@@ -208,8 +215,7 @@ pub fn cached_figures(
 ) -> Result<Option<Vec<KernelInfo>>, BackendError> {
     let runs = check_model(model).is_ok()
         && (!persistent || mkc_catalogue::persistent_layout(model).is_ok());
-    // SAFETY: probing for the library has no preconditions.
-    if !runs || !unsafe { nvrtc_sys::is_culib_present() } {
+    if !runs || !nvrtc_present() {
         return Ok(None);
     }
     let (mut major, mut minor) = (0, 0);

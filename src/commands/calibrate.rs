@@ -139,6 +139,7 @@ pub fn run(args: CalibrateArgs) -> Result<(), CommandError> {
         let v = serde_json::json!({
             "schema": super::schema("calibrate"),
             "record": file,
+            "compiled_figures": mkc_backend::kernels::nvrtc_present(),
             "aim_percent": AIM_PERCENT,
             "steps": rows,
             "cards": cards,
@@ -147,8 +148,13 @@ pub fn run(args: CalibrateArgs) -> Result<(), CommandError> {
         return Ok(());
     }
     outln!(
-        "mkc calibrate: the simulator beside {} measured steps ({file})",
-        rows.len()
+        "mkc calibrate: the simulator beside {} measured steps ({file}; µs); kernel figures: {}",
+        rows.len(),
+        if mkc_backend::kernels::nvrtc_present() {
+            "NVRTC's, as bench's"
+        } else {
+            "declared (no NVRTC here; bench predicted with NVRTC's)"
+        }
     );
     outln!(
         "  {:<5} {:<5} {:<38} {:<10} {:<30} {:>9} {:>9} {:>7}",
