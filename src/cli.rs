@@ -363,6 +363,10 @@ pub struct CalibrateArgs {
     /// Only the steps measured on this card (its profile's name: h100, h200).
     #[arg(long)]
     pub card: Option<String>,
+    /// Predict one card's steps with another profile, `CARD=FILE` (repeatable): a profile
+    /// change judged against every measurement of that card before it is embedded.
+    #[arg(long = "profile", value_name = "CARD=FILE")]
+    pub profiles: Vec<String>,
     /// Print one JSON object (`schema`, `steps`, `cards`).
     #[arg(long)]
     pub json: bool,

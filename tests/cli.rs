@@ -1438,6 +1438,46 @@ fn calibrate_puts_each_measurement_beside_the_simulators_step() {
         "{}",
         stderr(&o)
     );
+    // Another profile for one card moves that card's steps only; a card the record lacks, or
+    // a malformed pair, is refused.
+    let slow = dir.join("slow_h200.ron");
+    std::fs::write(
+        &slow,
+        std::fs::read_to_string("devices/h200.ron")
+            .unwrap()
+            .replace("release_ns: 1300.0", "release_ns: 9000.0")
+            .replace(
+                "release_held_ns: Some(530.0)",
+                "release_held_ns: Some(9000.0)",
+            ),
+    )
+    .unwrap();
+    let with = format!("h200={}", slow.display());
+    let o = mkc_cached(
+        &["calibrate", "--json", "--profile", &with],
+        &record,
+        &cache,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let w: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let (a, b) = (&v["steps"], &w["steps"]);
+    assert_eq!(
+        a[0]["predicted_us"], b[0]["predicted_us"],
+        "h100's step stays"
+    );
+    assert!(
+        b[1]["predicted_us"].as_f64() > a[1]["predicted_us"].as_f64(),
+        "h200's moves"
+    );
+    for bad in [
+        format!("b200={}", slow.display()),
+        "h200".to_string(),
+        "h200=".into(),
+    ] {
+        let o = mkc_cached(&["calibrate", "--profile", &bad], &record, &cache);
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        assert!(stderr(&o).contains("Fix"), "{bad}: {}", stderr(&o));
+    }
     // A step whose model is missing is named by its index.
     std::fs::write(
         &record,

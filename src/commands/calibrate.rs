@@ -57,12 +57,16 @@ fn predict_step(
     file: &str,
     i: usize,
     s: &MeasuredStep,
+    profiles: &[(String, mkc_ir::device::DeviceProfile)],
 ) -> Result<Row, CommandError> {
-    let card = mkc_ir::embedded::resolve_device(&s.card).map_err(|e| {
-        CommandError::Input(format!(
-            "{file}: steps[{i}].card: {e} (the card's embedded profile, as bench took it)"
-        ))
-    })?;
+    let card = match profiles.iter().find(|(c, _)| *c == s.card) {
+        Some((_, p)) => p.clone(),
+        None => mkc_ir::embedded::resolve_device(&s.card).map_err(|e| {
+            CommandError::Input(format!(
+                "{file}: steps[{i}].card: {e} (the card's embedded profile, as bench took it)"
+            ))
+        })?,
+    };
     let model = step_model(record_dir, file, i, s, &card)?;
     let target = Target::from(s.target);
     let opts = CompileOptions {
@@ -113,19 +117,57 @@ fn predict_step(
     })
 }
 
+/// The `--profile CARD=FILE` replacements: each card once, each file a valid profile.
+fn replacement_profiles(
+    given: &[String],
+) -> Result<Vec<(String, mkc_ir::device::DeviceProfile)>, CommandError> {
+    let mut out: Vec<(String, mkc_ir::device::DeviceProfile)> = Vec::new();
+    for g in given {
+        let Some((card, path)) = g
+            .split_once('=')
+            .filter(|(c, p)| !c.is_empty() && !p.is_empty())
+        else {
+            return Err(CommandError::Input(format!(
+                "--profile {g}: expected CARD=FILE. Fix: name the card the record says \
+                 (h100, h200) and a profile file, e.g. --profile h200=my_h200.ron"
+            )));
+        };
+        if out.iter().any(|(c, _)| c == card) {
+            return Err(CommandError::Input(format!(
+                "--profile names card `{card}` twice. Fix: give one profile per card"
+            )));
+        }
+        let p = std::path::Path::new(path);
+        let text = mkc_ir::input::read_text(p, FileKind::Device)?;
+        let profile = mkc_ir::device::DeviceProfile::parse(path, &text)?;
+        out.push((card.to_string(), profile));
+    }
+    Ok(out)
+}
+
 /// Runs `mkc calibrate`.
 pub fn run(args: CalibrateArgs) -> Result<(), CommandError> {
+    let profiles = replacement_profiles(&args.profiles)?;
     let path: PathBuf = args.record.clone();
     let file = path.display().to_string();
     let text = mkc_ir::input::read_text(&path, FileKind::Measured)?;
     let record = Record::parse(&file, &text)?;
+    if let Some((card, _)) = profiles
+        .iter()
+        .find(|(c, _)| !record.steps.iter().any(|s| s.card == *c))
+    {
+        return Err(CommandError::Input(format!(
+            "--profile {card}=...: {file} has no step measured on card `{card}`. Fix: name a \
+             card the record lists"
+        )));
+    }
     let dir = path.parent().unwrap_or(Path::new("."));
     let rows = record
         .steps
         .iter()
         .enumerate()
         .filter(|(_, s)| args.card.as_ref().is_none_or(|c| *c == s.card))
-        .map(|(i, s)| predict_step(dir, &file, i, s))
+        .map(|(i, s)| predict_step(dir, &file, i, s, &profiles))
         .collect::<Result<Vec<_>, _>>()?;
     if rows.is_empty() {
         return Err(CommandError::Input(format!(
@@ -140,6 +182,7 @@ pub fn run(args: CalibrateArgs) -> Result<(), CommandError> {
             "schema": super::schema("calibrate"),
             "record": file,
             "compiled_figures": mkc_backend::kernels::nvrtc_present(),
+            "profiles": profiles.iter().map(|(c, p)| serde_json::json!({"card": c, "profile": p.name})).collect::<Vec<_>>(),
             "aim_percent": AIM_PERCENT,
             "steps": rows,
             "cards": cards,
@@ -183,6 +226,12 @@ pub fn run(args: CalibrateArgs) -> Result<(), CommandError> {
             } else {
                 ""
             }
+        );
+    }
+    for (card, p) in &profiles {
+        outln!(
+            "  ({card}'s steps predicted with the profile `{}` given)",
+            p.name
         );
     }
     for c in &cards {
