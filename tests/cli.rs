@@ -1224,6 +1224,41 @@ fn model_takes_32_kib_pages_for_rows_a_16_kib_page_cannot_hold() {
     }
 }
 
+/// Llama-3-70B's config (and Llama-2-70B's, CodeLlama-70B's shape): QKV's RoPE pairs of 8,192
+/// columns need 32 KiB pages, and down stages its whole 28,672-float input beside its ring, so
+/// `mkc model` writes three consumer warps (four do not fit an SM), 8-page tasks (fewer pages a
+/// task lower to more tasks than the scheduler takes), and a plan whose GPU memory fits one
+/// H200; the directory compiles, verifies and simulates on every target.
+#[test]
+fn model_lowers_the_70b_llamas_with_three_warps() {
+    let (m, v) = model_and_simulation("llama-3-70b");
+    assert_eq!(
+        (
+            m.lowering.page_bytes,
+            m.tuning.consumer_warps,
+            m.lowering.matvec_task_pages
+        ),
+        (32768, Some(3), 8)
+    );
+    assert!(mkc_ir::lower::task_count(&m) <= mkc_ir::validate_bounds::MAX_TASKS);
+    for target in ["persistent", "pdl", "graph"] {
+        let step = v["targets"][target]["step_us"].as_f64().unwrap();
+        let floor = v["targets"][target]["floor_us"].as_f64().unwrap();
+        assert!(
+            step >= floor && floor > 30_000.0,
+            "{target}: {step} against {floor}"
+        );
+    }
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/configs/llama-3-70b");
+    let s = summary(&["compile", dir, "--target", "pdl", "--summary-json"]);
+    let bytes: f64 = ["weights", "kv_cache", "activations", "scratch"]
+        .iter()
+        .map(|k| s["gpu_memory"][k].as_f64().unwrap())
+        .sum();
+    let gib = bytes / (1u64 << 30) as f64;
+    assert!((130.0..139.0).contains(&gib), "{gib} GiB");
+}
+
 /// SmolLM-135M's config: rows of 576 columns (lane rounds of 256, the last partial), 9 query
 /// and 3 KV heads, tied embeddings. `mkc model` lowers it with 16 KiB pages holding the most
 /// rows that divide the operators' (12 of QKV's 960), and the checkpoint directory compiles,

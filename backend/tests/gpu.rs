@@ -45,7 +45,9 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
     // up/gate pages. And K chunks that are no multiple of 256 columns: two layers of SmolLM-135M
     // (576 columns, the last of 3 lane rounds partial, in registers) and of a hidden size of
     // 3,200 (a staged chunk whose last block ends inside a group). And OpenLLaMA-3B's heads of
-    // 100, zero-padded to 104 (`checkpoint_head_dim`: RoPE and the score scale at 100).
+    // 100, zero-padded to 104 (`checkpoint_head_dim`: RoPE and the score scale at 100). And
+    // two layers of Llama-3-70B as `mkc model` lowers it: 32 KiB pages on three consumer warps,
+    // down staging its whole 28,672-float input.
     for name in [
         "llama1b",
         "llama1b_tuned",
@@ -60,6 +62,7 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
         "smollm_135m_two_layers",
         "hidden_3200_two_layers",
         "openllama_3b_two_layers",
+        "llama3_70b_two_layers",
     ] {
         let model = match name {
             "llama1b" | "llama3b" => mkc_ir::embedded::resolve_model(name).unwrap(),
@@ -69,6 +72,19 @@ fn every_operator_kernel_alone_matches_the_cpu_on_fresh_random_inputs() {
                     (g.heads, g.kv_heads, g.head_dim, g.vocab) = (40, 40, 128, 32000);
                 });
                 assert_eq!(m.lowering.page_bytes, 32768, "{name}: 32 KiB pages");
+                m
+            }
+            "llama3_70b_two_layers" => {
+                let m = chosen(name, |g| {
+                    (g.hidden, g.intermediate, g.layers) = (8192, 28672, 2);
+                    (g.heads, g.kv_heads, g.head_dim, g.vocab) = (64, 8, 128, 128256);
+                    g.tied_embeddings = false;
+                });
+                assert_eq!(
+                    (m.lowering.page_bytes, m.tuning.consumer_warps),
+                    (32768, Some(3)),
+                    "{name}: 32 KiB pages, three warps"
+                );
                 m
             }
             "smollm_135m_two_layers" => smollm_135m(2),

@@ -32,8 +32,9 @@ const PAGE_BYTES: [u32; 2] = [16384, 32768];
 
 /// Consumer warps of the streaming kernels and the persistent kernel, in the order tried: the
 /// defaults (None), then fewer, so that a ring of larger pages, one slot per warp, fits in
-/// shared memory beside the staged input.
-const CONSUMER_WARPS: [Option<u32>; 4] = [None, Some(6), Some(5), Some(4)];
+/// shared memory beside the staged input (down stages its whole input: 28,672 floats on the
+/// 70B Llamas, 112 KiB beside three 32 KiB slots).
+const CONSUMER_WARPS: [Option<u32>; 6] = [None, Some(6), Some(5), Some(4), Some(3), Some(2)];
 
 /// A page size and the warps that stream it: what a candidate lowering is tried with, 16 KiB
 /// pages and the default warps first, then larger pages and fewer warps.
@@ -117,7 +118,7 @@ pub fn choose_lowering(
     }
     Err(Unsupported(format!(
         "no lowering mkc tries fits this geometry (attention splits, MLP shards 4, 2, 1 and 8, \
-         task runs of 1 to 8 pages, LM-head runs of 4 or 1, pages of 16 or 32 KiB, 4 to 8 \
+         task runs of 1 to 8 pages, LM-head runs of 4 or 1, pages of 16 or 32 KiB, 2 to 8 \
          consumer warps): {}. Otherwise, write the lowering by hand (README, \"Model file \
          format\"), if the kernels take this shape at all",
         reasons.join("; ")
@@ -236,6 +237,30 @@ mod tests {
             e.contains("geometry.heads") && e.contains("Fix") && !e.contains("candidate"),
             "{e}"
         );
+    }
+
+    /// The 70B Llamas' shape (hidden 8,192, MLP 28,672, 64 query and 8 KV heads of 128): QKV's
+    /// RoPE pairs need 32 KiB pages and down's staged input leaves room for three slots, so
+    /// three warps on both kernels, in 8-page tasks (the fewest under the task cap); at two
+    /// layers as at eighty.
+    #[test]
+    fn the_70b_llamas_take_three_warps() {
+        for layers in [2, 80] {
+            let mut g = geometry("llama8b");
+            (g.hidden, g.intermediate, g.layers) = (8192, 28672, layers);
+            (g.heads, g.kv_heads, g.head_dim, g.vocab) = (64, 8, 128, 128256);
+            let m = choose_lowering("x", &g, &Workload::default()).unwrap();
+            assert_eq!(
+                (
+                    m.lowering.page_bytes,
+                    m.tuning.consumer_warps,
+                    m.tuning.persistent_warps
+                ),
+                (32768, Some(3), Some(3)),
+                "{layers} layers"
+            );
+            assert!(persistent_layout(&m).is_ok() && check_model(&m).is_ok());
+        }
     }
 
     #[test]

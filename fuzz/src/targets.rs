@@ -134,7 +134,8 @@ impl Target {
                 .expect("parses");
                 v.push(config_json(&scaled));
                 // Real checkpoints' shapes: padded MLPs and heads (OpenLLaMA's 100-wide heads),
-                // SmolLM's narrow rows, Llama-2's and CodeLlama's 32 KiB pages.
+                // SmolLM's narrow rows, Llama-2's and CodeLlama's 32 KiB pages, the 70B's three
+                // warps.
                 v.extend(
                     [
                         include_str!("../../tests/configs/smollm-135m/config.json"),
@@ -142,6 +143,7 @@ impl Target {
                         include_str!("../../tests/configs/openllama-3b/config.json"),
                         include_str!("../../tests/configs/llama-2-13b/config.json"),
                         include_str!("../../tests/configs/codellama-34b/config.json"),
+                        include_str!("../../tests/configs/llama-3-70b/config.json"),
                     ]
                     .map(String::from),
                 );
