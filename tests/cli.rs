@@ -1530,3 +1530,51 @@ fn calibrate_puts_each_measurement_beside_the_simulators_step() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A run whose weights the host cannot hold is refused before anything is read or allocated,
+/// with both figures and the fix, not killed by the system for memory: the CPU reference's
+/// generated weights of a 70B (131 GiB), and a 70B checkpoint read whole. Without the check
+/// (`--no-check`, random weights) the host holds nothing and the run goes on to the GPU.
+#[test]
+fn weights_the_host_cannot_hold_are_refused_before_reading() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/configs/llama-3-70b");
+    let need = 131u64 << 30;
+    if mkc_backend::memory::host_available().is_none_or(|a| a >= need) {
+        eprintln!("SKIPPED: this host holds a 70B's weights (or does not say what it has)");
+        return;
+    }
+    let o = mkc(&["run", dir, "--weights", "random:1", "--tokens", "1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("host memory") && e.contains("--no-check") && e.contains("Fix"),
+        "{e}"
+    );
+    let o = mkc(&[
+        "run",
+        dir,
+        "--weights",
+        "random:1",
+        "--tokens",
+        "1",
+        "--no-check",
+    ]);
+    assert!(!stderr(&o).contains("host memory"), "{}", stderr(&o));
+    // A checkpoint of that shape: refused before its files are read.
+    let ckpt = scratch("host-70b");
+    std::fs::create_dir_all(&ckpt).unwrap();
+    std::fs::copy(format!("{dir}/config.json"), ckpt.join("config.json")).unwrap();
+    std::fs::write(ckpt.join("model.safetensors"), b"not read").unwrap();
+    let o = mkc(&[
+        "run",
+        dir,
+        "--weights",
+        ckpt.to_str().unwrap(),
+        "--tokens",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("host memory") && e.contains("checkpoint"), "{e}");
+    let _ = std::fs::remove_dir_all(&ckpt);
+}

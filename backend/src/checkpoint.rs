@@ -783,6 +783,20 @@ pub fn load(dir: &Path, model: &Model) -> Result<HostWeights, BackendError> {
             },
         ));
     }
+    // The files are read whole and converted beside them: both at once, before a byte moves.
+    let file_bytes: u64 = files
+        .iter()
+        .filter_map(|f| std::fs::metadata(f).ok())
+        .map(|m| m.len())
+        .sum();
+    crate::memory::check_host_fits(
+        "reading the checkpoint (its files, then its weights in bf16)",
+        file_bytes.saturating_add(crate::memory::host_weight_bytes(model)),
+        crate::memory::host_available(),
+        "run it on a machine with more memory (mkc reads a checkpoint whole before uploading \
+         it), or try the shape with --weights random:1 --no-check",
+    )
+    .map_err(|e| err(dir, e))?;
     let blobs: Vec<Vec<u8>> = files
         .iter()
         .map(|f| {

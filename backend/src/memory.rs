@@ -197,9 +197,76 @@ impl DeviceMemory {
     }
 }
 
+/// Bytes the host holds for `model`'s weights (every tensor in bf16, as `HostWeights` keeps
+/// them): what the CPU reference's generated weights take, and a loaded checkpoint's.
+pub fn host_weight_bytes(model: &Model) -> u64 {
+    layout(model).iter().map(|s| s.len() * 2).sum()
+}
+
+/// `MemAvailable` of a `/proc/meminfo` text, in bytes.
+pub fn mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let mut words = line.split_whitespace().skip(1);
+    let kib: u64 = words.next()?.parse().ok()?;
+    (words.next() == Some("kB")).then_some(kib.checked_mul(1024)?)
+}
+
+/// The host memory available now (Linux's `MemAvailable`); None where the system does not say.
+pub fn host_available() -> Option<u64> {
+    mem_available(&std::fs::read_to_string("/proc/meminfo").ok()?)
+}
+
+/// Refuses to hold `need` bytes for `what` in host memory where `available` is known and
+/// smaller, with the figures and `fix`: a run killed by the system for memory says nothing.
+pub fn check_host_fits(
+    what: &str,
+    need: u64,
+    available: Option<u64>,
+    fix: &str,
+) -> Result<(), String> {
+    match available {
+        Some(free) if need > free => Err(format!(
+            "{what} needs {:.1} GiB of host memory and this machine has {:.1} GiB available. \
+             Fix: {fix}",
+            gib(need),
+            gib(free)
+        )),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The host-memory check reads Linux's MemAvailable, refuses a need above it with both
+    /// figures and the fix, and passes where the system does not say.
+    #[test]
+    fn host_memory_is_checked_against_what_the_system_says_is_available() {
+        let text = "MemTotal:       131072000 kB\nMemFree:         1000 kB\nMemAvailable:   \
+                    125829120 kB\n";
+        assert_eq!(mem_available(text), Some(125_829_120 * 1024));
+        assert_eq!(mem_available("MemTotal: 5 kB\n"), None);
+        assert_eq!(mem_available("MemAvailable: x kB\n"), None);
+        let free = Some(120u64 << 30);
+        assert!(check_host_fits("w", 100 << 30, free, "f").is_ok());
+        let e = check_host_fits("the weights", 141 << 30, free, "use --no-check").unwrap_err();
+        assert!(
+            e.contains("141.0 GiB") && e.contains("120.0 GiB") && e.contains("Fix: use --no-check"),
+            "{e}"
+        );
+        assert!(check_host_fits("w", u64::MAX, None, "f").is_ok());
+        // The 70B Llamas' weights are more than a 128 GiB host holds twice.
+        let mut m = model("llama8b");
+        (
+            m.geometry.hidden,
+            m.geometry.intermediate,
+            m.geometry.layers,
+        ) = (8192, 28672, 80);
+        (m.geometry.heads, m.geometry.kv_heads, m.geometry.head_dim) = (64, 8, 128);
+        assert_eq!(host_weight_bytes(&m), DeviceMemory::of(&m).weights);
+        assert!(host_weight_bytes(&m) > 130 << 30);
+    }
 
     fn model(name: &str) -> Model {
         mkc_ir::embedded::resolve_model(name).unwrap()

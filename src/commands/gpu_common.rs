@@ -194,6 +194,18 @@ impl Session {
             // schedule and its prediction are made for, not the model file's.
             model.workload = super::run_workload(&model.workload, prompt.len(), generate)?;
         }
+        // The check's CPU reference holds the weights in host memory (a checkpoint's are
+        // there already, checked as they were read).
+        if seed.is_some() && !args.no_check {
+            mkc_backend::memory::check_host_fits(
+                "the CPU reference's weights (bf16)",
+                mkc_backend::memory::host_weight_bytes(&model),
+                mkc_backend::memory::host_available(),
+                "--no-check (the step times need no reference), or fewer layers in the model \
+                 file",
+            )
+            .map_err(CommandError::Input)?;
+        }
         let gpu = Gpu::open()?;
         let gpu_name = gpu.name.clone();
         // The knobs the model leaves unset take this card's measured best (its profile's).
@@ -324,11 +336,12 @@ impl Session {
         v
     }
 
-    /// Host weights for the reference (generated from the seed, or the loaded checkpoint).
-    pub fn host_weights(&self) -> HostWeights {
+    /// Host weights for the reference: the loaded checkpoint's (not copied: a 70B's are 131
+    /// GiB), or generated from the seed.
+    pub fn host_weights(&self) -> std::borrow::Cow<'_, HostWeights> {
         match (&self.host, self.seed) {
-            (Some(h), _) => h.clone(),
-            (None, Some(seed)) => weights::generate(&self.model, seed),
+            (Some(h), _) => std::borrow::Cow::Borrowed(h),
+            (None, Some(seed)) => std::borrow::Cow::Owned(weights::generate(&self.model, seed)),
             (None, None) => unreachable!("one weight source"),
         }
     }
