@@ -4,13 +4,13 @@ use std::path::Path;
 
 use mkc_ir::model::{Geometry, RopeScaling, RopeType};
 use mkc_ir::Model;
-use safetensors::{Dtype, SafeTensors};
+use safetensors::Dtype;
 use serde_json::Value;
 
-use crate::weights::{layout, HostWeights};
+use crate::weights::HostWeights;
 use crate::BackendError;
 
-fn err(dir: &Path, what: impl std::fmt::Display) -> BackendError {
+pub(crate) fn err(dir: &Path, what: impl std::fmt::Display) -> BackendError {
     BackendError::Weights(format!("checkpoint {}: {what}", dir.display()))
 }
 
@@ -598,7 +598,7 @@ pub fn parse_config_shape(dir: &Path, text: &str) -> Result<ConfigShape, Backend
 }
 
 /// Checks config.json against the model file; lists every mismatch.
-fn check_config(dir: &Path, model: &Model) -> Result<(), BackendError> {
+pub(crate) fn check_config(dir: &Path, model: &Model) -> Result<(), BackendError> {
     let c = read_config(dir)?;
     check_semantics(dir, &c)?;
     check_rope(dir, &c, model)?;
@@ -695,7 +695,7 @@ fn first_non_finite(data: &[u16]) -> Option<(usize, u16)> {
 /// stored, f16 and f32 rounded to nearest even (every finite f16 is in bf16's range; an f32
 /// beyond it rounds to infinity and is refused). Else the first non-finite element: its index
 /// and its stored bits in hex.
-fn as_bf16(dtype: Dtype, bytes: &[u8]) -> Result<Vec<u16>, (usize, String)> {
+pub(crate) fn as_bf16(dtype: Dtype, bytes: &[u8]) -> Result<Vec<u16>, (usize, String)> {
     let halves = || {
         bytes
             .chunks_exact(2)
@@ -723,7 +723,7 @@ fn as_bf16(dtype: Dtype, bytes: &[u8]) -> Result<Vec<u16>, (usize, String)> {
 /// `rows` of `from` columns each, widened to `to` columns with zeros: a padded MLP's down
 /// (rows of the stored width), a padded head's block of the O-projection (each head's columns
 /// a "row") or of q, k and v (each head's rows, flattened, a "row").
-fn pad_columns(rows: &[u16], from: usize, to: usize) -> Vec<u16> {
+pub(crate) fn pad_columns(rows: &[u16], from: usize, to: usize) -> Vec<u16> {
     if from == to {
         return rows.to_vec();
     }
@@ -735,7 +735,7 @@ fn pad_columns(rows: &[u16], from: usize, to: usize) -> Vec<u16> {
 }
 
 /// Permutes the rows of each head from rotate-half order (i, i + hd/2) to interleaved pairs.
-fn interleave_heads(rows: &[u16], n_heads: usize, hd: usize, cols: usize) -> Vec<u16> {
+pub(crate) fn interleave_heads(rows: &[u16], n_heads: usize, hd: usize, cols: usize) -> Vec<u16> {
     let mut out = vec![0u16; rows.len()];
     for h in 0..n_heads {
         for i in 0..hd / 2 {
@@ -752,243 +752,11 @@ fn interleave_heads(rows: &[u16], n_heads: usize, hd: usize, cols: usize) -> Vec
 /// Loads `dir` into the layout of `model`: every tensor the model needs, each once, bf16 (f16,
 /// f32 rounded to it), finite, of the right shape (a narrower MLP or head zero-padded to the
 /// model's), and nothing else (an extra tensor is a bias or a layer mkc would silently drop).
+/// The whole checkpoint in host memory: the CPU reference's; a run uploads tensor by tensor
+/// from a [`crate::checkpoint_reader::Checkpoint`] instead.
 pub fn load(dir: &Path, model: &Model) -> Result<HostWeights, BackendError> {
-    check_config(dir, model)?;
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .map_err(|e| err(dir, e))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
-        .collect();
-    files.sort();
-    if files.is_empty() {
-        // PyTorch's pickled checkpoints (pytorch_model*.bin, *.pt, *.pth) are not read: a
-        // pickle is a program, and transformers converts one to safetensors in two lines.
-        let pickled = std::fs::read_dir(dir)
-            .map_err(|e| err(dir, e))?
-            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
-            .filter(|n| n.ends_with(".bin") || n.ends_with(".pt") || n.ends_with(".pth"))
-            .min();
-        return Err(err(
-            dir,
-            match pickled {
-                Some(name) => format!(
-                    "no *.safetensors files, only PyTorch's pickled weights ({name}), which mkc \
-                     does not read. Fix: convert them with transformers: \
-                     `AutoModelForCausalLM.from_pretrained(DIR, torch_dtype=\"auto\")\
-                     .save_pretrained(DIR, safe_serialization=True)`"
-                ),
-                None => "no *.safetensors files. Fix: give the checkpoint's directory, which \
-                         holds config.json and its model*.safetensors"
-                    .to_string(),
-            },
-        ));
-    }
-    // The files are read whole and converted beside them: both at once, before a byte moves.
-    let file_bytes: u64 = files
-        .iter()
-        .filter_map(|f| std::fs::metadata(f).ok())
-        .map(|m| m.len())
-        .sum();
-    crate::memory::check_host_fits(
-        "reading the checkpoint (its files, then its weights in bf16)",
-        file_bytes.saturating_add(crate::memory::host_weight_bytes(model)),
-        crate::memory::host_available(),
-        "run it on a machine with more memory (mkc reads a checkpoint whole before uploading \
-         it), or try the shape with --weights random:1 --no-check",
-    )
-    .map_err(|e| err(dir, e))?;
-    let blobs: Vec<Vec<u8>> = files
-        .iter()
-        .map(|f| {
-            if !std::fs::metadata(f).is_ok_and(|m| m.is_file()) {
-                return Err(err(dir, format!("{} is not a regular file", f.display())));
-            }
-            std::fs::read(f).map_err(|e| err(dir, format!("{}: {e}", f.display())))
-        })
-        .collect::<Result<_, _>>()?;
-    let parsed: Vec<SafeTensors> = blobs
-        .iter()
-        .zip(&files)
-        .map(|(b, f)| {
-            SafeTensors::deserialize(b).map_err(|e| err(dir, format!("{}: {e}", f.display())))
-        })
-        .collect::<Result<_, _>>()?;
-    let g = &model.geometry;
-    let expected = expected_tensors(model);
-    let mut owner: std::collections::BTreeMap<String, usize> = Default::default();
-    for (i, st) in parsed.iter().enumerate() {
-        for name in st.names() {
-            if let Some(&first) = owner.get(name) {
-                return Err(err(
-                    dir,
-                    format!(
-                        "tensor `{}` is in both {} and {}. Fix: keep one copy",
-                        mkc_ir::error::shorten(name),
-                        files[first].display(),
-                        files[i].display()
-                    ),
-                ));
-            }
-            owner.insert(name.to_string(), i);
-        }
-    }
-    let extra: Vec<&String> = owner
-        .keys()
-        .filter(|n| !expected.iter().any(|e| e == *n))
-        .filter(|n| !(g.tied_embeddings && n.as_str() == "lm_head.weight"))
-        .collect();
-    if !extra.is_empty() {
-        let shown: Vec<String> = extra
-            .iter()
-            .take(5)
-            .map(|n| format!("`{}`", mkc_ir::error::shorten(n)))
-            .collect();
-        return Err(err(
-            dir,
-            format!(
-                "{} tensor(s) mkc does not compute with, e.g. {}: a bias, a layer or a head \
-                 the model file does not have. Fix: use a model file and checkpoint of the \
-                 same architecture",
-                extra.len(),
-                shown.join(", ")
-            ),
-        ));
-    }
-    let rounded = std::cell::RefCell::new(std::collections::BTreeSet::new());
-    let get = |name: &str, shape: &[usize]| -> Result<Vec<u16>, BackendError> {
-        let t = owner
-            .get(name)
-            .and_then(|&i| parsed[i].tensor(name).ok())
-            .ok_or_else(|| err(dir, format!("tensor `{name}` is missing")))?;
-        let stored_as = match t.dtype() {
-            Dtype::BF16 => "bf16",
-            Dtype::F16 => "f16",
-            Dtype::F32 => "f32",
-            other => {
-                return Err(err(
-                    dir,
-                    format!(
-                        "tensor `{name}` is {other:?}; mkc reads bf16, or f16 and f32 \
-                         rounded to bf16. Fix: save the checkpoint in bf16"
-                    ),
-                ))
-            }
-        };
-        if t.shape() != shape {
-            return Err(err(
-                dir,
-                format!(
-                    "tensor `{name}` has shape {:?}, expected {shape:?}",
-                    t.shape()
-                ),
-            ));
-        }
-        let range = if stored_as == "f32" {
-            " (or a value beyond bf16's range)"
-        } else {
-            ""
-        };
-        let data = as_bf16(t.dtype(), t.data()).map_err(|(i, bits)| {
-            let what =
-                format!("a NaN or infinity{range} at element {i} ({stored_as} bits 0x{bits})");
-            err(
-                dir,
-                format!("tensor `{name}` holds {what}. Fix: repair or re-export the checkpoint"),
-            )
-        })?;
-        if stored_as != "bf16" {
-            rounded.borrow_mut().insert(stored_as);
-        }
-        Ok(data)
-    };
-    let (h, i) = (g.hidden as usize, g.intermediate as usize);
-    let stored = g.stored_intermediate() as usize;
-    let (hd, heads, kvh) = (g.head_dim as usize, g.heads as usize, g.kv_heads as usize);
-    // A head's stored width; each head's rows (q, k, v) and columns (O) zero-padded to hd.
-    let shd = g.stored_head_dim() as usize;
-    let pad_heads = |rows: Vec<u16>| pad_columns(&rows, shd * h, hd * h);
-    let mut tensors = Vec::new();
-    for l in 0..g.layers as usize {
-        let p = format!("model.layers.{l}.");
-        let q = get(&format!("{p}self_attn.q_proj.weight"), &[heads * shd, h])?;
-        let k = get(&format!("{p}self_attn.k_proj.weight"), &[kvh * shd, h])?;
-        let v = get(&format!("{p}self_attn.v_proj.weight"), &[kvh * shd, h])?;
-        let mut qkv = pad_heads(interleave_heads(&q, heads, shd, h));
-        qkv.extend(pad_heads(interleave_heads(&k, kvh, shd, h)));
-        qkv.extend(pad_heads(v));
-        tensors.push(qkv);
-        let o = get(&format!("{p}self_attn.o_proj.weight"), &[h, heads * shd])?;
-        tensors.push(pad_columns(&o, shd, hd));
-        for t in ["gate_proj", "up_proj"] {
-            let mut rows = get(&format!("{p}mlp.{t}.weight"), &[stored, h])?;
-            rows.resize(i * h, 0);
-            tensors.push(rows);
-        }
-        let down = get(&format!("{p}mlp.down_proj.weight"), &[h, stored])?;
-        tensors.push(pad_columns(&down, stored, i));
-        tensors.push(get(&format!("{p}input_layernorm.weight"), &[h])?);
-        tensors.push(get(&format!("{p}post_attention_layernorm.weight"), &[h])?);
-    }
-    let embed = get("model.embed_tokens.weight", &[g.vocab as usize, h])?;
-    if g.tied_embeddings && owner.contains_key("lm_head.weight") {
-        // A tied checkpoint may store the head too; it is honoured only as the same table.
-        let head = get("lm_head.weight", &[g.vocab as usize, h])?;
-        if head != embed {
-            return Err(err(
-                dir,
-                "`lm_head.weight` differs from `model.embed_tokens.weight`, but \
-                 tie_word_embeddings is true, so the head would be ignored. Fix: set \
-                 tie_word_embeddings to false (and tied_embeddings in the model file), or \
-                 drop lm_head.weight",
-            ));
-        }
-    }
-    tensors.push(embed);
-    if !g.tied_embeddings {
-        tensors.push(get("lm_head.weight", &[g.vocab as usize, h])?);
-    }
-    tensors.push(get("model.norm.weight", &[h])?);
-    let rounded = rounded.into_inner();
-    if !rounded.is_empty() {
-        eprintln!(
-            "note: checkpoint {}: {} weights rounded to bf16, the kernels' type (as \
-             transformers' torch_dtype=bfloat16 loads them)",
-            dir.display(),
-            rounded.into_iter().collect::<Vec<_>>().join(" and ")
-        );
-    }
-    Ok(HostWeights {
-        layers: g.layers as usize,
-        tied: g.tied_embeddings,
-        specs: layout(model),
-        tensors,
-    })
-}
-
-/// Every tensor name a checkpoint of `model` must hold.
-fn expected_tensors(model: &Model) -> Vec<String> {
-    let g = &model.geometry;
-    let mut names = Vec::new();
-    for l in 0..g.layers {
-        let p = format!("model.layers.{l}.");
-        for t in [
-            "self_attn.q_proj.weight",
-            "self_attn.k_proj.weight",
-            "self_attn.v_proj.weight",
-            "self_attn.o_proj.weight",
-            "mlp.gate_proj.weight",
-            "mlp.up_proj.weight",
-            "mlp.down_proj.weight",
-            "input_layernorm.weight",
-            "post_attention_layernorm.weight",
-        ] {
-            names.push(format!("{p}{t}"));
-        }
-    }
-    names.push("model.embed_tokens.weight".into());
-    names.push("model.norm.weight".into());
-    if !g.tied_embeddings {
-        names.push("lm_head.weight".into());
-    }
-    names
+    let c = crate::checkpoint_reader::Checkpoint::open(dir, model)?;
+    let w = c.host_weights()?;
+    c.note_rounding();
+    Ok(w)
 }

@@ -10,6 +10,7 @@ pub mod abi;
 pub mod ablation;
 pub mod attention_parts;
 mod checkpoint;
+pub mod checkpoint_reader;
 pub mod error;
 pub mod fragments;
 pub mod gpu;

@@ -795,3 +795,54 @@ fn mistral_checkpoints_load_within_their_sliding_window() {
         Some(32768)
     );
 }
+
+/// A checkpoint is read tensor by tensor, as a run uploads it: opening it checks every tensor's
+/// name, dtype and shape (a wrong shape is refused before any value is read), each tensor of the
+/// layout comes out as the whole load's, and a bad value is refused, naming its tensor, when
+/// that tensor is read.
+#[test]
+fn a_checkpoint_reads_tensor_by_tensor_as_the_whole_load() {
+    use mkc_backend::checkpoint_reader::Checkpoint;
+    let m = resolve_model("tiny").unwrap();
+    let c = config(&m);
+    let dir = Dir::new("streamed");
+    let mut t = tensors(&m);
+    let second = t.split_off(t.len() / 3);
+    write(&dir.0, &c, &[t, second]);
+    let whole = weights::load_checkpoint(&dir.0, &m).expect("loads");
+    let ckpt = Checkpoint::open(&dir.0, &m).expect("opens");
+    assert_eq!(ckpt.tensor_count(), whole.tensors.len());
+    for (i, w) in whole.tensors.iter().enumerate() {
+        assert_eq!(&ckpt.tensor(i).unwrap(), w, "tensor {i}");
+        assert_eq!(
+            w.len() as u64,
+            whole.specs[i].len(),
+            "tensor {i}'s layout size"
+        );
+    }
+    // A NaN in the final norm: the checkpoint opens, the norm's tensor is refused by name.
+    let mut t = tensors(&m);
+    let norm = t.iter_mut().find(|x| x.0 == "model.norm.weight").unwrap();
+    norm.2[0..2].copy_from_slice(&0x7FC0u16.to_le_bytes());
+    let dir = Dir::new("streamed_nan");
+    write(&dir.0, &c, &[t]);
+    let ckpt = Checkpoint::open(&dir.0, &m).expect("values are read later");
+    assert!(ckpt.tensor(0).is_ok());
+    let last = ckpt.tensor_count() - 1;
+    let e = ckpt.tensor(last).unwrap_err().to_string();
+    assert!(e.contains("model.norm.weight") && e.contains("NaN"), "{e}");
+    // A wrong shape is refused on opening.
+    let mut t = tensors(&m);
+    let up = t
+        .iter_mut()
+        .find(|x| x.0.ends_with("1.mlp.up_proj.weight"))
+        .unwrap();
+    up.1.swap(0, 1);
+    let dir = Dir::new("streamed_shape");
+    write(&dir.0, &c, &[t]);
+    let e = Checkpoint::open(&dir.0, &m)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("up_proj.weight") && e.contains("shape"), "{e}");
+}

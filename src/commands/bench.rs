@@ -292,7 +292,7 @@ pub fn run(args: BenchArgs) -> Result<(), CommandError> {
     let checks: Vec<(String, Check)> = if checked.is_empty() {
         Vec::new()
     } else {
-        let w = s.host_weights();
+        let w = s.host_weights()?;
         let mut cs: Vec<Option<Check>> = vec![None; warm.len()];
         // The reference's margins along the first target's tokens, from its group's pass.
         let mut first_margins = Vec::new();

@@ -31,8 +31,9 @@ pub struct Session {
     pub generate: u32,
     /// The seed of random weights, if random.
     seed: Option<u32>,
-    /// Host weights of a checkpoint, if one was loaded.
-    host: Option<HostWeights>,
+    /// The checkpoint the weights come from, if one was given (opened and checked; its values
+    /// are read as they are uploaded, and whole only for the check).
+    host: Option<mkc_backend::checkpoint_reader::Checkpoint>,
     /// Watchdog limit per step.
     pub watchdog: Duration,
     /// PDL trigger placement.
@@ -157,6 +158,18 @@ impl Session {
                     .into(),
             ));
         }
+        // The check's CPU reference holds the weights in host memory (a run uploads a
+        // checkpoint's tensor by tensor).
+        if !args.no_check {
+            mkc_backend::memory::check_host_fits(
+                "the CPU reference's weights (bf16)",
+                mkc_backend::memory::host_weight_bytes(&model),
+                mkc_backend::memory::host_available(),
+                "--no-check (the step times need no reference), or fewer layers in the model \
+                 file",
+            )
+            .map_err(CommandError::Input)?;
+        }
         let (seed, host) = match weights::parse_seed(&args.weights) {
             Some(seed) => (Some(seed), None),
             None if args.weights.starts_with("random:") => {
@@ -167,7 +180,7 @@ impl Session {
             }
             None => (
                 None,
-                Some(mkc_backend::weights::load_checkpoint(
+                Some(mkc_backend::checkpoint_reader::Checkpoint::open(
                     std::path::Path::new(&args.weights),
                     &model,
                 )?),
@@ -194,28 +207,19 @@ impl Session {
             // schedule and its prediction are made for, not the model file's.
             model.workload = super::run_workload(&model.workload, prompt.len(), generate)?;
         }
-        // The check's CPU reference holds the weights in host memory (a checkpoint's are
-        // there already, checked as they were read).
-        if seed.is_some() && !args.no_check {
-            mkc_backend::memory::check_host_fits(
-                "the CPU reference's weights (bf16)",
-                mkc_backend::memory::host_weight_bytes(&model),
-                mkc_backend::memory::host_available(),
-                "--no-check (the step times need no reference), or fewer layers in the model \
-                 file",
-            )
-            .map_err(CommandError::Input)?;
-        }
         let gpu = Gpu::open()?;
         let gpu_name = gpu.name.clone();
         // The knobs the model leaves unset take this card's measured best (its profile's).
         super::settle_unset_knobs(&mut model, &profile_for(&gpu_name)?);
         let source = || match (&seed, &host) {
             (Some(s), _) => WeightSource::Random(*s),
-            (None, Some(h)) => WeightSource::Host(h),
+            (None, Some(c)) => WeightSource::Checkpoint(c),
             (None, None) => unreachable!("one weight source"),
         };
         let runner = Runner::new(gpu, &model, source())?;
+        if let Some(c) = &host {
+            c.note_rounding();
+        }
         // A chain target on a model with options only the persistent kernel runs takes the
         // model as the chain targets lower it (the kernels' header, the O-projection's
         // weights unsplit): a runner of its own, with the same weights.
@@ -336,12 +340,12 @@ impl Session {
         v
     }
 
-    /// Host weights for the reference: the loaded checkpoint's (not copied: a 70B's are 131
-    /// GiB), or generated from the seed.
-    pub fn host_weights(&self) -> std::borrow::Cow<'_, HostWeights> {
+    /// Host weights for the reference: the checkpoint's, read whole, or generated from the
+    /// seed (the host's memory for them was checked when the session opened).
+    pub fn host_weights(&self) -> Result<HostWeights, CommandError> {
         match (&self.host, self.seed) {
-            (Some(h), _) => std::borrow::Cow::Borrowed(h),
-            (None, Some(seed)) => std::borrow::Cow::Owned(weights::generate(&self.model, seed)),
+            (Some(c), _) => Ok(c.host_weights()?),
+            (None, Some(seed)) => Ok(weights::generate(&self.model, seed)),
             (None, None) => unreachable!("one weight source"),
         }
     }

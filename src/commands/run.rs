@@ -80,7 +80,7 @@ pub fn run(args: RunArgs) -> Result<(), CommandError> {
         );
     }
     if !checked.is_empty() {
-        let w = s.host_weights();
+        let w = s.host_weights()?;
         let captured: Vec<(u32, Vec<f32>)> = out
             .logits
             .iter()

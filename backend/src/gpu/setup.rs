@@ -20,8 +20,10 @@ use crate::weights::{layout, Fill, HostWeights, LayerTensor, PER_LAYER};
 pub enum WeightSource<'a> {
     /// Generated on the GPU from a seed (the CPU reproduces them with [`crate::weights::generate`]).
     Random(u32),
-    /// Uploaded from host memory (a checkpoint).
+    /// Uploaded from host memory.
     Host(&'a HostWeights),
+    /// Read from a checkpoint and uploaded tensor by tensor (each dropped once uploaded).
+    Checkpoint(&'a crate::checkpoint_reader::Checkpoint),
 }
 
 /// Loads a cubin and prepares every operator kernel (dynamic shared memory opted in).
@@ -182,6 +184,9 @@ impl Runner {
                 WeightSource::Random(seed) => self.fill(p, s, *seed)?,
                 WeightSource::Host(w) => {
                     super::device::upload(p, &w.tensors[i], &s.name)?;
+                }
+                WeightSource::Checkpoint(c) => {
+                    super::device::upload(p, &c.tensor(i)?, &s.name)?;
                 }
             }
             let p = match split {
