@@ -1457,10 +1457,29 @@ fn calibrate_puts_each_measurement_beside_the_simulators_step() {
             < 1e-9
     );
     assert!(steps[0].get("rung").is_none());
-    let cards = v["cards"].as_array().unwrap();
+    // Per card (its whole, then each target's): h100's two pdl steps, h200's one persistent.
+    let cards: Vec<(String, String, u64)> = v["cards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let target = c["target"].as_str().unwrap_or("all").to_string();
+            (
+                c["card"].as_str().unwrap().to_string(),
+                target,
+                c["count"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let want = [
+        ("h100", "all", 2),
+        ("h100", "pdl", 2),
+        ("h200", "all", 1),
+        ("h200", "persistent", 1),
+    ];
     assert_eq!(
-        (cards[0]["card"].as_str(), cards[1]["card"].as_str()),
-        (Some("h100"), Some("h200"))
+        cards,
+        want.map(|(c, t, n)| (c.to_string(), t.to_string(), n))
     );
     // Only the steps of one card; none of an unknown one.
     let o = mkc_cached(&["calibrate", "--card", "h200", "--json"], &record, &cache);

@@ -77,7 +77,7 @@ pub struct MeasuredStep {
 }
 
 /// One measurement beside its prediction.
-#[derive(Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct Row {
     /// The lease.
     pub lease: String,
@@ -103,6 +103,8 @@ pub struct Row {
 pub struct CardSummary {
     /// The card's profile.
     pub card: String,
+    /// The target, where the summary is of one target's steps; None for all of the card's.
+    pub target: Option<&'static str>,
     /// Measurements.
     pub count: usize,
     /// Of them, within ±[`AIM_PERCENT`].
@@ -216,6 +218,8 @@ pub fn median(v: &[f64]) -> f64 {
 }
 
 /// Per card, in the order the cards first appear.
+/// Each card's summary, then one per target it has steps of, in the order the cards and
+/// targets first appear.
 pub fn summarise(rows: &[Row]) -> Vec<CardSummary> {
     let mut cards: Vec<&str> = Vec::new();
     for r in rows {
@@ -223,27 +227,39 @@ pub fn summarise(rows: &[Row]) -> Vec<CardSummary> {
             cards.push(&r.card);
         }
     }
-    cards
-        .into_iter()
-        .map(|card| {
-            let errs: Vec<f64> = rows
-                .iter()
-                .filter(|r| r.card == card)
-                .map(|r| r.error_percent)
-                .collect();
-            CardSummary {
-                card: card.to_string(),
-                count: errs.len(),
-                within_aim: errs.iter().filter(|e| e.abs() <= AIM_PERCENT).count(),
-                rms_percent: (errs.iter().map(|e| e * e).sum::<f64>() / errs.len() as f64).sqrt(),
-                worst_percent: errs
-                    .iter()
-                    .copied()
-                    .max_by(|a, b| a.abs().total_cmp(&b.abs()))
-                    .unwrap_or(0.0),
+    let mut out = Vec::new();
+    for card in cards {
+        let mine: Vec<&Row> = rows.iter().filter(|r| r.card == card).collect();
+        out.push(summary_of(card, None, &mine));
+        let mut targets: Vec<&'static str> = Vec::new();
+        for r in &mine {
+            if !targets.contains(&r.target) {
+                targets.push(r.target);
             }
-        })
-        .collect()
+        }
+        for t in targets {
+            let of: Vec<&Row> = mine.iter().copied().filter(|r| r.target == t).collect();
+            out.push(summary_of(card, Some(t), &of));
+        }
+    }
+    out
+}
+
+/// The summary of `rows` (not empty), of `card` and `target`.
+fn summary_of(card: &str, target: Option<&'static str>, rows: &[&Row]) -> CardSummary {
+    let errs: Vec<f64> = rows.iter().map(|r| r.error_percent).collect();
+    CardSummary {
+        card: card.to_string(),
+        target,
+        count: errs.len(),
+        within_aim: errs.iter().filter(|e| e.abs() <= AIM_PERCENT).count(),
+        rms_percent: (errs.iter().map(|e| e * e).sum::<f64>() / errs.len() as f64).sqrt(),
+        worst_percent: errs
+            .iter()
+            .copied()
+            .max_by(|a, b| a.abs().total_cmp(&b.abs()))
+            .unwrap_or(0.0),
+    }
 }
 
 #[cfg(test)]
@@ -272,15 +288,26 @@ mod tests {
             row("h200", 3.0),
         ];
         let s = summarise(&rows);
-        assert_eq!(s.len(), 2);
+        // Each card, then its one target.
+        assert_eq!(s.len(), 4);
         assert_eq!(
-            (s[0].card.as_str(), s[0].count, s[0].within_aim),
-            ("h100", 2, 2)
+            (s[0].card.as_str(), s[0].target, s[0].count, s[0].within_aim),
+            ("h100", None, 2, 2)
         );
         assert_eq!(s[0].worst_percent, -5.0);
-        assert_eq!((s[1].card.as_str(), s[1].within_aim), ("h200", 1));
-        assert_eq!(s[1].worst_percent, -8.0);
-        assert!((s[1].rms_percent - (36.5f64).sqrt()).abs() < 1e-12);
+        assert_eq!((s[1].target, s[1].count), (Some("pdl"), 2));
+        assert_eq!((s[2].card.as_str(), s[2].within_aim), ("h200", 1));
+        assert_eq!(s[2].worst_percent, -8.0);
+        assert!((s[2].rms_percent - (36.5f64).sqrt()).abs() < 1e-12);
+        let mut mixed = rows.to_vec();
+        mixed[2].target = "persistent";
+        let s = summarise(&mixed);
+        let h100: Vec<_> = s.iter().filter(|c| c.card == "h100").collect();
+        assert_eq!(h100.len(), 3);
+        assert_eq!(
+            (h100[1].target, h100[1].count, h100[2].target, h100[2].count),
+            (Some("pdl"), 1, Some("persistent"), 1)
+        );
     }
 
     #[test]

@@ -237,7 +237,10 @@ pub fn run(args: CalibrateArgs) -> Result<(), CommandError> {
     for c in &cards {
         outln!(
             "  {}: {} of {} within ±{AIM_PERCENT}%, RMS {:.1}%, worst {:+.1}%",
-            c.card,
+            match c.target {
+                None => c.card.clone(),
+                Some(t) => format!("  {} {t}", c.card),
+            },
             c.within_aim,
             c.count,
             c.rms_percent,
