@@ -101,10 +101,19 @@ fn predict_step(
             })?,
     };
     let shown = s.model.trim_start_matches("../");
-    let model_name = match s.layers {
+    let mut model_name = match s.layers {
         Some(n) => format!("{shown} ({n} layers)"),
         None => shown.to_string(),
     };
+    // The knobs the run's --tune set, abbreviated by their initials (boundary inflight: bi).
+    if let Some(t) = &s.tuning {
+        for (name, v) in t.knobs() {
+            if let Some(v) = v {
+                let short: String = name.split('_').filter_map(|w| w.chars().next()).collect();
+                model_name.push_str(&format!(" {short}={v}"));
+            }
+        }
+    }
     Ok(Row {
         lease: s.lease.clone(),
         card: s.card.clone(),
