@@ -24,6 +24,8 @@ pub struct Checkpoint {
     maps: Vec<memmap2::Mmap>,
     /// The file holding each tensor.
     owner: BTreeMap<String, usize>,
+    /// Each tensor the model needs, with its stored shape ([`expected_shapes`]).
+    shapes: BTreeMap<String, Vec<usize>>,
     /// The stored types rounded to bf16 so far (for the note).
     rounded: Mutex<BTreeSet<&'static str>>,
 }
@@ -57,14 +59,19 @@ impl Checkpoint {
             files,
             maps,
             owner: BTreeMap::new(),
+            shapes: expected_shapes(model).into_iter().collect(),
             rounded: Mutex::new(BTreeSet::new()),
         };
         c.index()?;
-        let g = &model.geometry;
-        if g.tied_embeddings && c.owner.contains_key("lm_head.weight") {
+        if model.geometry.tied_embeddings && c.owner.contains_key("lm_head.weight") {
             // A tied checkpoint may store the head too; it is honoured only as the same table.
-            let shape = [g.vocab as usize, g.hidden as usize];
-            if c.get("lm_head.weight", &shape)? != c.get("model.embed_tokens.weight", &shape)? {
+            let embed = c.get("model.embed_tokens.weight")?;
+            let head = c.checked(
+                "lm_head.weight",
+                &c.shapes["model.embed_tokens.weight"],
+                |d, b| c.bf16("lm_head.weight", d, b),
+            )?;
+            if head != embed {
                 return Err(err(
                     dir,
                     "`lm_head.weight` differs from `model.embed_tokens.weight`, but \
@@ -109,13 +116,12 @@ impl Checkpoint {
                 self.owner.insert(name, i);
             }
         }
-        let g = &self.model.geometry;
-        let expected = expected_shapes(&self.model);
+        let tied = self.model.geometry.tied_embeddings;
         let extra: Vec<&String> = self
             .owner
             .keys()
-            .filter(|n| !expected.iter().any(|(e, _)| e == *n))
-            .filter(|n| !(g.tied_embeddings && n.as_str() == "lm_head.weight"))
+            .filter(|n| !self.shapes.contains_key(*n))
+            .filter(|n| !(tied && n.as_str() == "lm_head.weight"))
             .collect();
         if !extra.is_empty() {
             let shown: Vec<String> = extra
@@ -134,8 +140,9 @@ impl Checkpoint {
                 ),
             ));
         }
-        for (name, shape) in &expected {
-            self.checked(name, shape, |_, _| Ok(()))?;
+        // In layout order, so that the first tensor refused is the first the model reads.
+        for (name, shape) in expected_shapes(&self.model) {
+            self.checked(&name, &shape, |_, _| Ok(()))?;
         }
         Ok(())
     }
@@ -179,37 +186,46 @@ impl Checkpoint {
         f(t.dtype(), t.data())
     }
 
-    /// Tensor `name` of `shape` in bf16 (f16 and f32 rounded), every value finite.
-    fn get(&self, name: &str, shape: &[usize]) -> Result<Vec<u16>, BackendError> {
-        self.checked(name, shape, |dtype, bytes| {
-            let stored_as = match dtype {
-                Dtype::F16 => "f16",
-                Dtype::F32 => "f32",
-                _ => "bf16",
-            };
-            let range = if stored_as == "f32" {
-                " (or a value beyond bf16's range)"
-            } else {
-                ""
-            };
-            let data = as_bf16(dtype, bytes).map_err(|(i, bits)| {
-                let what =
-                    format!("a NaN or infinity{range} at element {i} ({stored_as} bits 0x{bits})");
-                err(
-                    &self.dir,
-                    format!(
-                        "tensor `{name}` holds {what}. Fix: repair or re-export the checkpoint"
-                    ),
-                )
-            })?;
-            if stored_as != "bf16" {
-                self.rounded
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(stored_as);
-            }
-            Ok(data)
-        })
+    /// Tensor `name`, one the model needs, of its stored shape, in bf16 (f16 and f32 rounded),
+    /// every value finite.
+    fn get(&self, name: &str) -> Result<Vec<u16>, BackendError> {
+        let shape = self.shapes.get(name).ok_or_else(|| {
+            err(
+                &self.dir,
+                format!("tensor `{name}` is not one the model reads"),
+            )
+        })?;
+        self.checked(name, shape, |dtype, bytes| self.bf16(name, dtype, bytes))
+    }
+
+    /// Tensor `name`'s stored `bytes` of `dtype` in bf16 (f16 and f32 rounded, noted), every
+    /// value finite.
+    fn bf16(&self, name: &str, dtype: Dtype, bytes: &[u8]) -> Result<Vec<u16>, BackendError> {
+        let stored_as = match dtype {
+            Dtype::F16 => "f16",
+            Dtype::F32 => "f32",
+            _ => "bf16",
+        };
+        let range = if stored_as == "f32" {
+            " (or a value beyond bf16's range)"
+        } else {
+            ""
+        };
+        let data = as_bf16(dtype, bytes).map_err(|(i, bits)| {
+            let what =
+                format!("a NaN or infinity{range} at element {i} ({stored_as} bits 0x{bits})");
+            err(
+                &self.dir,
+                format!("tensor `{name}` holds {what}. Fix: repair or re-export the checkpoint"),
+            )
+        })?;
+        if stored_as != "bf16" {
+            self.rounded
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(stored_as);
+        }
+        Ok(data)
     }
 
     /// How many tensors the model's layout has ([`crate::weights::layout`]).
@@ -230,47 +246,45 @@ impl Checkpoint {
         let pad_heads = |rows: Vec<u16>| pad_columns(&rows, shd * h, hd * h);
         let layers = g.layers as usize;
         if i >= layers * PER_LAYER {
-            let vocab = g.vocab as usize;
             return match (i - layers * PER_LAYER, g.tied_embeddings) {
-                (0, _) => self.get("model.embed_tokens.weight", &[vocab, h]),
-                (1, false) => self.get("lm_head.weight", &[vocab, h]),
-                _ => self.get("model.norm.weight", &[h]),
+                (0, _) => self.get("model.embed_tokens.weight"),
+                (1, false) => self.get("lm_head.weight"),
+                _ => self.get("model.norm.weight"),
             };
         }
         let p = format!("model.layers.{}.", i / PER_LAYER);
-        let t = i % PER_LAYER;
-        Ok(match t {
-            _ if t == LayerTensor::Qkv as usize => {
-                let q = self.get(&format!("{p}self_attn.q_proj.weight"), &[heads * shd, h])?;
-                let k = self.get(&format!("{p}self_attn.k_proj.weight"), &[kvh * shd, h])?;
-                let v = self.get(&format!("{p}self_attn.v_proj.weight"), &[kvh * shd, h])?;
-                let mut qkv = pad_heads(interleave_heads(&q, heads, shd, h));
-                qkv.extend(pad_heads(interleave_heads(&k, kvh, shd, h)));
-                qkv.extend(pad_heads(v));
+        let get = |t: &str| self.get(&format!("{p}{t}"));
+        Ok(match LayerTensor::ALL[i % PER_LAYER] {
+            LayerTensor::Qkv => {
+                let mut qkv = pad_heads(interleave_heads(
+                    &get("self_attn.q_proj.weight")?,
+                    heads,
+                    shd,
+                    h,
+                ));
+                qkv.extend(pad_heads(interleave_heads(
+                    &get("self_attn.k_proj.weight")?,
+                    kvh,
+                    shd,
+                    h,
+                )));
+                qkv.extend(pad_heads(get("self_attn.v_proj.weight")?));
                 qkv
             }
-            _ if t == LayerTensor::O as usize => {
-                let o = self.get(&format!("{p}self_attn.o_proj.weight"), &[h, heads * shd])?;
-                pad_columns(&o, shd, hd)
-            }
-            _ if t == LayerTensor::Gate as usize || t == LayerTensor::Up as usize => {
-                let which = if t == LayerTensor::Gate as usize {
+            LayerTensor::O => pad_columns(&get("self_attn.o_proj.weight")?, shd, hd),
+            t @ (LayerTensor::Gate | LayerTensor::Up) => {
+                let which = if t == LayerTensor::Gate {
                     "gate_proj"
                 } else {
                     "up_proj"
                 };
-                let mut rows = self.get(&format!("{p}mlp.{which}.weight"), &[stored, h])?;
+                let mut rows = get(&format!("mlp.{which}.weight"))?;
                 rows.resize(inter * h, 0);
                 rows
             }
-            _ if t == LayerTensor::Down as usize => {
-                let down = self.get(&format!("{p}mlp.down_proj.weight"), &[h, stored])?;
-                pad_columns(&down, stored, inter)
-            }
-            _ if t == LayerTensor::Norm1 as usize => {
-                self.get(&format!("{p}input_layernorm.weight"), &[h])?
-            }
-            _ => self.get(&format!("{p}post_attention_layernorm.weight"), &[h])?,
+            LayerTensor::Down => pad_columns(&get("mlp.down_proj.weight")?, stored, inter),
+            LayerTensor::Norm1 => get("input_layernorm.weight")?,
+            LayerTensor::Norm2 => get("post_attention_layernorm.weight")?,
         })
     }
 
@@ -279,7 +293,7 @@ impl Checkpoint {
     pub fn host_weights(&self) -> Result<HostWeights, BackendError> {
         crate::memory::check_host_fits(
             "the checkpoint's weights in bf16 (for the CPU reference)",
-            crate::memory::host_weight_bytes(&self.model),
+            crate::memory::weight_bytes(&self.model),
             crate::memory::host_available(),
             "run without the check (--no-check: a run uploads the checkpoint tensor by \
              tensor), or on a machine with more memory",

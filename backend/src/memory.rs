@@ -141,7 +141,7 @@ impl DeviceMemory {
                 .sum()
         };
         DeviceMemory {
-            weights: layout(model).iter().map(|s| s.len() * 2).sum(),
+            weights: weight_bytes(model),
             kv_cache: layers * per_layer(true),
             activations: layers * per_layer(false)
                 + global_buffers(model).iter().map(|b| b.1).sum::<u64>(),
@@ -197,9 +197,9 @@ impl DeviceMemory {
     }
 }
 
-/// Bytes the host holds for `model`'s weights (every tensor in bf16, as `HostWeights` keeps
-/// them): what the CPU reference's generated weights take, and a loaded checkpoint's.
-pub fn host_weight_bytes(model: &Model) -> u64 {
+/// Bytes of `model`'s weights, every tensor in bf16: what the card holds, and what the host
+/// holds for the CPU reference (`HostWeights`, generated or a checkpoint's).
+pub fn weight_bytes(model: &Model) -> u64 {
     layout(model).iter().map(|s| s.len() * 2).sum()
 }
 
@@ -264,8 +264,8 @@ mod tests {
             m.geometry.layers,
         ) = (8192, 28672, 80);
         (m.geometry.heads, m.geometry.kv_heads, m.geometry.head_dim) = (64, 8, 128);
-        assert_eq!(host_weight_bytes(&m), DeviceMemory::of(&m).weights);
-        assert!(host_weight_bytes(&m) > 130 << 30);
+        assert_eq!(weight_bytes(&m), DeviceMemory::of(&m).weights);
+        assert!(weight_bytes(&m) > 130 << 30);
     }
 
     fn model(name: &str) -> Model {

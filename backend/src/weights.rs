@@ -71,6 +71,19 @@ pub enum LayerTensor {
 /// Tensors per layer in the layout.
 pub const PER_LAYER: usize = 7;
 
+impl LayerTensor {
+    /// A layer's tensors in layout order (index `t as usize`).
+    pub const ALL: [LayerTensor; PER_LAYER] = [
+        LayerTensor::Qkv,
+        LayerTensor::O,
+        LayerTensor::Gate,
+        LayerTensor::Up,
+        LayerTensor::Down,
+        LayerTensor::Norm1,
+        LayerTensor::Norm2,
+    ];
+}
+
 fn shift_for(k: u64) -> i32 {
     // max |w| = 128 * 2^-shift ~ sqrt(3 / k)  =>  shift = 7 + log2(k / 3) / 2.
     (7.0 + ((k as f64) / 3.0).log2() / 2.0).round() as i32

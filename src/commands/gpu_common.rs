@@ -163,7 +163,7 @@ impl Session {
         if !args.no_check {
             mkc_backend::memory::check_host_fits(
                 "the CPU reference's weights (bf16)",
-                mkc_backend::memory::host_weight_bytes(&model),
+                mkc_backend::memory::weight_bytes(&model),
                 mkc_backend::memory::host_available(),
                 "--no-check (the step times need no reference), or fewer layers in the model \
                  file",

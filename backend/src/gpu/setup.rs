@@ -14,14 +14,12 @@ use crate::abi::{KGlobals, KLayer, KModel};
 use crate::error::{check, BackendError};
 use crate::kernels;
 use crate::memory::{global_buffers, DeviceMemory, LayerBuffer};
-use crate::weights::{layout, Fill, HostWeights, LayerTensor, PER_LAYER};
+use crate::weights::{layout, Fill, LayerTensor, PER_LAYER};
 
 /// Where weights come from.
 pub enum WeightSource<'a> {
     /// Generated on the GPU from a seed (the CPU reproduces them with [`crate::weights::generate`]).
     Random(u32),
-    /// Uploaded from host memory.
-    Host(&'a HostWeights),
     /// Read from a checkpoint and uploaded tensor by tensor (each dropped once uploaded).
     Checkpoint(&'a crate::checkpoint_reader::Checkpoint),
 }
@@ -182,9 +180,6 @@ impl Runner {
             };
             match &weights {
                 WeightSource::Random(seed) => self.fill(p, s, *seed)?,
-                WeightSource::Host(w) => {
-                    super::device::upload(p, &w.tensors[i], &s.name)?;
-                }
                 WeightSource::Checkpoint(c) => {
                     super::device::upload(p, &c.tensor(i)?, &s.name)?;
                 }
