@@ -550,18 +550,93 @@ __device__ __forceinline__ bool gated_issue(const Stream& s, int q, int held, in
     }
 }
 
+// Whether phase `parity` of `bar` has completed, without suspending the thread (mbar_try may).
+__device__ __forceinline__ bool mbar_test(u64* bar, unsigned parity) {
+    unsigned done;
+    asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(smem_addr(bar)), "r"(parity)
+                 : "memory");
+    return done;
+}
+
+#ifdef MKC_PERSISTENT
+// The persistent producer's L2 warming (tuning.persistent_warm_pages, PERSISTENT_WARM_PAGES > 0):
+// while every page it issued has landed, its next slot is still held and its consumers are
+// past their inputs' staging (`*boundary` clear), HBM would idle; the producer reads the pages
+// it will issue next (up to PERSISTENT_WARM_PAGES past the next) into the sink and drops them,
+// so that their ring copies find them in L2. A page lands in pieces of PERSISTENT_SINK_BYTES,
+// one over the other; warm read n completes on barrier n % PERSISTENT_WARM_INFLIGHT.
+struct Warm {
+    int issued;  // warm reads issued so far (their barriers' phases)
+    __device__ __forceinline__ u64* bar(int n) const {
+        return (u64*)(smem_raw + PERSISTENT_WARM_BARS_OFFSET) + n % PERSISTENT_WARM_INFLIGHT;
+    }
+    __device__ __forceinline__ unsigned lap(int n) const { return (unsigned)(n / PERSISTENT_WARM_INFLIGHT); }
+    // Before the producer exits: every warm read has landed.
+    __device__ void drain() const {
+        for (int n = issued - PERSISTENT_WARM_INFLIGHT > 0 ? issued - PERSISTENT_WARM_INFLIGHT : 0; n < issued; ++n)
+            mbar_wait(bar(n), lap(n) & 1);
+    }
+};
+
+// One warm read, if the window is open: page `*next` (of this instruction's `count`, at or past
+// `i`, the next to issue, and fewer than PERSISTENT_WARM_PAGES past it) once ring page q - 1 (the
+// last issued) has landed, `*boundary` is clear and a warm barrier is free.
+__device__ __forceinline__ void warm_ahead(Warm& w, const Stream& s, const Matvec& v, int first, int i, int count,
+                                           int& next, const volatile int* boundary) {
+#ifdef MKC_ABLATE_WEIGHTS
+    return;  // no copies at all
+#endif
+    if (next < i) next = i;
+    if (next >= count || next >= i + PERSISTENT_WARM_PAGES || *boundary) return;
+    int slot, lap;  // of ring page q - 1 (page_landed's, without suspending the thread)
+    ring_slot(s, s.page0 + i - 1, slot, lap);
+    if (!mbar_test(&s.full[slot], (unsigned)lap & 1)) return;
+    const int n = w.issued;
+    if (n >= PERSISTENT_WARM_INFLIGHT && !mbar_test(w.bar(n), (w.lap(n) - 1) & 1)) return;
+    const unsigned bytes = (unsigned)(v.page_rows * v.k * 2);
+    mbar_expect_tx(w.bar(n), bytes);
+    unsigned char* sink = smem_raw + PERSISTENT_SINK_OFFSET;
+    const int halves = v.page_out != v.page_rows ? 2 : 1;
+    const unsigned part = bytes / halves;
+    for (int h = 0; h < halves; ++h) {
+        const char* src = (const char*)page_source(v, first + next, h);
+        for (unsigned o = 0; o < part; o += PERSISTENT_SINK_BYTES)
+            bulk_copy(sink, src + o, part - o < PERSISTENT_SINK_BYTES ? part - o : PERSISTENT_SINK_BYTES, w.bar(n));
+    }
+    ++next;
+    ++w.issued;
+}
+#else
+struct Warm;
+#endif
+
 // Producer (one lane): streams `count` pages from `first` through the ring, as its pages
 // s.page0 .. s.page0 + count - 1. Returns the pages issued: fewer if `left` was set while it
 // waited for a slot. With `boundary` (the persistent kernel's flag: its consumers are between
 // two instructions; null for a chain CTA) it keeps at most `held` pages in flight while the
-// flag is set and at most `cap` otherwise (gated_issue).
+// flag is set and at most `cap` otherwise (gated_issue). With `warm` (the persistent kernel's,
+// where it warms) it warms L2 while it waits for a slot (warm_ahead).
 __device__ int produce(const Stream& s, const Matvec& v, int first, int count, const volatile int* left = nullptr,
-                       const volatile int* boundary = nullptr, int held = 0, int cap = 0) {
+                       const volatile int* boundary = nullptr, int held = 0, int cap = 0, Warm* warm = nullptr) {
     const unsigned bytes = (unsigned)(v.page_rows * v.k * 2);
     const u64 policy = evict_first_policy();
+#ifdef MKC_PERSISTENT
+    int warm_next = 0;
+#endif
     for (int i = 0; i < count; ++i) {
         int slot, lap;
         ring_slot(s, s.page0 + i, slot, lap);
+#ifdef MKC_PERSISTENT
+        if (warm && lap > 0) {
+            for (;;) {
+                warm_ahead(*warm, s, v, first, i, count, warm_next, boundary);
+                if (mbar_try(&s.empty[slot], (lap - 1) & 1)) break;
+                if (*left) return i;
+            }
+        } else
+#endif
         if (lap > 0 && !mbar_wait_unless(&s.empty[slot], (lap - 1) & 1, left)) return i;
 #ifdef MKC_ABLATE_WEIGHTS
         // No copy: the page lands at once, on the zeroed slot, with nothing in flight to hold.
@@ -2223,6 +2298,7 @@ __device__ void attention_o_proj_body(const Model& m, const Globals& g, const La
 __device__ void persistent_producer(const Model& m, const Globals& g, const Persistent& p, int begin, int end,
                                     const volatile int* left, const volatile int* boundary) {
     int page0 = 0, kvs = 0;
+    Warm warm{0};
     bool go = true;
     for (int i = begin; go && i < end; ++i) {
         const Instr ins = p.instrs[i];
@@ -2256,7 +2332,7 @@ __device__ void persistent_producer(const Model& m, const Globals& g, const Pers
         int first, count;
         page_range(PersistentWork{ins.first, ins.count, page0, -1}, v, first, count);
         const int issued = produce(s, v, first, count, left, boundary, PERSISTENT_BOUNDARY_INFLIGHT,
-                                   PERSISTENT_STREAM_INFLIGHT);
+                                   PERSISTENT_STREAM_INFLIGHT, PERSISTENT_WARM_PAGES > 0 ? &warm : nullptr);
         page0 += issued;
         go = issued == count;
     }
@@ -2264,6 +2340,7 @@ __device__ void persistent_producer(const Model& m, const Globals& g, const Pers
     // the consumers waited for each unless they stopped early (the watchdog), and a later page
     // may not have been issued (its slot's last phase is then an earlier page's).
     if (kvs > 0) mbar_wait(persistent_kv_full(), (kvs - 1) & 1);
+    if (PERSISTENT_WARM_PAGES > 0) warm.drain();
     const int slots = PERSISTENT_SLOTS;
     for (int q = page0 - slots > 0 ? page0 - slots : 0; q < page0; ++q) {
         int slot, lap;
@@ -2348,6 +2425,8 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         }
         mbar_init(persistent_kv_full(), 1);
         mbar_init(persistent_kv_free(), 1);
+        if (PERSISTENT_WARM_PAGES > 0)
+            for (int n = 0; n < PERSISTENT_WARM_INFLIGHT; ++n) mbar_init(Warm{0}.bar(n), 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
 #ifdef MKC_ABLATE_WEIGHTS
@@ -2362,7 +2441,7 @@ extern "C" __global__ void __launch_bounds__(PERSISTENT_THREADS, 1) k_persistent
         if (threadIdx.x == CONSUMER_THREADS)
             persistent_producer(m, g, p, begin, end, &left_s,
                                 PERSISTENT_BOUNDARY_INFLIGHT < PERSISTENT_SLOTS ||
-                                        PERSISTENT_STREAM_INFLIGHT < PERSISTENT_SLOTS
+                                        PERSISTENT_STREAM_INFLIGHT < PERSISTENT_SLOTS || PERSISTENT_WARM_PAGES > 0
                                     ? &boundary_s
                                     : nullptr);
         return;

@@ -428,6 +428,17 @@ pub fn model_header(model: &mkc_ir::Model) -> String {
                 "STREAM_INFLIGHT",
                 mkc_catalogue::persistent_stream_inflight(&model.tuning),
             ),
+            (
+                "WARM_PAGES",
+                mkc_catalogue::persistent_warm_pages(&model.tuning),
+            ),
+            ("WARM_INFLIGHT", mkc_catalogue::PERSISTENT_WARM_INFLIGHT),
+            (
+                "WARM_BARS_OFFSET",
+                mkc_catalogue::PersistentLayout::WARM_BARS_OFFSET,
+            ),
+            ("SINK_OFFSET", l.sink_offset()),
+            ("SINK_BYTES", l.sink_bytes),
         ] {
             s += &format!("#define PERSISTENT_{name} {v}\n");
         }
@@ -532,6 +543,7 @@ pub fn model_checks(model: &mkc_ir::Model) -> String {
              static_assert(PERSISTENT_RING_OFFSET % 128 == 0 && PERSISTENT_WORK_OFFSET % 128 == 0 && PERSISTENT_ATT_OFFSET % 128 == 0, \"the persistent ring, work region and attention region must be 128-byte aligned\");\n\
              static_assert(CONSUMER_WARPS == {warps}, \"Rust and CUDA disagree on the persistent kernel's consumer warps\");\n\
              static_assert(PERSISTENT_SLOTS <= MAX_SLOTS, \"the persistent ring has more slots than barriers\");\n\
+             static_assert(PERSISTENT_WARM_BARS_OFFSET == 2 * MAX_SLOTS * 8 + 2 * 8 && PERSISTENT_SINK_OFFSET >= PERSISTENT_WARM_BARS_OFFSET + PERSISTENT_WARM_INFLIGHT * 8 && PERSISTENT_SINK_OFFSET + PERSISTENT_SINK_BYTES <= PERSISTENT_WORK_OFFSET && (PERSISTENT_WARM_PAGES == 0 || (PERSISTENT_SINK_BYTES >= 16 && PERSISTENT_SINK_BYTES % 16 == 0)), \"the persistent warm reads' barriers and sink overlap another region\");\n\
              static_assert(att_slices(CONSUMER_THREADS, {outs}) * {outs} * 4 <= {att_bytes}u, \"the persistent attention's partial sums overflow its region\");\n\
              static_assert(att_slices(CONSUMER_THREADS, {outs}) * {outs} * 4 == {reduce}u, \"Rust and CUDA disagree on the persistent attention's partial sums\");\n\
              #endif\n",

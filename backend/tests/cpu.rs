@@ -1211,3 +1211,39 @@ fn producer_limits_change_only_k_persistent() {
     assert_eq!(persistent(&capped(10)), persistent(&capped(16)));
     assert_ne!(persistent(&capped(1)), persistent(&capped(16)));
 }
+
+/// The persistent producer's L2 warming is k_persistent's alone and off by default: 0 pages
+/// builds the machine code of a tuning that leaves the knob unset, and any other depth
+/// changes k_persistent only (the sink it lands in moves the work region, not the ring).
+#[test]
+fn warm_pages_change_only_k_persistent() {
+    let build = |warm: Option<u32>| {
+        let mut m = llama1b();
+        m.tuning.persistent_warm_pages = warm;
+        kernels::compile_persistent("sm_90a", &m)
+    };
+    let unset = match build(None) {
+        Err(mkc_backend::BackendError::NoNvrtc) => {
+            eprintln!("SKIPPED: no NVRTC library found (set LD_LIBRARY_PATH to an NVRTC 13 lib directory)");
+            return;
+        }
+        other => other.unwrap(),
+    };
+    let hash = |c: &kernels::Compiled| {
+        c.kernels
+            .iter()
+            .find(|k| k.name == "k_persistent")
+            .map(|k| k.code_hash)
+            .expect("k_persistent built")
+    };
+    assert_eq!(hash(&build(Some(0)).unwrap()), hash(&unset));
+    let warm = build(Some(8)).unwrap();
+    assert!(changed_kernels(&unset, &warm).is_empty());
+    assert_ne!(hash(&warm), hash(&unset));
+    let slots = |warm: Option<u32>| {
+        let mut m = llama1b();
+        m.tuning.persistent_warm_pages = warm;
+        mkc_catalogue::persistent_layout(&m).unwrap().slots
+    };
+    assert_eq!(slots(Some(8)), slots(None));
+}

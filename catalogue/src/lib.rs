@@ -24,9 +24,10 @@ pub use layout::{
 
 pub use persistent::{
     persistent_boundary_inflight, persistent_dynamic_smem, persistent_layout,
-    persistent_stream_inflight, persistent_threads, persistent_tuning, persistent_warps,
-    PersistentLayout, PERSISTENT_BOUNDARY_INFLIGHT, PERSISTENT_MAX_REFS, PERSISTENT_STATIC_SMEM,
-    PERSISTENT_STREAM_INFLIGHT, PERSISTENT_WARPS,
+    persistent_stream_inflight, persistent_threads, persistent_tuning, persistent_warm_pages,
+    persistent_warps, PersistentLayout, PERSISTENT_BOUNDARY_INFLIGHT, PERSISTENT_MAX_REFS,
+    PERSISTENT_SINK_BYTES, PERSISTENT_STATIC_SMEM, PERSISTENT_STREAM_INFLIGHT,
+    PERSISTENT_WARM_INFLIGHT, PERSISTENT_WARM_PAGES, PERSISTENT_WARPS,
 };
 
 use mkc_ir::OpKind;

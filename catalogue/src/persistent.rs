@@ -63,6 +63,29 @@ pub fn persistent_stream_inflight(t: &Tuning) -> u32 {
         .unwrap_or(PERSISTENT_STREAM_INFLIGHT)
 }
 
+/// Weight pages the persistent producer may warm into L2 ahead of its ring where neither the
+/// model nor the device profile sets it: none (an experiment until a lease measures it).
+pub const PERSISTENT_WARM_PAGES: u32 = 0;
+
+/// [`PERSISTENT_WARM_PAGES`], or `tuning.persistent_warm_pages` (validated: 0-32): how far past
+/// the next page to issue the producer reads pages into L2 while every page it issued has
+/// landed, its next slot is still held and its consumers are past their inputs' staging, so
+/// that HBM streams while the SM computes with a full ring (the H200's ring covers 5.7 us of
+/// its stream; a layer idles HBM 11.6 us, docs/perf.md).
+pub fn persistent_warm_pages(t: &Tuning) -> u32 {
+    t.persistent_warm_pages.unwrap_or(PERSISTENT_WARM_PAGES)
+}
+
+/// Warm reads in flight at most: each has an mbarrier of its own, so that the producer issues
+/// the next once the oldest has landed (the probe read L2-held pages fastest at 4 copies in
+/// flight; the chain's warming keeps 2).
+pub const PERSISTENT_WARM_INFLIGHT: u32 = 2;
+
+/// Bytes the warm reads land in and are dropped: a real read leaves the lines in L2 where no
+/// prefetch instruction does (docs/perf.md, eighth session), and a page's read lands in pieces
+/// of this size, one over the other, so that warming costs the ring no slot.
+pub const PERSISTENT_SINK_BYTES: u32 = 1024;
+
 /// The tuning the persistent kernel's build compiles with: `t` with the streaming bodies'
 /// warps (`consumer_warps`, the source's one `CONSUMER_WARPS`) set to the persistent kernel's,
 /// so that everything sized from the streaming warps agrees with the kernel as built.
@@ -97,6 +120,9 @@ pub struct PersistentLayout {
     pub att_vectors: u32,
     /// Bytes of the consumers' work region.
     pub work_bytes: u32,
+    /// Bytes of the warm reads' sink ([`PERSISTENT_SINK_BYTES`] where the producer warms,
+    /// else 0: the layout of a build that does not warm is unchanged).
+    pub sink_bytes: u32,
 }
 
 const fn align128(x: u32) -> u32 {
@@ -110,9 +136,17 @@ impl PersistentLayout {
     /// Those mbarriers: the KV history's full and free.
     pub const KV_BARS: u32 = 2;
 
-    /// Where the consumers' work region starts: after the mbarriers.
+    /// The warm reads' mbarriers ([`PERSISTENT_WARM_INFLIGHT`]), after the KV history's.
+    pub const WARM_BARS_OFFSET: u32 = Self::KV_BARS_OFFSET + Self::KV_BARS * 8;
+
+    /// Where the warm reads' sink starts: after every mbarrier.
+    pub fn sink_offset(&self) -> u32 {
+        align128(Self::WARM_BARS_OFFSET + PERSISTENT_WARM_INFLIGHT * 8)
+    }
+
+    /// Where the consumers' work region starts: after the mbarriers and the sink.
     pub fn work_offset(&self) -> u32 {
-        align128(Self::KV_BARS_OFFSET + Self::KV_BARS * 8)
+        self.sink_offset() + self.sink_bytes
     }
 
     /// Bytes of the work region's shared part, at its start: a streaming operator's input
@@ -191,6 +225,11 @@ pub fn persistent_layout(model: &Model) -> Result<PersistentLayout, Unsupported>
             .fold(hidden, u32::max),
         att_vectors: layout::attention_vectors_smem(model),
         work_bytes: 0,
+        sink_bytes: if persistent_warm_pages(&model.tuning) > 0 {
+            PERSISTENT_SINK_BYTES
+        } else {
+            0
+        },
     };
     let budget = SMEM_PER_CTA - PERSISTENT_STATIC_SMEM;
     let w = &model.workload;
@@ -278,6 +317,7 @@ mod tests {
             page_kib in prop::sample::select(vec![4u32, 8, 16, 32]),
             split in prop::sample::select(vec![1u32, 2, 4, 8]),
             warps in prop::option::of(prop::sample::select(vec![4u32, 5, 7, 8])),
+            warm in 0u32..3,
         ) {
             let (name, text) = mkc_ir::embedded::MODELS[which];
             let mut model = Model::parse(name, text).unwrap();
@@ -285,18 +325,21 @@ mod tests {
             model.lowering.page_bytes = page_kib * 1024;
             model.lowering.attention_split = split;
             model.tuning.persistent_warps = warps;
+            model.tuning.persistent_warm_pages = Some(warm);
             prop_assume!(model.validate(name).is_ok());
             match persistent_layout(&model) {
                 Ok(l) => {
                     prop_assert!(l.slots >= 1 && l.slots <= MAX_SLOTS);
-                    let bars = PersistentLayout::KV_BARS * 8;
-                    prop_assert!(PersistentLayout::KV_BARS_OFFSET + bars <= l.work_offset());
+                    let bars = PersistentLayout::WARM_BARS_OFFSET + PERSISTENT_WARM_INFLIGHT * 8;
+                    prop_assert!(bars <= l.sink_offset());
+                    prop_assert!(l.sink_offset() + l.sink_bytes <= l.work_offset());
+                    prop_assert_eq!(l.sink_bytes > 0, warm > 0);
                     prop_assert!(l.work_offset() + l.x_len * 4 + SCRATCH_FLOATS * 4 <= l.att_offset());
                     prop_assert!(
                         l.work_offset() + layout::attention_vectors_smem(&model) <= l.att_offset()
                     );
                     prop_assert!(l.att_offset() < l.ring_offset());
-                    for offset in [l.work_offset(), l.att_offset(), l.ring_offset()] {
+                    for offset in [l.sink_offset(), l.work_offset(), l.att_offset(), l.ring_offset()] {
                         prop_assert_eq!(offset % 128, 0);
                     }
                     prop_assert!(l.attention_chunk(&model) >= MIN_PERSISTENT_CHUNK.min(max_seq));

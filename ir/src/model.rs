@@ -69,6 +69,12 @@ pub struct Tuning {
     /// lease AQ), so the h100 profile sets 4.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub persistent_stream_inflight: Option<u32>,
+    /// Weight pages past the next one to issue that the persistent producer may read into L2
+    /// (into a 1 KiB sink, the data dropped) while every page it issued has landed, its next
+    /// slot is still held and its consumers are past their staging: HBM streams while the SM
+    /// computes with a full ring (0-32; default 0: off; an experiment, docs/perf.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub persistent_warm_pages: Option<u32>,
     /// Shared memory a streaming CTA budgets for its ring, bytes (default: the whole SM).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stream_smem: Option<u32>,
@@ -132,7 +138,7 @@ impl Tuning {
 
     /// Every numeric knob by its field name, with its value (`None`: the default): the one
     /// list that validation and reports read.
-    pub fn knobs(&self) -> [(&'static str, Option<u32>); 15] {
+    pub fn knobs(&self) -> [(&'static str, Option<u32>); 16] {
         [
             ("consumer_warps", self.consumer_warps),
             ("persistent_warps", self.persistent_warps),
@@ -145,6 +151,7 @@ impl Tuning {
                 "persistent_stream_inflight",
                 self.persistent_stream_inflight,
             ),
+            ("persistent_warm_pages", self.persistent_warm_pages),
             ("stream_smem", self.stream_smem),
             ("att_threads", self.att_threads),
             ("att_chunk", self.att_chunk),
@@ -171,6 +178,9 @@ impl Tuning {
             persistent_stream_inflight: self
                 .persistent_stream_inflight
                 .or(card.persistent_stream_inflight),
+            persistent_warm_pages: self
+                .persistent_warm_pages
+                .or(card.persistent_warm_pages),
             stream_smem: self.stream_smem.or(card.stream_smem),
             att_threads: self.att_threads.or(card.att_threads),
             att_chunk: self.att_chunk.or(card.att_chunk),
@@ -797,6 +807,7 @@ mod tests {
             persistent_slots: Some(v + 2),
             persistent_boundary_inflight: Some(v + 3),
             persistent_stream_inflight: Some(v + 14),
+            persistent_warm_pages: Some(v + 15),
             stream_smem: Some(v + 4),
             att_threads: Some(v + 5),
             att_chunk: Some(v + 6),

@@ -47,6 +47,7 @@ pub fn model_range(field: &str) -> Option<(u64, u64)> {
         "tuning.persistent_slots" => (1, 16),
         "tuning.persistent_boundary_inflight" => (0, 16),
         "tuning.persistent_stream_inflight" => (1, 16),
+        "tuning.persistent_warm_pages" => (0, 32),
         "tuning.stream_smem" => (1, 232_448),
         "tuning.att_threads" => (128, 1024),
         "tuning.att_chunk" => (1, MAX_DIM as u64),

@@ -1,0 +1,22 @@
+#!/bin/bash
+# Lease GC (forty-ninth session): the persistent producer warming L2 while its ring is full and
+# landed and its consumers compute (branch warm-window, tuning.persistent_warm_pages D), on
+# the fused file, persistent with pdl beside main, D = 4, 8, 16 alternated twice, checked;
+# then, where the card holds it, lease FL's 80 layers of Llama-3-70B (unchecked). Predictions:
+# docs/perf.md ("Lease GC"). Call with timeout 600, carry .device (mkc of warm-window).
+LIMIT=${LIMIT:-330} ARCHIVE=gc.tgz
+source tools/leases/common.sh
+T=models/llama1b_fused.ron
+for d in 4 8 16; do printf "Tuning(persistent_warm_pages: Some($d))\n" > $W/w$d.ron; done
+for r in a b; do
+    TARGETS=persistent,pdl b main_$r
+    for d in 4 8 16; do b w${d}_$r --tune $W/w$d.ron; done
+done
+echo "== lease GC: fused persistent by warm pages D (µs, [model: no warming term])"
+grep -H -E "^  (persistent|pdl) " $W/main_?.log $W/w*_?.log | sed 's|/tmp/w/||'
+grep -h 'read bandwidth' $W/main_?.log | head -2
+if [ $SECONDS -lt 360 ]; then
+    $M model tests/configs/llama-3-70b -o $W/l70.ron > /dev/null 2>&1 &&
+        LIMIT=400 BT=$((560 - SECONDS)) T=$W/l70.ron TARGETS=persistent,pdl,graph b l70 --no-check
+fi
+keep
