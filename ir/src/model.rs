@@ -178,9 +178,7 @@ impl Tuning {
             persistent_stream_inflight: self
                 .persistent_stream_inflight
                 .or(card.persistent_stream_inflight),
-            persistent_warm_pages: self
-                .persistent_warm_pages
-                .or(card.persistent_warm_pages),
+            persistent_warm_pages: self.persistent_warm_pages.or(card.persistent_warm_pages),
             stream_smem: self.stream_smem.or(card.stream_smem),
             att_threads: self.att_threads.or(card.att_threads),
             att_chunk: self.att_chunk.or(card.att_chunk),
