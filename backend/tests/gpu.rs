@@ -255,8 +255,8 @@ fn a_persistent_wait_that_never_completes_is_stopped_by_the_device_watchdog() {
 
 /// Every layer's values after a step (`Runner::layer_values`: QKV's outputs, the O-projection's
 /// and down's partials summed, x_mid, h decoded from fragments where stored so) are the CPU
-/// reference's, for every target and for attention inside the O-projection (its one added
-/// block): what a failing check reports as the first value off the reference.
+/// reference's, for every target, for attention inside the O-projection (its one added
+/// block) and for the persistent producer warming L2: what a failing check reports as the first value off the reference.
 #[test]
 fn every_layers_values_match_the_cpu_on_every_target() {
     let Some(sms) = gpu_sms("layer values") else {
@@ -274,6 +274,9 @@ fn every_layers_values_match_the_cpu_on_every_target() {
         include_str!("../../models/llama1b_fused.ron"),
     )
     .unwrap();
+    // The producer warming L2 ahead of its ring (its sink moves the work region).
+    let mut fused_warm = fused.clone();
+    fused_warm.tuning.persistent_warm_pages = Some(8);
     let device = mkc_ir::embedded::resolve_device("h200")
         .unwrap()
         .with_sms(sms);
@@ -285,6 +288,7 @@ fn every_layers_values_match_the_cpu_on_every_target() {
         (&tuned, Target::Pdl),
         (&tuned, Target::Persistent),
         (&fused, Target::Persistent),
+        (&fused_warm, Target::Persistent),
     ] {
         let schedule = compile(
             model,
@@ -317,7 +321,12 @@ fn every_layers_values_match_the_cpu_on_every_target() {
         }
         let got = &out.layers[0].1;
         assert_eq!(got.len(), model.geometry.layers as usize);
-        let label = format!("{} {}", model.name, target.name());
+        let label = format!(
+            "{} {} {}",
+            model.name,
+            target.name(),
+            model.tuning.describe().join(",")
+        );
         if let Some(wrong) = mkc_backend::reference::first_wrong_value(got, r.last_layers(), 1e-2) {
             panic!("{label}: {wrong}");
         }
