@@ -2,8 +2,8 @@
 # Lease GC (forty-ninth session): the persistent producer warming L2 while its ring is full and
 # landed and its consumers compute (branch warm-window, tuning.persistent_warm_pages D), on
 # the fused file, persistent with pdl beside main, D = 4, 8, 16 alternated twice, checked;
-# then, where the card holds it, lease FL's 80 layers of Llama-3-70B (unchecked). Predictions:
-# docs/perf.md ("Lease GC"). Call with timeout 600, carry .device (mkc of warm-window).
+# the GPU test of every layer's values (warming too); then, where the card holds it, lease FL's 80 layers of Llama-3-70B (unchecked). Predictions:
+# docs/perf.md ("Lease GC"). Call with timeout 600, carry .device (mkc and gpu_test of warm-window).
 LIMIT=${LIMIT:-330} ARCHIVE=gc.tgz
 source tools/leases/common.sh
 T=models/llama1b_fused.ron
@@ -15,7 +15,10 @@ done
 echo "== lease GC: fused persistent by warm pages D (µs, [model: no warming term])"
 grep -H -E "^  (persistent|pdl) " $W/main_?.log $W/w*_?.log | sed 's|/tmp/w/||'
 grep -h 'read bandwidth' $W/main_?.log | head -2
-if [ $SECONDS -lt 360 ]; then
+# Every layer's values against the CPU, the warming build among them (carried gpu_test).
+timeout 120 .device/gpu_test every_layers_values --test-threads 1 --nocapture > $W/layers.log 2>&1
+echo "layer values rc=$?"; grep -E "rel L2|panicked|test result" $W/layers.log; keep
+if [ $SECONDS -lt 400 ]; then
     $M model tests/configs/llama-3-70b -o $W/l70.ron > /dev/null 2>&1 &&
         LIMIT=400 BT=$((560 - SECONDS)) T=$W/l70.ron TARGETS=persistent,pdl,graph b l70 --no-check
 fi
