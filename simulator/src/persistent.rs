@@ -49,7 +49,13 @@ enum Event {
     Staged(usize),
     /// The current instruction finishes computing (attention, or its pages' products).
     Computed(usize),
+    /// A weight page that warming left in L2 lands from there (SM, load).
+    Landed(usize, usize),
 }
+
+/// How much faster than its share of HBM an SM reads pages that L2 holds: `mkc probe l2` read
+/// them at 1.6-1.75x (docs/perf.md, eighth session).
+const L2_WARM_SPEEDUP: f64 = 1.7;
 
 /// One load of an SM's stream: a weight page of a matvec task (the producer issues pages one
 /// by one), or an attention task's KV history.
@@ -64,6 +70,8 @@ struct Load {
     kv: bool,
     landed: bool,
     landed_at: f64,
+    /// Warming read it into L2 (`tuning.persistent_warm_pages`): its copy reads L2.
+    warmed: bool,
 }
 
 struct Sm {
@@ -78,6 +86,8 @@ struct Sm {
     loading: bool,
     /// The loader stopped for room; its next load starts a load latency after room frees.
     stalled: bool,
+    /// A warm read is in flight (one at a time).
+    warming: bool,
     /// When the loader may issue again (after a refill latency).
     resume_at: f64,
     /// The earliest its producer's loop can hand out the next weight page (`page_loop_ns`
@@ -272,7 +282,18 @@ pub fn simulate(
     // (docs/perf.md). The chain model has no such cap: with it, pdl +11-15%.
     let sms_n = plan.streams.len().max(1) as u32;
     let sm_speed: Vec<f64> = (0..sms_n).map(|sm| device.sm_speed(sm, sms_n)).collect();
-    let mut pool: Pool<(usize, usize)> = Pool::new(bw, cap.min(bw / sms_n as f64));
+    // Flows: (SM, load, whether a warm read).
+    let mut pool: Pool<(usize, usize, bool)> = Pool::new(bw, cap.min(bw / sms_n as f64));
+    // The producer's L2 warming (`tuning.persistent_warm_pages`, D): while its ring is full,
+    // every page it issued has landed and its consumers are staged, it reads the next weight
+    // pages of its instruction, up to D past the next, one at a time from the pool, and their
+    // copies then read L2 at L2_WARM_SPEEDUP times the SM's share of HBM, not the pool.
+    // (L2's capacity is not modelled: ~40 MiB of such pages, 19 per SM.)
+    let warm_pages = s
+        .model
+        .as_ref()
+        .map_or(0, |m| mkc_catalogue::persistent_warm_pages(&m.tuning)) as usize;
+    let l2_rate = L2_WARM_SPEEDUP * cap.min(bw / sms_n as f64);
     let mut queue: EventQueue<Event> = EventQueue::default();
     let mut sms: Vec<Sm> = plan
         .streams
@@ -308,6 +329,7 @@ pub fn simulate(
                             kv: true,
                             landed: false,
                             landed_at: 0.0,
+                            warmed: false,
                         });
                     }
                     for p in 0..pages {
@@ -319,6 +341,7 @@ pub fn simulate(
                             kv: false,
                             landed: false,
                             landed_at: 0.0,
+                            warmed: false,
                         });
                     }
                 }
@@ -331,6 +354,7 @@ pub fn simulate(
                 next_load: 0,
                 loading: false,
                 stalled: false,
+                warming: false,
                 resume_at: lat.load_latency_ns,
                 paced_at: 0.0,
                 ring_used: 0,
@@ -354,7 +378,7 @@ pub fn simulate(
     let try_load = |sm: usize,
                     now: f64,
                     sms: &mut Vec<Sm>,
-                    pool: &mut Pool<(usize, usize)>,
+                    pool: &mut Pool<(usize, usize, bool)>,
                     spans: &mut Vec<Span>,
                     queue: &mut EventQueue<Event>|
      -> bool {
@@ -394,17 +418,40 @@ pub fn simulate(
             }
             // Without weights (the ablation) a page lands once its slot is free: the kernel's
             // producer arrives on the slot's barrier without a copy.
-            if bytes > 0.0 && (kv || !ablate.weights) {
+            if bytes > 0.0 && !kv && st.loads[j].warmed {
+                st.loading = true;
+                queue.push(now + bytes / (l2_rate * sm_speed[sm]), Event::Landed(sm, j));
+            } else if bytes > 0.0 && (kv || !ablate.weights) {
                 // The KV history is a flow beside the pages: the kernel's producer issues its
                 // bulk copies and goes on to the next pages (measured at 1,024 positions, 4
                 // parts: the model -5.9% with the history ahead of the pages, -1.1% beside
                 // them; docs/perf.md, fortieth session).
                 st.loading |= !kv;
-                pool.start_weighted(now, bytes, sm_speed[sm], (sm, j));
+                pool.start_weighted(now, bytes, sm_speed[sm], (sm, j, false));
             } else {
                 st.loads[j].landed = true;
                 st.loads[j].landed_at = now;
                 landed_now = true;
+            }
+        }
+        // Warming: the ring full and landed, the consumers staged.
+        let j = st.next_load;
+        if warm_pages > 0
+            && st.stalled
+            && !st.loading
+            && st.staged
+            && !st.warming
+            && !ablate.weights
+            && j < st.loads.len()
+            && !st.loads[j].kv
+        {
+            let ins = st.loads[j].ins;
+            let end = (j + warm_pages).min(st.loads.len());
+            if let Some(k) =
+                (j..end).find(|&k| st.loads[k].ins == ins && !st.loads[k].kv && !st.loads[k].warmed)
+            {
+                st.warming = true;
+                pool.start_weighted(now, st.loads[k].bytes, sm_speed[sm], (sm, k, true));
             }
         }
         landed_now
@@ -529,7 +576,15 @@ pub fn simulate(
     }
     while let Some(item) = next(&mut queue, &mut pool) {
         match item {
-            Next::Flow(now, (sm, j)) => {
+            Next::Flow(now, (sm, k, true)) => {
+                // A warm read is in L2: the next one may start.
+                sms[sm].loads[k].warmed = true;
+                sms[sm].warming = false;
+                if try_load(sm, now, &mut sms, &mut pool, &mut spans, &mut queue) {
+                    progress!(sm, now);
+                }
+            }
+            Next::Flow(now, (sm, j, false)) | Next::Event(now, Event::Landed(sm, j)) => {
                 let st = &mut sms[sm];
                 st.loads[j].landed = true;
                 st.loads[j].landed_at = now;
@@ -588,6 +643,9 @@ pub fn simulate(
                 let st = &mut sms[sm];
                 st.staged = true;
                 st.math.start(now, tensor_cores.contains(&kind));
+                if warm_pages > 0 {
+                    try_load(sm, now, &mut sms, &mut pool, &mut spans, &mut queue);
+                }
                 progress!(sm, now);
             }
             Next::Event(now, Event::Computed(sm)) => {
