@@ -3,8 +3,8 @@
 # landed and its consumers compute (branch warm-window, tuning.persistent_warm_pages D), on
 # the fused file, persistent with pdl beside main, D = 4, 8, 16 alternated twice, checked;
 # the GPU test of every layer's values (warming too); then, where the card holds it, lease FL's 80 layers of Llama-3-70B (unchecked). Predictions:
-# docs/perf.md ("Lease GC"). Call with timeout 600, carry .device (mkc and gpu_test of warm-window).
-LIMIT=${LIMIT:-330} ARCHIVE=gc.tgz
+# docs/perf.md ("Lease GC"). Call with timeout 500, carry .device (mkc and gpu_test of warm-window).
+LIMIT=${LIMIT:-280} ARCHIVE=gc.tgz
 source tools/leases/common.sh
 T=models/llama1b_fused.ron
 for d in 4 8 16; do printf "Tuning(persistent_warm_pages: Some($d))\n" > $W/w$d.ron; done
@@ -18,8 +18,8 @@ grep -h 'read bandwidth' $W/main_?.log | head -2
 # Every layer's values against the CPU, the warming build among them (carried gpu_test).
 timeout 120 .device/gpu_test every_layers_values --test-threads 1 --nocapture > $W/layers.log 2>&1
 echo "layer values rc=$?"; grep -E "rel L2|panicked|test result" $W/layers.log; keep
-if [ $SECONDS -lt 400 ]; then
+if [ $SECONDS -lt 330 ] && grep -q H200 $W/gpu.txt; then
     $M model tests/configs/llama-3-70b -o $W/l70.ron > /dev/null 2>&1 &&
-        LIMIT=400 BT=$((560 - SECONDS)) T=$W/l70.ron TARGETS=persistent,pdl,graph b l70 --no-check
+        LIMIT=400 BT=$((470 - SECONDS)) T=$W/l70.ron TARGETS=persistent,pdl,graph b l70 --no-check
 fi
 keep
