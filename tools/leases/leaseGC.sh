@@ -1,17 +1,15 @@
 #!/bin/bash
 # Lease GC (forty-ninth session): the persistent producer warming L2 while its ring is full and
 # landed and its consumers compute (branch warm-window, tuning.persistent_warm_pages D), on
-# the fused file, persistent with pdl beside main, D = 4, 8, 16 alternated twice, checked;
+# the fused file, persistent with pdl beside main, D = 8 twice and 4 and 16 once, alternated, checked;
 # the GPU test of every layer's values (warming too); then, where the card holds it, lease FL's 80 layers of Llama-3-70B (unchecked). Predictions:
 # docs/perf.md ("Lease GC"). Call with timeout 500, carry .device (mkc and gpu_test of warm-window).
-LIMIT=${LIMIT:-280} ARCHIVE=gc.tgz
+LIMIT=${LIMIT:-240} ARCHIVE=gc.tgz
 source tools/leases/common.sh
 T=models/llama1b_fused.ron
 for d in 4 8 16; do printf "Tuning(persistent_warm_pages: Some($d))\n" > $W/w$d.ron; done
-for r in a b; do
-    TARGETS=persistent,pdl b main_$r
-    for d in 4 8 16; do b w${d}_$r --tune $W/w$d.ron; done
-done
+TARGETS=persistent,pdl b main_a; b w8_a --tune $W/w8.ron; b w4_a --tune $W/w4.ron
+TARGETS=persistent,pdl b main_b; b w8_b --tune $W/w8.ron; b w16_b --tune $W/w16.ron
 echo "== lease GC: fused persistent by warm pages D (µs, [model: no warming term])"
 grep -H -E "^  (persistent|pdl) " $W/main_?.log $W/w*_?.log | sed 's|/tmp/w/||'
 grep -h 'read bandwidth' $W/main_?.log | head -2
