@@ -214,6 +214,16 @@ __device__ __forceinline__ bool mbar_try(u64* bar, unsigned parity) {
     return done;
 }
 
+// Whether phase `parity` of `bar` has completed, without suspending the thread (mbar_try may).
+__device__ __forceinline__ bool mbar_test(u64* bar, unsigned parity) {
+    unsigned done;
+    asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(smem_addr(bar)), "r"(parity)
+                 : "memory");
+    return done;
+}
+
 __device__ __forceinline__ void mbar_wait(u64* bar, unsigned parity) {
     while (!mbar_try(bar, parity)) {
     }
@@ -548,16 +558,6 @@ __device__ __forceinline__ bool gated_issue(const Stream& s, int q, int held, in
         if (*boundary ? held > 0 && within_limit(s, q, held) : within_limit(s, q, cap)) return true;
         if (left && *left) return false;
     }
-}
-
-// Whether phase `parity` of `bar` has completed, without suspending the thread (mbar_try may).
-__device__ __forceinline__ bool mbar_test(u64* bar, unsigned parity) {
-    unsigned done;
-    asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done)
-                 : "r"(smem_addr(bar)), "r"(parity)
-                 : "memory");
-    return done;
 }
 
 #ifdef MKC_PERSISTENT

@@ -1159,6 +1159,15 @@ fn every_persistent_ablation_build_compiles() {
     }
 }
 
+/// k_persistent's machine code hash in a persistent build.
+fn k_persistent_hash(c: &kernels::Compiled) -> u64 {
+    c.kernels
+        .iter()
+        .find(|k| k.name == "k_persistent")
+        .map(|k| k.code_hash)
+        .expect("k_persistent built")
+}
+
 /// The persistent producer's limits (between instructions and outside that window) are
 /// k_persistent's alone: each changes no chain kernel of the persistent build, a limit of at
 /// least the ring's slots compiles to the unlimited producer (the same machine code whatever
@@ -1174,13 +1183,7 @@ fn producer_limits_change_only_k_persistent() {
             t.persistent_stream_inflight = Some(v)
         }),
     ];
-    let persistent = |c: &kernels::Compiled| {
-        c.kernels
-            .iter()
-            .find(|k| k.name == "k_persistent")
-            .map(|k| k.code_hash)
-            .expect("k_persistent built")
-    };
+    let persistent = k_persistent_hash;
     for (name, set) in knobs {
         let build = |inflight: u32| {
             let mut m = llama1b();
@@ -1229,13 +1232,7 @@ fn warm_pages_change_only_k_persistent() {
         }
         other => other.unwrap(),
     };
-    let hash = |c: &kernels::Compiled| {
-        c.kernels
-            .iter()
-            .find(|k| k.name == "k_persistent")
-            .map(|k| k.code_hash)
-            .expect("k_persistent built")
-    };
+    let hash = k_persistent_hash;
     assert_eq!(hash(&build(Some(0)).unwrap()), hash(&unset));
     let warm = build(Some(8)).unwrap();
     assert!(changed_kernels(&unset, &warm).is_empty());

@@ -289,10 +289,10 @@ pub fn simulate(
     // pages of its instruction, up to D past the next, one at a time from the pool, and their
     // copies then read L2 at L2_WARM_SPEEDUP times the SM's share of HBM, not the pool.
     // (L2's capacity is not modelled: ~40 MiB of such pages, 19 per SM.)
-    let warm_pages = s
-        .model
-        .as_ref()
-        .map_or(0, |m| mkc_catalogue::persistent_warm_pages(&m.tuning)) as usize;
+    let warm_pages =
+        s.model
+            .as_ref()
+            .map_or(0, |m| mkc_catalogue::persistent_warm_pages(&m.tuning)) as usize;
     let l2_rate = L2_WARM_SPEEDUP * cap.min(bw / sms_n as f64);
     let mut queue: EventQueue<Event> = EventQueue::default();
     let mut sms: Vec<Sm> = plan
