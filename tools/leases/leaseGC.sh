@@ -4,7 +4,7 @@
 # the fused file, persistent with pdl beside main, D = 8 twice and 4 and 16 once, alternated, checked;
 # the GPU test of every layer's values (warming too); then, where the card holds it, lease FL's 80 layers of Llama-3-70B (unchecked). Predictions:
 # docs/perf.md ("Lease GC"). Call with timeout 500, carry .device (mkc and gpu_test of warm-window).
-LIMIT=${LIMIT:-240} ARCHIVE=gc.tgz
+LIMIT=${LIMIT:-200} ARCHIVE=gc.tgz
 source tools/leases/common.sh
 T=models/llama1b_fused.ron
 for d in 4 8 16; do printf "Tuning(persistent_warm_pages: Some($d))\n" > $W/w$d.ron; done
@@ -14,7 +14,7 @@ echo "== lease GC: fused persistent by warm pages D (µs, [model: no warming ter
 grep -H -E "^  (persistent|pdl) " $W/main_?.log $W/w*_?.log | sed 's|/tmp/w/||'
 grep -h 'read bandwidth' $W/main_?.log | head -2
 # Every layer's values against the CPU, the warming build among them (carried gpu_test).
-timeout 120 .device/gpu_test every_layers_values --test-threads 1 --nocapture > $W/layers.log 2>&1
+timeout 100 .device/gpu_test every_layers_values --test-threads 1 --nocapture > $W/layers.log 2>&1
 echo "layer values rc=$?"; grep -E "rel L2|panicked|test result" $W/layers.log; keep
 if [ $SECONDS -lt 330 ] && grep -q H200 $W/gpu.txt; then
     $M model tests/configs/llama-3-70b -o $W/l70.ron > /dev/null 2>&1 &&
