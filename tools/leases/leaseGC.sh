@@ -1,9 +1,10 @@
 #!/bin/bash
 # Lease GC (forty-ninth session): the persistent producer warming L2 while its ring is full and
-# landed and its consumers compute (branch warm-window, tuning.persistent_warm_pages D), on
-# the fused file, persistent with pdl beside main, D = 8 twice, alternated, then the GPU test of every layer's values (warming too), then D = 4 and 16 once, checked;
-# the GPU test of every layer's values (warming too); then, where the card holds it, lease FL's 80 layers of Llama-3-70B (unchecked). Predictions:
-# docs/perf.md ("Lease GC"). Call with timeout 500, carry .device (mkc and gpu_test of warm-window).
+# landed and its consumers compute (tuning.persistent_warm_pages D), on the fused file: main
+# (persistent with pdl beside) and D = 8 alternated twice, the GPU test of every layer's values
+# (the warming build among them), D = 4 and 16 once, every bench checked; then, where an H200
+# holds it and time is left, lease FL's 80 layers of Llama-3-70B (unchecked). Predictions:
+# docs/perf.md ("Lease GC"). Call with timeout ~420, carry .device (mkc and gpu_test).
 LIMIT=${LIMIT:-240} ARCHIVE=gc.tgz
 source tools/leases/common.sh
 T=models/llama1b_fused.ron
@@ -14,7 +15,7 @@ TARGETS=persistent,pdl b main_b; b w8_b --tune $W/w8.ron
 timeout 100 .device/gpu_test every_layers_values --test-threads 1 --nocapture > $W/layers.log 2>&1
 echo "layer values rc=$?"; grep -E "rel L2|panicked|test result" $W/layers.log; keep
 b w4_a --tune $W/w4.ron; b w16_a --tune $W/w16.ron
-echo "== lease GC: fused persistent by warm pages D (µs, [model: no warming term])"
+echo "== lease GC: fused persistent by warm pages D (µs, [model])"
 grep -H -E "^  (persistent|pdl) " $W/main_?.log $W/w*_?.log | sed 's|/tmp/w/||'
 grep -h 'read bandwidth' $W/main_?.log | head -2
 if [ $SECONDS -lt 330 ] && grep -q H200 $W/gpu.txt; then
