@@ -5,7 +5,7 @@
 # (the warming build among them), D = 4 and 16 once, every bench checked; then, where an H200
 # holds it and time is left, lease FL's 80 layers of Llama-3-70B (unchecked). Predictions:
 # docs/perf.md ("Lease GC"). Call with timeout ~420, carry .device (mkc and gpu_test).
-LIMIT=${LIMIT:-240} ARCHIVE=gc.tgz
+LIMIT=${LIMIT:-150} ARCHIVE=gc.tgz
 source tools/leases/common.sh
 T=models/llama1b_fused.ron
 for d in 4 8 16; do printf "Tuning(persistent_warm_pages: Some($d))\n" > $W/w$d.ron; done
