@@ -622,3 +622,34 @@ fn persistent_attention_compute_is_on_every_layers_path() {
     per_head.latencies.attention_head_ns += 1000.0;
     assert!(step(&per_head) > base + 0.8 * layers * 1000.0);
 }
+
+/// The persistent producer's L2 warming (`tuning.persistent_warm_pages`) reads only where the
+/// ring waits full: 0 pages is the unset knob's step exactly, warming shortens llama1b's H200
+/// step (its ring waits full while attention and the page math run) and moves no chain target,
+/// and with the weights ablated (no copies) there is nothing to warm.
+#[test]
+fn warming_fills_only_the_windows_where_the_ring_waits_full() {
+    let dev = resolve_device("h200").unwrap();
+    let with_warm = |d: Option<u32>| {
+        let mut m = mkc_ir::embedded::resolve_model("llama1b").unwrap();
+        m.tuning.persistent_warm_pages = d;
+        m
+    };
+    let (unset, off, warm) = (with_warm(None), with_warm(Some(0)), with_warm(Some(8)));
+    assert_eq!(target_steps(&off, &dev), target_steps(&unset, &dev));
+    let (p_unset, pdl_unset, g_unset) = target_steps(&unset, &dev);
+    let (p_warm, pdl_warm, g_warm) = target_steps(&warm, &dev);
+    assert!(p_warm < p_unset, "warm {p_warm} against {p_unset}");
+    assert_eq!(
+        (pdl_warm, g_warm),
+        (pdl_unset, g_unset),
+        "the chains do not warm"
+    );
+    let no_weights = Ablation {
+        weights: true,
+        ..Ablation::default()
+    };
+    let ablated =
+        |m: &mkc_ir::Model| ablated_step(&schedule(m, &dev, Target::Persistent), &dev, no_weights);
+    assert_eq!(ablated(&warm), ablated(&unset));
+}
